@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * gdrcache.h - the public interface of libgdrcache, a registration
+ * (pin-down) cache for RDMA on host and GPU memory.
+ *
+ * Object model
+ *   struct gdrc_ctx   one cache.  Created by gdrc_init(), destroyed by
+ *                     gdrc_fini().  Holds the registrations made for one
+ *                     protection domain (or for none: the "none" backend).
+ *   struct gdrc_mr    one registration, covering a page-rounded range.
+ *                     gdrc_mr_get() returns it with a reference held;
+ *                     gdrc_mr_put() drops the reference.  A registration
+ *                     nobody holds stays cached ("lazy unpinning") until
+ *                     it is evicted (limits) or invalidated (the memory
+ *                     was unmapped or freed).
+ *
+ * Invalidation
+ *   Host memory: libgdrcache watches munmap, mremap, madvise(DONTNEED,
+ *   FREE, REMOVE), brk/sbrk shrinking and mmap(MAP_FIXED) over an old
+ *   mapping, including glibc's own internal calls (free() of a large
+ *   block).  After such a call returns, the next gdrc_mr_get() on the
+ *   range returns a new registration (a new id); the old one stays valid
+ *   for whoever still holds it, and is released at its last put.
+ *   Callers that learn of frees themselves use gdrc_invalidate().
+ *
+ * Thread safety
+ *   Every function is safe to call from any thread at any time, except
+ *   gdrc_fini(), which must not run concurrently with other calls on the
+ *   same context.  Each function says so again below.
+ *
+ * fork()
+ *   A child process must not use its parent's registrations.  In the
+ *   child every call on a context created by the parent returns
+ *   GDRC_ERR_FORK (gdrc_mr_put and gdrc_fini only release memory); the
+ *   child may create contexts of its own.  See docs/threading.md.
+ *
+ * Environment (read once, at gdrc_init; full list with defaults and help:
+ * docs/env.md)
+ *   GDRC_LOG_LEVEL      error, warn, info, debug, trace
+ *   GDRC_MAX_REGIONS    cached registrations per context (inf = no limit)
+ *   GDRC_MAX_BYTES      registered bytes per context (K/M/G/T suffixes)
+ *   GDRC_MEM_HOOKS      auto or none: how host frees are seen
+ *   GDRC_BACKEND        auto, verbs or none
+ *   GDRC_STATS          1 prints the counters at gdrc_fini
+ *   GDRC_CHECK          1 checks the cache's invariants after each change
+ *
+ * Include this header alone: it needs neither verbs.h nor a CUDA header.
+ */
+#ifndef GDRCACHE_H
+#define GDRCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define GDRC_API __attribute__((visibility("default")))
+#else
+#define GDRC_API
+#endif
+
+struct ibv_pd;
+struct gdrc_ctx;
+struct gdrc_mr;
+
+/* ====================================================================
+ * Version
+ * ==================================================================== */
+
+#define GDRC_VERSION_MAJOR 0
+#define GDRC_VERSION_MINOR 1
+#define GDRC_VERSION_PATCH 0
+#define GDRC_VERSION                                                       \
+	((GDRC_VERSION_MAJOR << 16) | (GDRC_VERSION_MINOR << 8) |          \
+	 GDRC_VERSION_PATCH)
+
+/** @return GDRC_VERSION of the library actually loaded.  Thread safe. */
+GDRC_API unsigned gdrc_version(void);
+/** @return "MAJOR.MINOR.PATCH" of the library loaded.  Thread safe. */
+GDRC_API const char *gdrc_version_string(void);
+
+/* ====================================================================
+ * Status
+ *
+ * Zero is success, every error is negative.  Values are fixed: new ones
+ * are appended, none is ever renumbered or removed.
+ * ==================================================================== */
+
+typedef enum gdrc_status {
+	GDRC_OK = 0,
+	GDRC_ERR_INVALID_PARAM = -1, /* bad argument; nothing changed */
+	GDRC_ERR_NO_MEMORY = -2,     /* host memory or pinnable memory */
+	GDRC_ERR_UNSUPPORTED = -3,   /* memory kind or feature not handled */
+	GDRC_ERR_LIMIT = -4,         /* a configured limit would be exceeded */
+	GDRC_ERR_NO_DEVICE = -5,     /* no GPU or NIC where one is needed */
+	GDRC_ERR_CUDA = -6,          /* the CUDA driver failed */
+	GDRC_ERR_VERBS = -7,         /* libibverbs failed */
+	GDRC_ERR_KMOD = -8,          /* the gdrcache kernel module failed */
+	GDRC_ERR_BUSY = -9,          /* resource in use */
+	GDRC_ERR_FORK = -10,         /* context belongs to the parent process */
+} gdrc_status_t;
+
+/**
+ * Describe a status.
+ * @return a static, human-readable string; never NULL, also for values
+ *         that are not in the enum ("unknown status").  Thread safe.
+ */
+GDRC_API const char *gdrc_status_str(gdrc_status_t status);
+
+/* ====================================================================
+ * Context
+ * ==================================================================== */
+
+/* Bits of gdrc_config.field_mask: which fields the caller has set. */
+#define GDRC_CONFIG_FIELD_PD (1ULL << 0)
+#define GDRC_CONFIG_FIELD_MAX_REGIONS (1ULL << 1)
+#define GDRC_CONFIG_FIELD_MAX_BYTES (1ULL << 2)
+
+/* "No limit" for max_regions and max_bytes. */
+#define GDRC_LIMIT_NONE UINT64_MAX
+
+/**
+ * Context parameters.  A field is used only when its bit is set in
+ * field_mask; otherwise its value comes from the environment (GDRC_*),
+ * then from the built-in default.  Fields are only ever appended.
+ */
+struct gdrc_config {
+	uint64_t field_mask;  /* GDRC_CONFIG_FIELD_* */
+	struct ibv_pd *pd;    /* register with this PD; NULL: no NIC */
+	uint64_t max_regions; /* cached registrations; GDRC_LIMIT_NONE */
+	uint64_t max_bytes;   /* registered bytes; GDRC_LIMIT_NONE */
+};
+
+/**
+ * Create a cache.
+ *
+ * @param [in]  cfg    parameters, or NULL for all defaults.
+ * @param [out] ctx_p  the new context.
+ *
+ * @return GDRC_OK;
+ *         GDRC_ERR_INVALID_PARAM if ctx_p is NULL, field_mask has unknown
+ *         bits, or a GDRC_* environment variable has a bad value (a log
+ *         line names it);
+ *         GDRC_ERR_NO_MEMORY;
+ *         GDRC_ERR_LIMIT if too many contexts exist (64);
+ *         GDRC_ERR_UNSUPPORTED if GDRC_BACKEND=verbs but no PD is given
+ *         or the library was built without libibverbs.
+ *
+ * Thread safe.  The first call installs the process-wide memory hooks.
+ */
+GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
+				 struct gdrc_ctx **ctx_p);
+
+/**
+ * Destroy a cache: every registration is released, including ones still
+ * held (a warning names how many; their handles become invalid).
+ * NULL is ignored.  Not to be called concurrently with any other call on
+ * the same context; safe against calls on other contexts.
+ */
+GDRC_API void gdrc_fini(struct gdrc_ctx *ctx);
+
+/* ====================================================================
+ * Registration
+ * ==================================================================== */
+
+/* Access rights (same meaning as IBV_ACCESS_*).  REMOTE_WRITE and
+ * REMOTE_ATOMIC imply LOCAL_WRITE, as verbs requires. */
+#define GDRC_ACCESS_LOCAL_WRITE (1u << 0)
+#define GDRC_ACCESS_REMOTE_WRITE (1u << 1)
+#define GDRC_ACCESS_REMOTE_READ (1u << 2)
+#define GDRC_ACCESS_REMOTE_ATOMIC (1u << 3)
+
+/* Flags of gdrc_mr_get. */
+/** Register without caching: released at the last gdrc_mr_put. */
+#define GDRC_GET_UNCACHED (1u << 0)
+
+enum gdrc_mem_type {
+	GDRC_MEM_HOST = 0,
+	GDRC_MEM_CUDA = 1,
+};
+
+enum gdrc_backend {
+	GDRC_BACKEND_NONE = 0,  /* tracked, nothing registered; keys 0 */
+	GDRC_BACKEND_VERBS = 1, /* ibv_reg_mr on host memory */
+	GDRC_BACKEND_DMABUF = 2,
+	GDRC_BACKEND_PEERMEM = 3,
+	GDRC_BACKEND_KMOD = 4,
+};
+
+/**
+ * Get a registration covering [addr, addr + len) with at least the
+ * requested access, from the cache or newly registered.
+ *
+ * @param [in]  ctx     the cache.
+ * @param [in]  addr    start of the range; not NULL.
+ * @param [in]  len     length in bytes; not 0, and addr + len must not
+ *                      wrap the address space.
+ * @param [in]  access  GDRC_ACCESS_* bits.
+ * @param [in]  flags   GDRC_GET_* bits.
+ * @param [out] mr_p    the registration, with a reference held for the
+ *                      caller; written only on success.
+ *
+ * @return GDRC_OK;
+ *         GDRC_ERR_INVALID_PARAM for a NULL ctx, addr or mr_p, len 0, a
+ *         wrapping range, or unknown access or flag bits (nothing
+ *         changes);
+ *         GDRC_ERR_LIMIT if the registrations in use alone would exceed
+ *         GDRC_MAX_REGIONS or GDRC_MAX_BYTES;
+ *         GDRC_ERR_NO_MEMORY if memory could not be pinned even after
+ *         evicting every unused registration;
+ *         GDRC_ERR_VERBS if ibv_reg_mr failed otherwise;
+ *         GDRC_ERR_FORK in a child, on its parent's context.
+ *
+ * Thread safe.  A hit takes no lock and makes no system call.
+ */
+GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
+				   size_t len, uint32_t access, uint32_t flags,
+				   struct gdrc_mr **mr_p);
+
+/**
+ * Drop a reference taken by gdrc_mr_get.  The registration stays cached
+ * unless it was invalidated meanwhile or is uncached, in which case this
+ * last put releases it.  NULL ctx or mr is ignored.  Thread safe; any
+ * thread may put what another thread got.
+ */
+GDRC_API void gdrc_mr_put(struct gdrc_ctx *ctx, struct gdrc_mr *mr);
+
+/* Bits of gdrc_mr_info.flags. */
+#define GDRC_MR_INFO_CACHED (1u << 0)      /* findable by gdrc_mr_get */
+#define GDRC_MR_INFO_INVALIDATED (1u << 1) /* removed; valid until put */
+
+struct gdrc_mr_info {
+	uint64_t id;       /* unique in the process, never reused */
+	uintptr_t addr;    /* start of the range actually registered */
+	size_t length;     /* its length */
+	int mem_type;      /* enum gdrc_mem_type */
+	int backend;       /* enum gdrc_backend */
+	int device;        /* CUDA device ordinal; -1 for host memory */
+	uint32_t access;   /* GDRC_ACCESS_* actually registered */
+	uint32_t lkey;     /* 0 with the none backend */
+	uint32_t rkey;     /* 0 with the none backend */
+	uint32_t flags;    /* GDRC_MR_INFO_* */
+	uint32_t reserved; /* zero */
+};
+
+/**
+ * Describe a registration.
+ * @param [in]  mr      a registration the caller holds.
+ * @param [out] info_p  filled on success.
+ * @return GDRC_OK; GDRC_ERR_INVALID_PARAM if mr or info_p is NULL.
+ * Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
+				     struct gdrc_mr_info *info_p);
+
+/** @return the local key of a held registration (0 if mr is NULL). */
+GDRC_API uint32_t gdrc_mr_lkey(const struct gdrc_mr *mr);
+/** @return the remote key of a held registration (0 if mr is NULL). */
+GDRC_API uint32_t gdrc_mr_rkey(const struct gdrc_mr *mr);
+
+/* ====================================================================
+ * Invalidation
+ * ==================================================================== */
+
+/**
+ * Tell the cache that [addr, addr + len) was freed or remapped: every
+ * registration overlapping it is removed from the cache.  Held ones stay
+ * valid for their holders and are released at their last put.
+ *
+ * @return GDRC_OK; GDRC_ERR_INVALID_PARAM for a NULL ctx or addr, len 0
+ *         or a wrapping range (nothing changes); GDRC_ERR_FORK.
+ * Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_invalidate(struct gdrc_ctx *ctx, const void *addr,
+				       size_t len);
+
+/* ====================================================================
+ * Statistics
+ * ==================================================================== */
+
+/* Counters are per context and exact.  Values are fixed; new counters
+ * are appended before GDRC_STAT_COUNT. */
+enum gdrc_stat {
+	GDRC_STAT_HITS = 0,          /* gets served from the cache */
+	GDRC_STAT_MISSES,            /* gets that registered (sum of causes) */
+	GDRC_STAT_EVICTIONS,         /* removed by the limits */
+	GDRC_STAT_INVALIDATIONS,     /* removed because the memory went */
+	GDRC_STAT_REGIONS,           /* cached now (gauge) */
+	GDRC_STAT_PINNED_BYTES,      /* registered now, cached or held */
+	GDRC_STAT_MISS_COLD,         /* nothing cached there before */
+	GDRC_STAT_MISS_EVICTED,      /* a registration there was evicted */
+	GDRC_STAT_MISS_INVALIDATED,  /* a registration there was invalidated */
+	GDRC_STAT_MISS_TOO_SMALL,    /* a cached one overlapped, too short */
+	GDRC_STAT_MISS_ACCESS,       /* a cached one covered, too few rights */
+	GDRC_STAT_MISS_UNCACHED,     /* uncached by request or by policy */
+	GDRC_STAT_PUTS,              /* references dropped */
+	GDRC_STAT_REG_FAILURES,      /* backend registrations that failed */
+	GDRC_STAT_DEREGS,            /* registrations released */
+	GDRC_STAT_PINNED_BYTES_MAX,  /* high-water mark of PINNED_BYTES */
+	GDRC_STAT_INV_EXPLICIT,      /* invalidations from gdrc_invalidate */
+	GDRC_STAT_INV_HOST_HOOK,     /* invalidations from host memory hooks */
+	GDRC_STAT_MEM_EVENTS,        /* host unmap events received */
+	GDRC_STAT_INVQ_MERGES,       /* events merged into a wider one */
+	GDRC_STAT_LIMIT_REJECTS,     /* gets refused with GDRC_ERR_LIMIT */
+	GDRC_STAT_COUNT
+};
+
+/**
+ * Read one counter.
+ * @return GDRC_OK; GDRC_ERR_INVALID_PARAM for a NULL ctx or value_p or an
+ *         unknown stat.  Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_stat_get(struct gdrc_ctx *ctx, enum gdrc_stat stat,
+				     uint64_t *value_p);
+
+/** @return the counter's name ("hits", ...); "unknown" if out of range. */
+GDRC_API const char *gdrc_stat_name(enum gdrc_stat stat);
+
+enum gdrc_dump_format {
+	GDRC_DUMP_TEXT = 0, /* one "name value" line per counter */
+	GDRC_DUMP_JSON = 1, /* one JSON object, counters by name */
+};
+
+/**
+ * Write every counter to buf, NUL-terminated, like snprintf.
+ *
+ * @param [in]  buf       destination; may be NULL when buflen is 0.
+ * @param [in]  buflen    its size.
+ * @param [out] needed_p  length of the whole dump without the NUL; may
+ *                        be NULL.
+ * @return GDRC_OK; GDRC_ERR_LIMIT if buf was too small (it then holds a
+ *         truncated, terminated prefix); GDRC_ERR_INVALID_PARAM for a
+ *         NULL ctx, an unknown format or a NULL buf with buflen > 0.
+ * Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_stats_dump(struct gdrc_ctx *ctx,
+				       enum gdrc_dump_format format, char *buf,
+				       size_t buflen, size_t *needed_p);
+
+/* ====================================================================
+ * Logging
+ * ==================================================================== */
+
+enum gdrc_log_level {
+	GDRC_LOG_ERROR = 0,
+	GDRC_LOG_WARN = 1,
+	GDRC_LOG_INFO = 2,
+	GDRC_LOG_DEBUG = 3,
+	GDRC_LOG_TRACE = 4,
+};
+
+/** A log sink: gets each formatted message (no trailing newline). */
+typedef void (*gdrc_log_fn)(enum gdrc_log_level level, const char *msg,
+			    void *arg);
+
+/**
+ * Send log messages to fn instead of stderr; NULL restores stderr.
+ * Process-wide.  Thread safe; messages already being written may still
+ * reach the previous sink.
+ */
+GDRC_API void gdrc_log_set_handler(gdrc_log_fn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GDRCACHE_H */

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * api.c - the public entry points.  Checks arguments, then hands work to
+ * the modules; the only file that wires modules together (lib/README.md).
+ *
+ * Process-wide state here: the registry of live contexts (for fork and
+ * for the memory hooks' subscriptions), under registry_lock.  A
+ * pthread_atfork prepare handler takes registry_lock so that the child
+ * finds the registry consistent; the child handler marks every context
+ * forked without taking any other lock (other threads' locks may be held
+ * forever in the child).
+ *
+ * Lock order: registry_lock, then a cache's locks (cache.h).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/cache.h"
+#include "config/config.h"
+#include "gdrc_int.h"
+#include "hooks/hooks.h"
+#include "log/log.h"
+#include "stats/stats.h"
+
+#define GDRC_MAX_CONTEXTS 64
+
+#define GDRC_ACCESS_ALL                                                      \
+	(GDRC_ACCESS_LOCAL_WRITE | GDRC_ACCESS_REMOTE_WRITE |                \
+	 GDRC_ACCESS_REMOTE_READ | GDRC_ACCESS_REMOTE_ATOMIC)
+#define GDRC_GET_ALL (GDRC_GET_UNCACHED)
+#define GDRC_CONFIG_FIELD_ALL                                                \
+	(GDRC_CONFIG_FIELD_PD | GDRC_CONFIG_FIELD_MAX_REGIONS |              \
+	 GDRC_CONFIG_FIELD_MAX_BYTES)
+
+/* Room left at the top of the address space for rounding a range out. */
+#define GDRC_MAX_ROUNDING (64 * 1024)
+
+struct gdrc_ctx {
+	struct gdrc_cache cache;  /* first: the fast path reads it */
+	struct gdrc_knobs knobs;  /* fixed after init */
+	int hooks_slot;           /* subscription, or -1 */
+	int registry_slot;        /* index in registry[] */
+};
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gdrc_ctx *registry[GDRC_MAX_CONTEXTS]; /* registry_lock */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&registry_lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&registry_lock);
+}
+
+static void atfork_child(void)
+{
+	for (int i = 0; i < GDRC_MAX_CONTEXTS; i++)
+		if (registry[i])
+			gdrc_cache_mark_forked(&registry[i]->cache);
+	pthread_mutex_unlock(&registry_lock);
+}
+
+static void atfork_install(void)
+{
+	if (pthread_atfork(atfork_prepare, atfork_parent, atfork_child))
+		gdrc_warn("pthread_atfork failed: fork children are not "
+			  "protected from their parent's registrations");
+}
+
+/* Hook context: see hooks.h.  Only queues. */
+static void ctx_mem_event(uintptr_t start, uintptr_t end, void *arg)
+{
+	struct gdrc_ctx *ctx = arg;
+
+	gdrc_cache_post_event(&ctx->cache, start, end);
+}
+
+static int registry_add(struct gdrc_ctx *ctx)
+{
+	int slot = -1;
+
+	pthread_mutex_lock(&registry_lock);
+	for (int i = 0; i < GDRC_MAX_CONTEXTS; i++) {
+		if (!registry[i]) {
+			registry[i] = ctx;
+			slot = i;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+	return slot;
+}
+
+static void registry_del(struct gdrc_ctx *ctx)
+{
+	pthread_mutex_lock(&registry_lock);
+	registry[ctx->registry_slot] = NULL;
+	pthread_mutex_unlock(&registry_lock);
+}
+
+/* Choose the backend from the knob and the PD. */
+static gdrc_status_t pick_backend(const struct gdrc_knobs *knobs,
+				  struct ibv_pd *pd,
+				  struct gdrc_cache_params *p)
+{
+	int want = knobs->backend;
+
+	if (want == GDRC_KNOB_BACKEND_AUTO)
+		want = pd ? GDRC_KNOB_BACKEND_VERBS : GDRC_KNOB_BACKEND_NONE;
+	if (want == GDRC_KNOB_BACKEND_NONE) {
+		p->ops = &gdrc_pin_none_ops;
+		p->be = NULL;
+		return GDRC_OK;
+	}
+#ifdef GDRC_HAVE_VERBS
+	if (pd) {
+		p->ops = &gdrc_pin_verbs_ops;
+		p->be = pd;
+		return GDRC_OK;
+	}
+	gdrc_error("GDRC_BACKEND verbs needs a protection domain "
+		   "(gdrc_config.pd)");
+#else
+	gdrc_error("GDRC_BACKEND verbs: built without libibverbs");
+#endif
+	return GDRC_ERR_UNSUPPORTED;
+}
+
+/* Host memory is cached only while its frees can be seen. */
+static int host_caching(const struct gdrc_knobs *knobs)
+{
+	if (knobs->mem_hooks == GDRC_KNOB_HOOKS_NONE)
+		return 1;
+	if (gdrc_hooks_install() == GDRC_OK)
+		return 1;
+	gdrc_warn("memory hooks unavailable: host registrations are not "
+		  "cached (GDRC_MEM_HOOKS=none caches them if you call "
+		  "gdrc_invalidate yourself)");
+	return 0;
+}
+
+static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
+			       const struct gdrc_config *cfg)
+{
+	struct gdrc_cache_params p = { 0 };
+	struct ibv_pd *pd = NULL;
+	gdrc_status_t status;
+
+	status = gdrc_config_load(&ctx->knobs);
+	if (status)
+		return status;
+	if (cfg && (cfg->field_mask & GDRC_CONFIG_FIELD_MAX_REGIONS))
+		ctx->knobs.max_regions = cfg->max_regions;
+	if (cfg && (cfg->field_mask & GDRC_CONFIG_FIELD_MAX_BYTES))
+		ctx->knobs.max_bytes = cfg->max_bytes;
+	if (cfg && (cfg->field_mask & GDRC_CONFIG_FIELD_PD))
+		pd = cfg->pd;
+	gdrc_log_set_level((enum gdrc_log_level)ctx->knobs.log_level);
+
+	status = pick_backend(&ctx->knobs, pd, &p);
+	if (status)
+		return status;
+	p.max_regions = ctx->knobs.max_regions;
+	p.max_bytes = ctx->knobs.max_bytes;
+	p.check = ctx->knobs.check;
+	p.cache_host = host_caching(&ctx->knobs);
+	return gdrc_cache_init(&ctx->cache, &p);
+}
+
+GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
+				 struct gdrc_ctx **ctx_p)
+{
+	struct gdrc_ctx *ctx;
+	gdrc_status_t status;
+
+	if (!ctx_p || (cfg && (cfg->field_mask & ~GDRC_CONFIG_FIELD_ALL)))
+		return GDRC_ERR_INVALID_PARAM;
+	pthread_once(&atfork_once, atfork_install);
+
+	if (posix_memalign((void **)&ctx, GDRC_CACHELINE, sizeof(*ctx)))
+		return GDRC_ERR_NO_MEMORY;
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->hooks_slot = -1;
+	status = ctx_setup(ctx, cfg);
+	if (status)
+		goto err_free;
+
+	ctx->registry_slot = registry_add(ctx);
+	if (ctx->registry_slot < 0) {
+		gdrc_error("too many contexts (%d)", GDRC_MAX_CONTEXTS);
+		status = GDRC_ERR_LIMIT;
+		goto err_cleanup;
+	}
+	if (ctx->cache.p.cache_host &&
+	    ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_AUTO) {
+		ctx->hooks_slot = gdrc_hooks_subscribe(ctx_mem_event, ctx);
+		if (ctx->hooks_slot < 0) {
+			status = GDRC_ERR_LIMIT;
+			goto err_registry;
+		}
+	}
+	gdrc_debug("context created: backend %s, host caching %s",
+		   ctx->cache.p.ops->name,
+		   ctx->cache.p.cache_host ? "on" : "off");
+	*ctx_p = ctx;
+	return GDRC_OK;
+
+err_registry:
+	registry_del(ctx);
+err_cleanup:
+	gdrc_cache_cleanup(&ctx->cache);
+err_free:
+	free(ctx);
+	return status;
+}
+
+static void print_stats(struct gdrc_ctx *ctx)
+{
+	uint64_t v[GDRC_STAT_COUNT];
+	char buf[2048];
+
+	gdrc_cache_stats(&ctx->cache, v);
+	gdrc_stats_format(v, GDRC_DUMP_JSON, buf, sizeof(buf), NULL);
+	gdrc_log_write(GDRC_LOG_INFO, "stats %s", buf);
+}
+
+GDRC_API void gdrc_fini(struct gdrc_ctx *ctx)
+{
+	int forked;
+
+	if (!ctx)
+		return;
+	forked = atomic_load_explicit(&ctx->cache.forked,
+				      memory_order_relaxed);
+	if (ctx->hooks_slot >= 0)
+		gdrc_hooks_unsubscribe(ctx->hooks_slot);
+	registry_del(ctx);
+	if (forked) {
+		gdrc_cache_cleanup_forked(&ctx->cache);
+	} else {
+		if (ctx->knobs.stats)
+			print_stats(ctx);
+		gdrc_cache_cleanup(&ctx->cache);
+	}
+	free(ctx);
+}
+
+/* [addr, addr + len) must be non-empty, not wrap, and leave room to be
+ * rounded out to pages. */
+static int range_ok(const void *addr, size_t len)
+{
+	uintptr_t start = (uintptr_t)addr;
+
+	return addr && len && start <= UINTPTR_MAX - GDRC_MAX_ROUNDING &&
+	       len <= UINTPTR_MAX - GDRC_MAX_ROUNDING - start;
+}
+
+GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
+				   size_t len, uint32_t access, uint32_t flags,
+				   struct gdrc_mr **mr_p)
+{
+	uintptr_t start = (uintptr_t)addr, end = start + len;
+	struct gdrc_mr *r;
+
+	if (gdrc_unlikely(!ctx || !mr_p || !range_ok(addr, len) ||
+			  (access & ~GDRC_ACCESS_ALL) ||
+			  (flags & ~GDRC_GET_ALL)))
+		return GDRC_ERR_INVALID_PARAM;
+	if (access & (GDRC_ACCESS_REMOTE_WRITE | GDRC_ACCESS_REMOTE_ATOMIC))
+		access |= GDRC_ACCESS_LOCAL_WRITE;
+	if (gdrc_likely(!flags)) {
+		r = gdrc_cache_get_fast(&ctx->cache, start, end, access);
+		if (gdrc_likely(r != NULL)) {
+			*mr_p = r;
+			return GDRC_OK;
+		}
+	}
+	return gdrc_cache_get_slow(&ctx->cache, start, end, access, flags,
+				   mr_p);
+}
+
+GDRC_API void gdrc_mr_put(struct gdrc_ctx *ctx, struct gdrc_mr *mr)
+{
+	struct gdrc_cache *c;
+
+	if (gdrc_unlikely(!ctx || !mr))
+		return;
+	c = mr->cache;
+	/* In a fork child the parent's registrations are never released. */
+	if (gdrc_unlikely(atomic_load_explicit(&c->forked,
+					       memory_order_relaxed)))
+		return;
+	gdrc_cache_put(c, mr);
+}
+
+GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
+				     struct gdrc_mr_info *info_p)
+{
+	uint64_t w;
+
+	if (!mr || !info_p)
+		return GDRC_ERR_INVALID_PARAM;
+	w = atomic_load_explicit(&((struct gdrc_mr *)mr)->word,
+				 memory_order_acquire);
+	memset(info_p, 0, sizeof(*info_p));
+	info_p->id = mr->id;
+	info_p->addr = mr->start;
+	info_p->length = mr->end - mr->start;
+	info_p->mem_type = mr->mem_type;
+	info_p->backend = mr->cache->p.ops->backend;
+	info_p->device = mr->device;
+	info_p->access = mr->access;
+	info_p->lkey = mr->lkey;
+	info_p->rkey = mr->rkey;
+	if (!(w & REGION_INVALID))
+		info_p->flags |= GDRC_MR_INFO_CACHED;
+	else if (mr->was_cached)
+		info_p->flags |= GDRC_MR_INFO_INVALIDATED;
+	return GDRC_OK;
+}
+
+GDRC_API uint32_t gdrc_mr_lkey(const struct gdrc_mr *mr)
+{
+	return mr ? mr->lkey : 0;
+}
+
+GDRC_API uint32_t gdrc_mr_rkey(const struct gdrc_mr *mr)
+{
+	return mr ? mr->rkey : 0;
+}
+
+GDRC_API gdrc_status_t gdrc_invalidate(struct gdrc_ctx *ctx, const void *addr,
+				       size_t len)
+{
+	uintptr_t start = (uintptr_t)addr;
+
+	if (!ctx || !range_ok(addr, len))
+		return GDRC_ERR_INVALID_PARAM;
+	return gdrc_cache_invalidate(&ctx->cache, start, start + len,
+				     GDRC_STAT_INV_EXPLICIT);
+}
+
+GDRC_API gdrc_status_t gdrc_stat_get(struct gdrc_ctx *ctx, enum gdrc_stat stat,
+				     uint64_t *value_p)
+{
+	uint64_t v[GDRC_STAT_COUNT];
+
+	if (!ctx || !value_p || (unsigned)stat >= GDRC_STAT_COUNT)
+		return GDRC_ERR_INVALID_PARAM;
+	if (atomic_load_explicit(&ctx->cache.forked, memory_order_relaxed))
+		return GDRC_ERR_FORK;
+	gdrc_cache_stats(&ctx->cache, v);
+	*value_p = v[stat];
+	return GDRC_OK;
+}
+
+GDRC_API gdrc_status_t gdrc_stats_dump(struct gdrc_ctx *ctx,
+				       enum gdrc_dump_format format, char *buf,
+				       size_t buflen, size_t *needed_p)
+{
+	uint64_t v[GDRC_STAT_COUNT];
+
+	if (!ctx || (format != GDRC_DUMP_TEXT && format != GDRC_DUMP_JSON) ||
+	    (!buf && buflen))
+		return GDRC_ERR_INVALID_PARAM;
+	if (atomic_load_explicit(&ctx->cache.forked, memory_order_relaxed))
+		return GDRC_ERR_FORK;
+	gdrc_cache_stats(&ctx->cache, v);
+	return gdrc_stats_format(v, format, buf, buflen, needed_p);
+}

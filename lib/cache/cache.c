@@ -1,0 +1,1004 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * cache.c - the registration cache (see cache.h for the design).
+ *
+ * What each path may do:
+ *   fast path (cache.h)  loads, one atomic add; never locks or calls out.
+ *   tree path            cache->lock for reading; no allocation.
+ *   miss path            cache->lock for writing while it decides; the
+ *                        lock is dropped around allocation, registration
+ *                        and deregistration.
+ *   release              (count reached zero on an invalidated region)
+ *                        runs in whichever thread dropped the last
+ *                        reference, never under cache->lock.
+ *
+ * Registrations in progress are listed on cache->inflight; a drain that
+ * sees an unmap overlapping one marks it stale, and the miss path then
+ * throws its registration away and starts over, so memory unmapped while
+ * it was being registered is never cached.
+ *
+ * LRU.  cache->tick advances at each insertion and each tree-path hit
+ * (both under the lock); a fast-path hit stamps its region with the
+ * current tick.  The LRU list is kept sorted by each region's stamp as
+ * of its last placement (enq); the evictor walks from the head and moves
+ * regions whose stamp moved on to their sorted place (lazy promotion),
+ * so eviction order is exact LRU except that fast-path hits between two
+ * ticks count as simultaneous.  Regions in use are skipped.
+ *
+ * Callers: api.c only.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "log/log.h"
+
+__thread struct gdrc_tls gdrc_tls_cur
+	__attribute__((tls_model("initial-exec"))) = { .shard = -1 };
+
+static _Atomic uint64_t cache_uid_next = 1;
+static _Atomic uint64_t region_id_next = 1;
+
+/* Work that must wait until cache->lock is dropped. */
+struct cache_defer {
+	struct gdrc_mr *dead; /* regions to release, linked by lru_next */
+};
+
+struct gdrc_inflight {
+	struct gdrc_inflight *next;
+	uintptr_t start;
+	uintptr_t end;
+	int stale; /* an unmap overlapped it while registering */
+};
+
+#define SLAB_CHUNK 64
+
+struct gdrc_slab_chunk {
+	struct gdrc_slab_chunk *next;
+	struct gdrc_mr r[SLAB_CHUNK];
+};
+
+static inline void stat_add(struct gdrc_cache *c, int stat, uint64_t v)
+{
+	atomic_fetch_add_explicit(&c->stat[stat], v, memory_order_relaxed);
+}
+
+/* ====================================================================
+ * Per-thread stats shards
+ * ==================================================================== */
+
+static pthread_mutex_t shard_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t shard_used; /* bitmap of owned shards; under shard_lock */
+static pthread_key_t shard_key;
+static pthread_once_t shard_once = PTHREAD_ONCE_INIT;
+
+static void shard_release(void *arg)
+{
+	int shard = (int)(intptr_t)arg - 1;
+
+	pthread_mutex_lock(&shard_lock);
+	shard_used &= ~(1ULL << shard);
+	pthread_mutex_unlock(&shard_lock);
+}
+
+static void shard_key_create(void)
+{
+	if (pthread_key_create(&shard_key, shard_release))
+		shard_used = ~0ULL; /* no destructor: share one shard */
+}
+
+int gdrc_cache_tls_shard(void)
+{
+	int shard = GDRC_SHARDS;
+
+	pthread_once(&shard_once, shard_key_create);
+	pthread_mutex_lock(&shard_lock);
+	if (shard_used != ~0ULL) {
+		shard = __builtin_ctzll(~shard_used);
+		shard_used |= 1ULL << shard;
+	}
+	pthread_mutex_unlock(&shard_lock);
+	if (shard < GDRC_SHARDS &&
+	    pthread_setspecific(shard_key, (void *)(intptr_t)(shard + 1))) {
+		pthread_mutex_lock(&shard_lock);
+		shard_used &= ~(1ULL << shard);
+		pthread_mutex_unlock(&shard_lock);
+		shard = GDRC_SHARDS;
+	}
+	gdrc_tls_cur.shard = shard;
+	return shard;
+}
+
+static int tls_shard(void)
+{
+	int shard = gdrc_tls_cur.shard;
+
+	return shard >= 0 ? shard : gdrc_cache_tls_shard();
+}
+
+static void tls_count_hit(struct gdrc_cache *c)
+{
+	int shard = tls_shard();
+
+	gdrc_shard_inc(&c->shards[shard].hits, shard);
+}
+
+/* Remember r for this thread's fast path.  r is cached and held. */
+static void tls_remember(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_entry *e;
+
+	tls_shard();
+	e = &t->e[t->next++ % GDRC_TLS_ENTRIES];
+	e->uid = c->uid;
+	e->start = r->start;
+	e->end = r->end;
+	e->access = r->access;
+	e->mr = r;
+	e->id = r->id;
+}
+
+/* ====================================================================
+ * Region memory: type-stable slab, freed only with the cache
+ * ==================================================================== */
+
+static struct gdrc_mr *slab_alloc(struct gdrc_cache *c)
+{
+	struct gdrc_slab_chunk *chunk;
+	struct gdrc_mr *r;
+
+	pthread_mutex_lock(&c->slab_lock);
+	if (!c->free_list) {
+		pthread_mutex_unlock(&c->slab_lock);
+		chunk = calloc(1, sizeof(*chunk));
+		if (!chunk)
+			return NULL;
+		for (int i = 0; i < SLAB_CHUNK; i++)
+			atomic_init(&chunk->r[i].word,
+				    REGION_DEAD | REGION_INVALID);
+		pthread_mutex_lock(&c->slab_lock);
+		chunk->next = c->chunks;
+		c->chunks = chunk;
+		for (int i = 0; i < SLAB_CHUNK; i++) {
+			chunk->r[i].free_next = c->free_list;
+			c->free_list = &chunk->r[i];
+		}
+	}
+	r = c->free_list;
+	c->free_list = r->free_next;
+	pthread_mutex_unlock(&c->slab_lock);
+	return r;
+}
+
+static void slab_free(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	pthread_mutex_lock(&c->slab_lock);
+	r->free_next = c->free_list;
+	c->free_list = r;
+	pthread_mutex_unlock(&c->slab_lock);
+}
+
+/*
+ * Make a freshly registered region reachable by its owner: one reference
+ * (the caller's), INVALID until inserted.  Stale fast-path readers may
+ * have left transient counts on the slot; they are kept, and undone by
+ * their owners.
+ */
+static void region_publish(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	uint64_t w = atomic_load_explicit(&r->word, memory_order_relaxed);
+	uint64_t len = r->end - r->start;
+	uint64_t pinned, max;
+
+	while (!atomic_compare_exchange_weak_explicit(
+		&r->word, &w, ((w & REGION_REF_MASK) + 1) | REGION_INVALID,
+		memory_order_release, memory_order_relaxed))
+		;
+	pinned = atomic_fetch_add_explicit(&c->pinned_bytes, len,
+					   memory_order_relaxed) + len;
+	max = atomic_load_explicit(&c->pinned_bytes_max, memory_order_relaxed);
+	while (pinned > max &&
+	       !atomic_compare_exchange_weak_explicit(&c->pinned_bytes_max,
+						      &max, pinned,
+						      memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+	atomic_fetch_add_explicit(&c->nalive, 1, memory_order_relaxed);
+}
+
+/*
+ * Try to become the one thread that releases r: its count is zero and it
+ * is invalid.  @return 1 if this thread must release it.
+ */
+static int region_claim_dead(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	uint64_t w = atomic_load_explicit(&r->word, memory_order_acquire);
+
+	while ((w & REGION_REF_MASK) == 0 && (w & REGION_INVALID) &&
+	       !(w & REGION_DEAD)) {
+		if (atomic_compare_exchange_weak_explicit(
+			    &r->word, &w, w | REGION_DEAD,
+			    memory_order_acq_rel, memory_order_acquire)) {
+			atomic_fetch_sub_explicit(&c->pinned_bytes,
+						  r->end - r->start,
+						  memory_order_relaxed);
+			atomic_fetch_sub_explicit(&c->nalive, 1,
+						  memory_order_relaxed);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Deregister and free a region this thread claimed.  Never under lock. */
+static void region_release(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	struct gdrc_pin_reg reg = {
+		.addr = r->start,
+		.length = r->end - r->start,
+		.access = r->access,
+		.mem_type = r->mem_type,
+		.handle = r->handle,
+	};
+
+	c->p.ops->dereg(c->p.be, &reg);
+	stat_add(c, GDRC_STAT_DEREGS, 1);
+	slab_free(c, r);
+}
+
+void gdrc_cache_zero(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	if (region_claim_dead(c, r))
+		region_release(c, r);
+}
+
+void gdrc_cache_unref(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	uint64_t old = atomic_fetch_sub_explicit(&r->word, 1,
+						 memory_order_acq_rel);
+
+	if ((old & REGION_REF_MASK) == 1)
+		gdrc_cache_zero(c, r);
+}
+
+static void defer_release(struct gdrc_cache *c, struct cache_defer *d)
+{
+	struct gdrc_mr *r, *next;
+
+	for (r = d->dead; r; r = next) {
+		next = r->lru_next;
+		region_release(c, r);
+	}
+	d->dead = NULL;
+}
+
+/* ====================================================================
+ * LRU list (under cache->lock)
+ * ==================================================================== */
+
+static void lru_unlink(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	if (r->lru_prev)
+		r->lru_prev->lru_next = r->lru_next;
+	else
+		c->lru_head = r->lru_next;
+	if (r->lru_next)
+		r->lru_next->lru_prev = r->lru_prev;
+	else
+		c->lru_tail = r->lru_prev;
+	r->lru_prev = r->lru_next = NULL;
+}
+
+/* Insert after the last region whose enq is <= r->enq; usually the tail,
+ * since r->enq is recent. */
+static void lru_insert_sorted(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	struct gdrc_mr *p = c->lru_tail;
+
+	while (p && p->enq > r->enq)
+		p = p->lru_prev;
+	r->lru_prev = p;
+	r->lru_next = p ? p->lru_next : c->lru_head;
+	if (r->lru_next)
+		r->lru_next->lru_prev = r;
+	else
+		c->lru_tail = r;
+	if (p)
+		p->lru_next = r;
+	else
+		c->lru_head = r;
+}
+
+/*
+ * Find the least recently used region nobody holds and claim it for
+ * eviction (its word goes from "tree reference only" to INVALID).
+ * The tick cannot move during the walk: it advances only under the
+ * write lock, which the caller holds.
+ */
+static struct gdrc_mr *lru_claim_victim(struct gdrc_cache *c)
+{
+	struct gdrc_mr *r = c->lru_head, *next;
+
+	while (r) {
+		uint64_t stamp = atomic_load_explicit(&r->stamp,
+						      memory_order_relaxed);
+		uint64_t w = 1;
+
+		next = r->lru_next;
+		if (stamp != r->enq) {
+			lru_unlink(c, r);
+			r->enq = stamp;
+			lru_insert_sorted(c, r);
+		} else if (atomic_compare_exchange_strong_explicit(
+				   &r->word, &w, 1 | REGION_INVALID,
+				   memory_order_acq_rel,
+				   memory_order_relaxed)) {
+			return r;
+		}
+		r = next;
+	}
+	return NULL;
+}
+
+/* ====================================================================
+ * Tree membership (under cache->lock, write)
+ * ==================================================================== */
+
+static void ghost_add(struct gdrc_cache *c, struct gdrc_mr *r, int cause)
+{
+	struct gdrc_ghost *g = &c->ghosts[c->ghost_next++ % GDRC_GHOSTS];
+
+	g->start = r->start;
+	g->end = r->end;
+	g->cause = cause;
+}
+
+/* Why is there no region for [start, end)?  Most recent removal wins. */
+static int ghost_cause(struct gdrc_cache *c, uintptr_t start, uintptr_t end)
+{
+	for (unsigned i = 1; i <= GDRC_GHOSTS; i++) {
+		struct gdrc_ghost *g =
+			&c->ghosts[(c->ghost_next - i) % GDRC_GHOSTS];
+
+		if (g->start < end && g->end > start)
+			return g->cause;
+	}
+	return GDRC_STAT_MISS_COLD;
+}
+
+static void region_insert(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	uint64_t tick = atomic_fetch_add_explicit(&c->tick, 1,
+						  memory_order_relaxed) + 1;
+
+	r->node.start = r->start;
+	r->node.end = r->end;
+	gdrc_itree_insert(&c->tree, &r->node);
+	r->was_cached = 1;
+	atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
+	r->enq = tick;
+	r->lru_prev = c->lru_tail;
+	r->lru_next = NULL;
+	if (c->lru_tail)
+		c->lru_tail->lru_next = r;
+	else
+		c->lru_head = r;
+	c->lru_tail = r;
+	c->nregions++;
+	atomic_fetch_add_explicit(&r->word, 1, memory_order_relaxed);
+	atomic_fetch_and_explicit(&r->word, ~REGION_INVALID,
+				  memory_order_release);
+}
+
+/*
+ * Take r out of the tree and drop the tree's reference.  ghost: the miss
+ * cause to remember for its range, or 0 for none.  A region nobody holds
+ * goes on d->dead, to be released after the lock is dropped.
+ */
+static void region_remove(struct gdrc_cache *c, struct gdrc_mr *r, int ghost,
+			  struct cache_defer *d)
+{
+	uint64_t old;
+
+	atomic_fetch_or_explicit(&r->word, REGION_INVALID,
+				 memory_order_acq_rel);
+	gdrc_itree_remove(&c->tree, &r->node);
+	lru_unlink(c, r);
+	c->nregions--;
+	if (ghost)
+		ghost_add(c, r, ghost);
+	old = atomic_fetch_sub_explicit(&r->word, 1, memory_order_acq_rel);
+	if ((old & REGION_REF_MASK) == 1 && region_claim_dead(c, r)) {
+		r->lru_next = d->dead;
+		d->dead = r;
+	}
+}
+
+static int over_limits(struct gdrc_cache *c, uint64_t regions,
+		       uint64_t bytes)
+{
+	uint64_t pinned = atomic_load_explicit(&c->pinned_bytes,
+					       memory_order_relaxed);
+
+	return c->nregions + c->reserved_regions + regions >
+		       c->p.max_regions ||
+	       pinned + c->reserved_bytes + bytes > c->p.max_bytes ||
+	       pinned + c->reserved_bytes + bytes < pinned;
+}
+
+/* Evict LRU-first until [regions, bytes] more fit.  @return 0 or -1. */
+static int evict(struct gdrc_cache *c, uint64_t regions, uint64_t bytes,
+		 struct cache_defer *d)
+{
+	struct gdrc_mr *r;
+
+	/* Refuse what could never fit rather than flush the cache for it. */
+	if (regions > c->p.max_regions || bytes > c->p.max_bytes)
+		return -1;
+	while (over_limits(c, regions, bytes)) {
+		r = lru_claim_victim(c);
+		if (!r)
+			return -1;
+		region_remove(c, r, GDRC_STAT_MISS_EVICTED, d);
+		stat_add(c, GDRC_STAT_EVICTIONS, 1);
+	}
+	return 0;
+}
+
+static void evict_all_unused(struct gdrc_cache *c, struct cache_defer *d)
+{
+	struct gdrc_mr *r;
+
+	while ((r = lru_claim_victim(c))) {
+		region_remove(c, r, GDRC_STAT_MISS_EVICTED, d);
+		stat_add(c, GDRC_STAT_EVICTIONS, 1);
+	}
+}
+
+/* ====================================================================
+ * Invalidation (under cache->lock, write)
+ * ==================================================================== */
+
+struct collect {
+	struct gdrc_mr *list; /* linked by free_next, unused while live */
+	uintptr_t start;      /* subsume only: the new region's range */
+	uintptr_t end;
+	uint32_t access;
+	int subsume;          /* collect only regions inside [start, end) */
+};
+
+/* Overlap walks may not change the tree: collect, then remove. */
+static int collect_fn(struct gdrc_itree_node *node, void *arg)
+{
+	struct gdrc_mr *r = gdrc_container_of(node, struct gdrc_mr, node);
+	struct collect *col = arg;
+
+	if (col->subsume &&
+	    (r->start < col->start || r->end > col->end ||
+	     (r->access & ~col->access)))
+		return 0;
+	r->free_next = col->list;
+	col->list = r;
+	return 0;
+}
+
+static unsigned remove_collected(struct gdrc_cache *c, struct collect *col,
+				 int ghost, struct cache_defer *d)
+{
+	struct gdrc_mr *r, *next;
+	unsigned n = 0;
+
+	for (r = col->list; r; r = next) {
+		next = r->free_next;
+		region_remove(c, r, ghost, d);
+		n++;
+	}
+	col->list = NULL;
+	return n;
+}
+
+static void inflight_mark_stale(struct gdrc_cache *c, uintptr_t start,
+				uintptr_t end)
+{
+	for (struct gdrc_inflight *f = c->inflight; f; f = f->next)
+		if (f->start < end && f->end > start)
+			f->stale = 1;
+}
+
+static void invalidate_locked(struct gdrc_cache *c, uintptr_t start,
+			      uintptr_t end, int source, struct cache_defer *d)
+{
+	struct collect col = { 0 };
+	unsigned n;
+
+	gdrc_itree_overlap(&c->tree, start, end, collect_fn, &col);
+	n = remove_collected(c, &col, GDRC_STAT_MISS_INVALIDATED, d);
+	inflight_mark_stale(c, start, end);
+	stat_add(c, GDRC_STAT_INVALIDATIONS, n);
+	stat_add(c, source, n);
+}
+
+/* Apply queued host unmaps.  Must run before any lookup under the write
+ * lock, so that nothing unmapped before this call is found. */
+static void drain(struct gdrc_cache *c, struct cache_defer *d)
+{
+	struct gdrc_invq_range q[GDRC_INVQ_SLOTS];
+	unsigned n;
+	int all;
+
+	if (!atomic_load_explicit(&c->invq.pending, memory_order_acquire))
+		return;
+	n = gdrc_invq_take(&c->invq, q, &all);
+	if (all)
+		invalidate_locked(c, 0, UINTPTR_MAX, GDRC_STAT_INV_HOST_HOOK,
+				  d);
+	for (unsigned i = 0; i < n; i++)
+		invalidate_locked(c, q[i].start, q[i].end,
+				  GDRC_STAT_INV_HOST_HOOK, d);
+	gdrc_invq_done(&c->invq);
+}
+
+static void check_or_die(struct gdrc_cache *c)
+{
+	int ret;
+
+	if (!c->p.check)
+		return;
+	ret = gdrc_cache_check(c);
+	if (ret) {
+		gdrc_error("cache invariant %d broken", ret);
+		abort();
+	}
+}
+
+static void unlock_and_release(struct gdrc_cache *c, struct cache_defer *d)
+{
+	check_or_die(c);
+	pthread_rwlock_unlock(&c->lock);
+	defer_release(c, d);
+}
+
+/* ====================================================================
+ * Lookup
+ * ==================================================================== */
+
+static int access_ok_fn(struct gdrc_itree_node *node, void *arg)
+{
+	const struct gdrc_mr *r = gdrc_container_of(node, struct gdrc_mr,
+						    node);
+
+	return !(*(const uint32_t *)arg & ~r->access);
+}
+
+static struct gdrc_mr *find_cover(struct gdrc_cache *c, uintptr_t start,
+				  uintptr_t end, uint32_t access)
+{
+	struct gdrc_itree_node *node;
+
+	node = gdrc_itree_find_cover(&c->tree, start, end, access_ok_fn,
+				     &access);
+	return node ? gdrc_container_of(node, struct gdrc_mr, node) : NULL;
+}
+
+/* Take a reference on a region found in the tree (lock held). */
+static void hit(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	uint64_t tick = atomic_fetch_add_explicit(&c->tick, 1,
+						  memory_order_relaxed) + 1;
+
+	atomic_fetch_add_explicit(&r->word, 1, memory_order_acquire);
+	atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
+	tls_count_hit(c);
+	tls_remember(c, r);
+}
+
+static struct gdrc_mr *get_tree(struct gdrc_cache *c, uintptr_t start,
+				uintptr_t end, uint32_t access)
+{
+	struct gdrc_mr *r;
+
+	pthread_rwlock_rdlock(&c->lock);
+	r = find_cover(c, start, end, access);
+	if (r)
+		hit(c, r);
+	pthread_rwlock_unlock(&c->lock);
+	return r;
+}
+
+/* ====================================================================
+ * Miss
+ * ==================================================================== */
+
+struct miss_plan {
+	uintptr_t start; /* range and access to register */
+	uintptr_t end;
+	uint32_t access;
+	int cause;       /* GDRC_STAT_MISS_* */
+	int cached;      /* insert into the tree */
+};
+
+static int widen_fn(struct gdrc_itree_node *node, void *arg)
+{
+	const struct gdrc_mr *r = gdrc_container_of(node, struct gdrc_mr,
+						    node);
+	struct miss_plan *plan = arg;
+
+	if (r->start < plan->start)
+		plan->start = r->start;
+	if (r->end > plan->end)
+		plan->end = r->end;
+	plan->access |= r->access;
+	return 0;
+}
+
+/*
+ * Decide the range to register and why it missed.  A cached region that
+ * covers the range with too few rights, or that overlaps it, is merged
+ * into the new one (range and rights), and retired once the new one is
+ * in; only overlapping, never merely adjacent, ranges merge, since one
+ * registration must not span two allocations.
+ */
+static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan)
+{
+	uintptr_t start = plan->start, end = plan->end;
+
+	if (!plan->cached) {
+		plan->cause = GDRC_STAT_MISS_UNCACHED;
+		return;
+	}
+	if (gdrc_itree_find_cover(&c->tree, start, end, NULL, NULL))
+		plan->cause = GDRC_STAT_MISS_ACCESS;
+	else if (gdrc_itree_overlap(&c->tree, start, end,
+				    access_ok_fn,
+				    &(uint32_t){ 0 }))
+		plan->cause = GDRC_STAT_MISS_TOO_SMALL;
+	else
+		plan->cause = ghost_cause(c, start, end);
+	gdrc_itree_overlap(&c->tree, start, end, widen_fn, plan);
+}
+
+static gdrc_status_t reg_with_retry(struct gdrc_cache *c,
+				    struct gdrc_pin_reg *reg)
+{
+	struct cache_defer d = { 0 };
+	gdrc_status_t status;
+
+	status = c->p.ops->reg(c->p.be, reg);
+	if (status != GDRC_ERR_NO_MEMORY)
+		return status;
+	/* Out of pinnable memory: give back everything unused, once. */
+	pthread_rwlock_wrlock(&c->lock);
+	drain(c, &d);
+	evict_all_unused(c, &d);
+	unlock_and_release(c, &d);
+	return c->p.ops->reg(c->p.be, reg);
+}
+
+/* Register plan's range outside the lock.  @return status; *r_p set. */
+static gdrc_status_t miss_register(struct gdrc_cache *c,
+				   const struct miss_plan *plan,
+				   struct gdrc_mr **r_p)
+{
+	struct gdrc_pin_reg reg = {
+		.addr = plan->start,
+		.length = plan->end - plan->start,
+		.access = plan->access,
+		.mem_type = GDRC_MEM_HOST,
+	};
+	gdrc_status_t status;
+	struct gdrc_mr *r;
+
+	r = slab_alloc(c);
+	if (!r)
+		return GDRC_ERR_NO_MEMORY;
+	status = reg_with_retry(c, &reg);
+	if (status) {
+		stat_add(c, GDRC_STAT_REG_FAILURES, 1);
+		slab_free(c, r);
+		return status;
+	}
+	r->id = atomic_fetch_add_explicit(&region_id_next, 1,
+					  memory_order_relaxed);
+	r->start = plan->start;
+	r->end = plan->end;
+	r->access = plan->access;
+	r->lkey = reg.lkey;
+	r->rkey = reg.rkey;
+	r->mem_type = GDRC_MEM_HOST;
+	r->device = -1;
+	r->was_cached = 0;
+	r->cache = c;
+	r->handle = reg.handle;
+	region_publish(c, r);
+	*r_p = r;
+	return GDRC_OK;
+}
+
+/* Retries when unmaps keep racing with the registration. */
+#define MISS_STALE_RETRIES 3
+
+static gdrc_status_t get_miss(struct gdrc_cache *c, uintptr_t start,
+			      uintptr_t end, uint32_t access, uint32_t flags,
+			      struct gdrc_mr **mr_p)
+{
+	struct gdrc_inflight inflight = { 0 };
+	struct cache_defer d = { 0 };
+	struct collect col = { 0 };
+	struct miss_plan plan;
+	struct gdrc_mr *r = NULL, *found;
+	gdrc_status_t status;
+	int tries = 0;
+
+again:
+	plan = (struct miss_plan){
+		.start = gdrc_align_down(start, c->page_size),
+		.end = gdrc_align_up(end, c->page_size),
+		.access = access,
+		.cached = c->p.cache_host && !(flags & GDRC_GET_UNCACHED),
+	};
+	pthread_rwlock_wrlock(&c->lock);
+	drain(c, &d);
+	if (plan.cached) {
+		found = find_cover(c, start, end, access);
+		if (found) {
+			hit(c, found);
+			unlock_and_release(c, &d);
+			*mr_p = found;
+			return GDRC_OK;
+		}
+	}
+	plan_miss(c, &plan);
+	if (evict(c, plan.cached, plan.end - plan.start, &d)) {
+		stat_add(c, GDRC_STAT_LIMIT_REJECTS, 1);
+		unlock_and_release(c, &d);
+		gdrc_debug("%#lx+%lu exceeds the cache limits",
+			   (unsigned long)plan.start,
+			   (unsigned long)(plan.end - plan.start));
+		return GDRC_ERR_LIMIT;
+	}
+	c->reserved_regions += plan.cached;
+	c->reserved_bytes += plan.end - plan.start;
+	inflight = (struct gdrc_inflight){
+		.next = c->inflight, .start = plan.start, .end = plan.end,
+	};
+	c->inflight = &inflight;
+	unlock_and_release(c, &d);
+
+	status = miss_register(c, &plan, &r);
+
+	pthread_rwlock_wrlock(&c->lock);
+	drain(c, &d);
+	for (struct gdrc_inflight **pp = &c->inflight; *pp;
+	     pp = &(*pp)->next) {
+		if (*pp == &inflight) {
+			*pp = inflight.next;
+			break;
+		}
+	}
+	c->reserved_regions -= plan.cached;
+	c->reserved_bytes -= plan.end - plan.start;
+	if (status) {
+		unlock_and_release(c, &d);
+		return status;
+	}
+	if (inflight.stale) {
+		unlock_and_release(c, &d);
+		gdrc_cache_unref(c, r);
+		if (++tries < MISS_STALE_RETRIES)
+			goto again;
+		gdrc_debug("%#lx+%lu kept being unmapped while registering",
+			   (unsigned long)plan.start,
+			   (unsigned long)(plan.end - plan.start));
+		return GDRC_ERR_BUSY;
+	}
+	if (plan.cached) {
+		/* Another thread may have cached the same range meanwhile:
+		 * serve that (a hit) and drop ours. */
+		found = find_cover(c, start, end, access);
+		if (found) {
+			hit(c, found);
+			unlock_and_release(c, &d);
+			gdrc_cache_unref(c, r);
+			*mr_p = found;
+			return GDRC_OK;
+		}
+		col = (struct collect){ .start = plan.start, .end = plan.end,
+					.access = plan.access, .subsume = 1 };
+		gdrc_itree_overlap(&c->tree, plan.start, plan.end, collect_fn,
+				   &col);
+		remove_collected(c, &col, 0, &d);
+		region_insert(c, r);
+		tls_remember(c, r);
+	}
+	stat_add(c, GDRC_STAT_MISSES, 1);
+	stat_add(c, plan.cause, 1);
+	unlock_and_release(c, &d);
+	*mr_p = r;
+	return GDRC_OK;
+}
+
+gdrc_status_t gdrc_cache_get_slow(struct gdrc_cache *c, uintptr_t start,
+				  uintptr_t end, uint32_t access,
+				  uint32_t flags, struct gdrc_mr **mr_p)
+{
+	struct gdrc_mr *r;
+
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return GDRC_ERR_FORK;
+	if (c->p.cache_host && !(flags & GDRC_GET_UNCACHED) &&
+	    !atomic_load_explicit(&c->invq.pending, memory_order_acquire)) {
+		r = get_tree(c, start, end, access);
+		if (r) {
+			*mr_p = r;
+			return GDRC_OK;
+		}
+	}
+	return get_miss(c, start, end, access, flags, mr_p);
+}
+
+/* ====================================================================
+ * Invalidation, events, fork
+ * ==================================================================== */
+
+gdrc_status_t gdrc_cache_invalidate(struct gdrc_cache *c, uintptr_t start,
+				    uintptr_t end, int source)
+{
+	struct cache_defer d = { 0 };
+
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return GDRC_ERR_FORK;
+	pthread_rwlock_wrlock(&c->lock);
+	drain(c, &d);
+	invalidate_locked(c, start, end, source, &d);
+	unlock_and_release(c, &d);
+	return GDRC_OK;
+}
+
+void gdrc_cache_post_event(struct gdrc_cache *c, uintptr_t start,
+			   uintptr_t end)
+{
+	gdrc_invq_post(&c->invq, start, end);
+}
+
+void gdrc_cache_mark_forked(struct gdrc_cache *c)
+{
+	atomic_store_explicit(&c->forked, 1, memory_order_relaxed);
+	atomic_store_explicit(&c->invq.pending, 1, memory_order_release);
+}
+
+/* ====================================================================
+ * Statistics and checks
+ * ==================================================================== */
+
+void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values)
+{
+	for (int i = 0; i < GDRC_STAT_COUNT; i++)
+		values[i] = atomic_load_explicit(&c->stat[i],
+						 memory_order_relaxed);
+	for (int i = 0; i <= GDRC_SHARDS; i++) {
+		values[GDRC_STAT_HITS] += atomic_load_explicit(
+			&c->shards[i].hits, memory_order_relaxed);
+		values[GDRC_STAT_PUTS] += atomic_load_explicit(
+			&c->shards[i].puts, memory_order_relaxed);
+	}
+	pthread_rwlock_rdlock(&c->lock);
+	values[GDRC_STAT_REGIONS] = c->nregions;
+	pthread_rwlock_unlock(&c->lock);
+	values[GDRC_STAT_PINNED_BYTES] =
+		atomic_load_explicit(&c->pinned_bytes, memory_order_relaxed);
+	values[GDRC_STAT_PINNED_BYTES_MAX] = atomic_load_explicit(
+		&c->pinned_bytes_max, memory_order_relaxed);
+	values[GDRC_STAT_MEM_EVENTS] =
+		atomic_load_explicit(&c->invq.events, memory_order_relaxed);
+	values[GDRC_STAT_INVQ_MERGES] =
+		atomic_load_explicit(&c->invq.merges, memory_order_relaxed);
+}
+
+/*
+ * Codes: -1 tree unsound (itree check), -2 tree count differs from
+ * nregions, -3 LRU links broken, -4 LRU not sorted by enq, -5 LRU length
+ * differs from nregions, -6 a cached region is invalid or unreferenced.
+ * Caller holds the lock (either mode) or owns the cache.
+ */
+static int cache_check_locked(struct gdrc_cache *c)
+{
+	const struct gdrc_mr *r, *prev = NULL;
+	uint64_t n = 0;
+
+	if (gdrc_itree_check(&c->tree))
+		return -1;
+	if (c->tree.count != c->nregions)
+		return -2;
+	for (r = c->lru_head; r; prev = r, r = r->lru_next) {
+		uint64_t w = atomic_load_explicit(&r->word,
+						  memory_order_relaxed);
+
+		if (r->lru_prev != prev)
+			return -3;
+		if (prev && prev->enq > r->enq)
+			return -4;
+		if ((w & (REGION_INVALID | REGION_DEAD)) ||
+		    !(w & REGION_REF_MASK))
+			return -6;
+		n++;
+	}
+	if (prev != c->lru_tail)
+		return -3;
+	if (n != c->nregions)
+		return -5;
+	return 0;
+}
+
+int gdrc_cache_check(struct gdrc_cache *c)
+{
+	/* Called with the write lock held from check_or_die. */
+	return cache_check_locked(c);
+}
+
+/* ====================================================================
+ * Creation and destruction
+ * ==================================================================== */
+
+gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
+			      const struct gdrc_cache_params *params)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	memset(c, 0, sizeof(*c));
+	c->uid = atomic_fetch_add_explicit(&cache_uid_next, 1,
+					   memory_order_relaxed);
+	c->p = *params;
+	c->page_size = page > 0 ? (uintptr_t)page : 4096;
+	gdrc_invq_init(&c->invq);
+	gdrc_itree_init(&c->tree);
+	if (pthread_rwlock_init(&c->lock, NULL))
+		return GDRC_ERR_NO_MEMORY;
+	if (pthread_mutex_init(&c->slab_lock, NULL)) {
+		pthread_rwlock_destroy(&c->lock);
+		return GDRC_ERR_NO_MEMORY;
+	}
+	return GDRC_OK;
+}
+
+static void free_chunks(struct gdrc_cache *c)
+{
+	struct gdrc_slab_chunk *chunk, *next;
+
+	for (chunk = c->chunks; chunk; chunk = next) {
+		next = chunk->next;
+		free(chunk);
+	}
+}
+
+void gdrc_cache_cleanup(struct gdrc_cache *c)
+{
+	unsigned held = 0;
+
+	for (struct gdrc_slab_chunk *ch = c->chunks; ch; ch = ch->next) {
+		for (int i = 0; i < SLAB_CHUNK; i++) {
+			struct gdrc_mr *r = &ch->r[i];
+			uint64_t w = atomic_load(&r->word);
+
+			if (w & REGION_DEAD)
+				continue;
+			if ((w & REGION_REF_MASK) > !(w & REGION_INVALID))
+				held++;
+			region_release(c, r);
+		}
+	}
+	if (held)
+		gdrc_warn("%u registrations still held at fini; released",
+			  held);
+	free_chunks(c);
+	pthread_mutex_destroy(&c->slab_lock);
+	pthread_rwlock_destroy(&c->lock);
+}
+
+void gdrc_cache_cleanup_forked(struct gdrc_cache *c)
+{
+	/* The parent owns the registrations and possibly our locks. */
+	free_chunks(c);
+}

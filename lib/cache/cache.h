@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cache.h - the registration cache: regions, lookup, reference counts,
+ * eviction and invalidation.
+ *
+ * Regions (struct gdrc_mr, the public opaque handle) live in an interval
+ * tree that allows overlaps, and on an LRU list, both under the cache's
+ * rwlock.  A hit never takes that lock for writing:
+ *
+ *   fast path   each thread remembers its last GDRC_TLS_ENTRIES hits
+ *               (range, access, region, region id).  A get that falls in
+ *               one takes a reference with one atomic add and checks
+ *               that the region is neither invalidated nor recycled.
+ *               No lock, no system call.
+ *   tree path   read lock, interval-tree lookup, atomic add.
+ *   miss path   write lock to drain queued invalidations, decide what to
+ *               register and evict, then the lock is dropped while the
+ *               backend registers, and retaken to insert.
+ *
+ * Reference word.  Each region's state is one 64-bit atomic word: the
+ * reference count in the low 32 bits, REGION_INVALID (not findable: not
+ * in the tree, or never meant to be) and REGION_DEAD (released; the slot
+ * is free or being reused).  The tree holds one reference while the
+ * region is cached.  Whoever drops the count to zero while INVALID is
+ * set, and wins the CAS that adds DEAD, releases the region: exactly one
+ * thread does.  Region memory is type-stable (a per-cache slab, freed
+ * only at destroy), so a stale fast-path pointer may touch a recycled
+ * slot but never freed memory; the region id, unique per registration,
+ * tells a recycled slot from the region remembered.
+ *
+ * Invalidation.  Host hooks post ranges to the cache's invq (hook-safe);
+ * the queue's pending flag sends every get to the miss path, which
+ * drains the queue under the write lock before looking anything up.
+ * pending is cleared only after the ranges were applied.
+ *
+ * Lock order: cache->lock, then cache->slab_lock; the invq spinlock is
+ * innermost and never held across a call.  No backend call, allocation
+ * or deregistration happens under cache->lock.
+ *
+ * Depends on itree/, invq, config values (passed in), log/ and pin.h.
+ */
+#ifndef GDRC_CACHE_H
+#define GDRC_CACHE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <gdrcache.h>
+
+#include "cache/invq.h"
+#include "gdrc_int.h"
+#include "itree/itree.h"
+#include "pin/pin.h"
+
+#define REGION_REF_MASK 0xffffffffULL
+#define REGION_INVALID (1ULL << 32)
+#define REGION_DEAD (1ULL << 33)
+
+/* One registration.  Fields marked "fixed" do not change between the
+ * region's publication and its release. */
+struct gdrc_mr {
+	_Atomic uint64_t word;   /* refcount | REGION_INVALID | REGION_DEAD */
+	_Atomic uint64_t stamp;  /* cache tick at its last get (LRU) */
+	uint64_t id;             /* fixed: unique in the process */
+	uintptr_t start;         /* fixed: registered range [start, end) */
+	uintptr_t end;           /* fixed */
+	uint32_t access;         /* fixed: GDRC_ACCESS_* registered */
+	uint32_t lkey;           /* fixed */
+	uint32_t rkey;           /* fixed */
+	int mem_type;            /* fixed: enum gdrc_mem_type */
+	int device;              /* fixed: CUDA ordinal or -1 */
+	int was_cached;          /* fixed: inserted into the tree */
+	struct gdrc_cache *cache;  /* fixed: owner */
+	void *handle;            /* fixed: backend object */
+
+	/* Under cache->lock: */
+	struct gdrc_itree_node node; /* in cache->tree while cached */
+	struct gdrc_mr *lru_prev;    /* cache->lru, sorted by enq */
+	struct gdrc_mr *lru_next;
+	uint64_t enq;                /* stamp when placed on the LRU */
+
+	/* Under cache->slab_lock: */
+	struct gdrc_mr *free_next;   /* slab free list */
+};
+
+/* Per-thread remembered hits, see the file comment. */
+#define GDRC_TLS_ENTRIES 4
+
+struct gdrc_tls_entry {
+	uint64_t uid;       /* cache->uid; 0 = empty */
+	uintptr_t start;    /* region range and access, copied */
+	uintptr_t end;
+	uint32_t access;
+	struct gdrc_mr *mr; /* deref only after uid matched */
+	uint64_t id;        /* mr->id when remembered */
+};
+
+struct gdrc_tls {
+	struct gdrc_tls_entry e[GDRC_TLS_ENTRIES];
+	unsigned next;      /* round-robin replacement */
+	int shard;          /* stats shard; -1 until assigned */
+};
+
+extern __thread struct gdrc_tls gdrc_tls_cur
+	__attribute__((tls_model("initial-exec")));
+
+/*
+ * Fast-path counters, one cache line per thread: a thread owns shard i
+ * (i < GDRC_SHARDS) alone and bumps it with a plain load and store; the
+ * last shard is shared by threads beyond that and bumped atomically.
+ */
+#define GDRC_SHARDS 64
+
+struct gdrc_shard {
+	_Atomic uint64_t hits;
+	_Atomic uint64_t puts;
+} GDRC_ALIGNED_CL;
+
+struct gdrc_cache_params {
+	uint64_t max_regions;          /* GDRC_LIMIT_NONE: none */
+	uint64_t max_bytes;            /* GDRC_LIMIT_NONE: none */
+	const struct gdrc_pin_ops *ops;
+	void *be;                      /* backend argument (the PD) */
+	int cache_host;                /* 0: host registrations uncached */
+	int check;                     /* invariant checks after changes */
+};
+
+/* Miss-cause memory: recently removed ranges (under cache->lock). */
+#define GDRC_GHOSTS 256
+
+struct gdrc_ghost {
+	uintptr_t start;
+	uintptr_t end;
+	int cause; /* GDRC_STAT_MISS_EVICTED or _INVALIDATED */
+};
+
+struct gdrc_inflight;
+
+struct gdrc_cache {
+	/* Read by every fast-path get: */
+	uint64_t uid;                  /* fixed: unique per cache */
+	_Atomic uint64_t tick;         /* LRU clock, see lru_* */
+	struct gdrc_invq invq;         /* pending is read on every get */
+	_Atomic int forked;            /* set in a fork child */
+
+	struct gdrc_cache_params p;    /* fixed */
+	uintptr_t page_size;           /* fixed */
+
+	pthread_rwlock_t lock;
+	/* Under lock: */
+	struct gdrc_itree tree;        /* cached regions */
+	struct gdrc_mr *lru_head;      /* least recent first */
+	struct gdrc_mr *lru_tail;
+	uint64_t nregions;             /* in the tree */
+	uint64_t reserved_regions;     /* being registered */
+	uint64_t reserved_bytes;
+	struct gdrc_inflight *inflight; /* registrations in progress */
+	struct gdrc_ghost ghosts[GDRC_GHOSTS];
+	unsigned ghost_next;
+
+	/* Registered bytes: atomic because releases happen unlocked. */
+	_Atomic uint64_t pinned_bytes;
+	_Atomic uint64_t pinned_bytes_max;
+	_Atomic uint64_t nalive;        /* regions not yet released */
+
+	/* Slow-path counters (indexed by enum gdrc_stat), relaxed atomics. */
+	_Atomic uint64_t stat[GDRC_STAT_COUNT];
+	struct gdrc_shard shards[GDRC_SHARDS + 1];
+
+	pthread_mutex_t slab_lock;
+	/* Under slab_lock: */
+	struct gdrc_mr *free_list;
+	struct gdrc_slab_chunk *chunks;
+};
+
+/* Set up c (embedded by the caller, cache-line aligned). */
+gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
+			      const struct gdrc_cache_params *params);
+
+/* Release every region, held or not; the caller guarantees no other
+ * call on this cache runs.  Logs how many were still held. */
+void gdrc_cache_cleanup(struct gdrc_cache *c);
+
+/* In a fork child: free memory only, touching no lock or registration. */
+void gdrc_cache_cleanup_forked(struct gdrc_cache *c);
+
+/*
+ * Get a region covering [start, end) (start < end, not rounded) with
+ * access (normalised).  flags: GDRC_GET_*.  See gdrc_mr_get for status.
+ */
+gdrc_status_t gdrc_cache_get_slow(struct gdrc_cache *c, uintptr_t start,
+				  uintptr_t end, uint32_t access,
+				  uint32_t flags, struct gdrc_mr **mr_p);
+
+/* Drop a reference; releases the region if it was the last one of an
+ * invalidated region. */
+void gdrc_cache_unref(struct gdrc_cache *c, struct gdrc_mr *r);
+
+/* A decrement just took r's count to zero: release it if it is
+ * invalidated and nobody else released it. */
+void gdrc_cache_zero(struct gdrc_cache *c, struct gdrc_mr *r);
+
+/* First-time shard assignment for this thread (out of line part). */
+int gdrc_cache_tls_shard(void);
+
+/* Remove every region overlapping [start, end); source is the stat to
+ * count them under (GDRC_STAT_INV_EXPLICIT, GDRC_STAT_INV_HOST_HOOK). */
+gdrc_status_t gdrc_cache_invalidate(struct gdrc_cache *c, uintptr_t start,
+				    uintptr_t end, int source);
+
+/* Hook-safe: queue an unmapped range. */
+void gdrc_cache_post_event(struct gdrc_cache *c, uintptr_t start,
+			   uintptr_t end);
+
+/* Fork child handler: no lock may be taken.  Sends every call to the
+ * slow path, which then answers GDRC_ERR_FORK. */
+void gdrc_cache_mark_forked(struct gdrc_cache *c);
+
+/* Snapshot of every counter, indexed by enum gdrc_stat. */
+void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values);
+
+/* Check tree, LRU and accounting.  @return 0 or a negative code. */
+int gdrc_cache_check(struct gdrc_cache *c);
+
+static inline void gdrc_shard_inc(_Atomic uint64_t *v, int shard)
+{
+	if (gdrc_likely(shard < GDRC_SHARDS))
+		atomic_store_explicit(v,
+				      atomic_load_explicit(
+					      v, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(v, 1, memory_order_relaxed);
+}
+
+/*
+ * The fast path: a hit on one of this thread's remembered regions.
+ * @return the region with a reference taken, or NULL (go slow).
+ */
+static inline struct gdrc_mr *
+gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		    uint32_t access)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
+		return NULL;
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
+		struct gdrc_tls_entry *e = &t->e[i];
+		struct gdrc_shard *s;
+		struct gdrc_mr *r;
+		uint64_t old, tick;
+
+		if (e->uid != c->uid || start < e->start || end > e->end ||
+		    (access & ~e->access))
+			continue;
+		r = e->mr;
+		old = atomic_fetch_add_explicit(&r->word, 1,
+						memory_order_acquire);
+		if (gdrc_unlikely((old & (REGION_INVALID | REGION_DEAD)) ||
+				  r->id != e->id)) {
+			e->uid = 0;
+			gdrc_cache_unref(c, r);
+			return NULL;
+		}
+		tick = atomic_load_explicit(&c->tick, memory_order_relaxed);
+		if (atomic_load_explicit(&r->stamp, memory_order_relaxed) !=
+		    tick)
+			atomic_store_explicit(&r->stamp, tick,
+					      memory_order_relaxed);
+		s = &c->shards[t->shard];
+		gdrc_shard_inc(&s->hits, t->shard);
+		return r;
+	}
+	return NULL;
+}
+
+static inline void gdrc_cache_put(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	int shard = gdrc_tls_cur.shard;
+	struct gdrc_shard *s;
+	uint64_t old;
+
+	if (gdrc_unlikely(shard < 0))
+		shard = gdrc_cache_tls_shard();
+	s = &c->shards[shard];
+	gdrc_shard_inc(&s->puts, shard);
+	old = atomic_fetch_sub_explicit(&r->word, 1, memory_order_release);
+	if (gdrc_unlikely((old & REGION_REF_MASK) == 1))
+		gdrc_cache_zero(c, r);
+}
+
+#endif /* GDRC_CACHE_H */

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * invq.h - the queue between the memory hooks and the cache.
+ *
+ * Hooks post unmapped ranges here (hook context: no allocation, no cache
+ * lock); the cache drains them under its write lock on the next call
+ * that needs the tree.  The queue is bounded and merging: overlapping or
+ * adjacent ranges merge, and when all GDRC_INVQ_SLOTS are taken the new
+ * range widens its nearest neighbour, so any number of events costs a
+ * fixed amount of memory and never loses one (only precision).  If the
+ * queue's small spinlock cannot be had (a signal handler interrupted its
+ * holder on the same thread), the post marks "everything", which the
+ * drain turns into invalidating every registration.
+ *
+ * "pending" stays set from the first post until the drain has applied
+ * every taken range, so a fast-path reader that sees it clear also sees
+ * the invalidations applied.
+ */
+#ifndef GDRC_INVQ_H
+#define GDRC_INVQ_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define GDRC_INVQ_SLOTS 64
+
+struct gdrc_invq_range {
+	uintptr_t start;
+	uintptr_t end;
+};
+
+struct gdrc_invq {
+	_Atomic int pending;        /* events posted and not yet applied */
+	_Atomic int all;            /* invalidate everything (lock lost) */
+	atomic_flag lock;           /* protects count and r[] */
+	unsigned count;             /* ranges in r[] */
+	_Atomic uint64_t events;    /* posts, ever */
+	_Atomic uint64_t merges;    /* posts that widened another range */
+	struct gdrc_invq_range r[GDRC_INVQ_SLOTS];
+};
+
+void gdrc_invq_init(struct gdrc_invq *q);
+
+/* Hook-safe: queue [start, end), start < end. */
+void gdrc_invq_post(struct gdrc_invq *q, uintptr_t start, uintptr_t end);
+
+/*
+ * Move the queued ranges to out[GDRC_INVQ_SLOTS]; pending stays set.
+ * @return how many; *all_p is set if everything must be invalidated.
+ */
+unsigned gdrc_invq_take(struct gdrc_invq *q, struct gdrc_invq_range *out,
+			int *all_p);
+
+/* After applying what take() returned: clear pending unless more came. */
+void gdrc_invq_done(struct gdrc_invq *q);
+
+#endif /* GDRC_INVQ_H */

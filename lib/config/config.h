@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * config.h - every GDRC_* knob, parsed once at gdrc_init.
+ *
+ * The knobs live in one table (config_table.h) with their default and
+ * help text; docs/env.md is kept in sync with it by a test.  An invalid
+ * value is an error, never silently replaced by the default.
+ *
+ * Depends only on log/.
+ */
+#ifndef GDRC_CONFIG_H
+#define GDRC_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gdrcache.h>
+
+enum gdrc_knob_hooks {
+	GDRC_KNOB_HOOKS_AUTO = 0, /* install; uncached host memory if not */
+	GDRC_KNOB_HOOKS_NONE = 1, /* caller reports frees (gdrc_invalidate) */
+};
+
+enum gdrc_knob_backend {
+	GDRC_KNOB_BACKEND_AUTO = 0,  /* verbs with a PD, else none */
+	GDRC_KNOB_BACKEND_VERBS = 1, /* ibv_reg_mr; needs a PD */
+	GDRC_KNOB_BACKEND_NONE = 2,  /* track only, register nothing */
+};
+
+/* Effective values of every knob. */
+struct gdrc_knobs {
+	int log_level;        /* enum gdrc_log_level */
+	uint64_t max_regions; /* GDRC_LIMIT_NONE for no limit */
+	uint64_t max_bytes;   /* GDRC_LIMIT_NONE for no limit */
+	int mem_hooks;        /* enum gdrc_knob_hooks */
+	int backend;          /* enum gdrc_knob_backend */
+	int stats;            /* print counters at fini */
+	int check;            /* check invariants after every change */
+};
+
+enum gdrc_knob_type {
+	GDRC_KNOB_UINT,   /* decimal, K/M/G/T suffix (powers of 1024), inf */
+	GDRC_KNOB_BOOL,   /* 1/0, y/n, yes/no, on/off, true/false */
+	GDRC_KNOB_CHOICE, /* one word of a '|'-separated list */
+	GDRC_KNOB_LEVEL,  /* a log level name or 0..4 */
+};
+
+struct gdrc_knob_desc {
+	const char *name;     /* environment variable */
+	const char *defval;   /* default, in the same syntax */
+	const char *help;     /* one sentence */
+	int type;             /* enum gdrc_knob_type */
+	const char *choices;  /* GDRC_KNOB_CHOICE: "auto|none" */
+	size_t offset;        /* in struct gdrc_knobs */
+};
+
+/*
+ * Fill knobs from the environment, then the defaults.
+ * @return GDRC_OK, or GDRC_ERR_INVALID_PARAM after logging the knob and
+ *         its bad value.
+ */
+gdrc_status_t gdrc_config_load(struct gdrc_knobs *knobs);
+
+/* Parse one value as the knob at index i would; for tests. */
+gdrc_status_t gdrc_config_parse(size_t i, const char *value,
+				struct gdrc_knobs *knobs);
+
+size_t gdrc_config_count(void);
+const struct gdrc_knob_desc *gdrc_config_desc(size_t i);
+
+#endif /* GDRC_CONFIG_H */

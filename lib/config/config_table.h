@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * config_table.h - the one table of GDRC_* knobs.  Included by config.c
+ * only.  Add a row here and in docs/env.md (a test compares them).
+ */
+#ifndef GDRC_CONFIG_TABLE_H
+#define GDRC_CONFIG_TABLE_H
+
+#include "config.h"
+
+#define GDRC_KNOB(_name, _def, _type, _choices, _field, _help)                \
+	{                                                                    \
+		.name = _name, .defval = _def, .help = _help, .type = _type, \
+		.choices = _choices,                                         \
+		.offset = offsetof(struct gdrc_knobs, _field),               \
+	}
+
+static const struct gdrc_knob_desc gdrc_knob_table[] = {
+	GDRC_KNOB("GDRC_LOG_LEVEL", "warn", GDRC_KNOB_LEVEL, NULL, log_level,
+		  "messages at this level and above are logged: error, warn, "
+		  "info, debug or trace"),
+	GDRC_KNOB("GDRC_MAX_REGIONS", "16384", GDRC_KNOB_UINT, NULL,
+		  max_regions,
+		  "registrations a context keeps cached; the least recently "
+		  "used unused one is evicted first (inf: no limit)"),
+	GDRC_KNOB("GDRC_MAX_BYTES", "inf", GDRC_KNOB_UINT, NULL, max_bytes,
+		  "bytes a context keeps registered, cached or in use "
+		  "(K, M, G, T suffixes; inf: no limit)"),
+	GDRC_KNOB("GDRC_MEM_HOOKS", "auto", GDRC_KNOB_CHOICE, "auto|none",
+		  mem_hooks,
+		  "auto: watch host frees by patching glibc, and cache no host "
+		  "memory if that fails; none: the caller reports frees with "
+		  "gdrc_invalidate"),
+	GDRC_KNOB("GDRC_BACKEND", "auto", GDRC_KNOB_CHOICE, "auto|verbs|none",
+		  backend,
+		  "how memory is registered: verbs (ibv_reg_mr on the "
+		  "configured PD), none (track only, keys 0), auto (verbs "
+		  "when a PD is given)"),
+	GDRC_KNOB("GDRC_STATS", "0", GDRC_KNOB_BOOL, NULL, stats,
+		  "print every counter to the log sink at gdrc_fini"),
+	GDRC_KNOB("GDRC_CHECK", "0", GDRC_KNOB_BOOL, NULL, check,
+		  "check the cache's invariants after every change (slow; "
+		  "for debugging)"),
+};
+
+#endif /* GDRC_CONFIG_TABLE_H */

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * gdrc_int.h - compiler helpers shared by every module of libgdrcache.
+ * Depends on nothing but the C library; every module may include it.
+ */
+#ifndef GDRC_INT_H
+#define GDRC_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define gdrc_likely(x) __builtin_expect(!!(x), 1)
+#define gdrc_unlikely(x) __builtin_expect(!!(x), 0)
+
+#define GDRC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define gdrc_container_of(ptr, type, member)                                 \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+#if defined(__x86_64__) || defined(__i386__)
+#define gdrc_cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define gdrc_cpu_relax() __asm__ volatile("yield" ::: "memory")
+#else
+#define gdrc_cpu_relax() __asm__ volatile("" ::: "memory")
+#endif
+
+/* Internal symbols are hidden by -fvisibility=hidden; GDRC_API exports. */
+#define GDRC_CACHELINE 64
+#define GDRC_ALIGNED_CL __attribute__((aligned(GDRC_CACHELINE)))
+
+static inline uintptr_t gdrc_align_down(uintptr_t v, uintptr_t a)
+{
+	return v & ~(a - 1);
+}
+
+/* Rounds up; the caller has checked that v + a - 1 does not wrap. */
+static inline uintptr_t gdrc_align_up(uintptr_t v, uintptr_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+#endif /* GDRC_INT_H */

@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * hooks.c - subscribers, dispatch, and the one-time install of the host
+ * memory event source.
+ *
+ * Purpose: fan each "these pages lost their contents" event out to up to
+ * GDRC_HOOKS_MAX_SUBSCRIBERS callbacks, and install the patches that
+ * produce the events (patch_x86_64.c) once per process, checking with a
+ * self test that they work.
+ *
+ * Never, in hook context (gdrc_hooks_report and what it calls): allocate,
+ * log, call CUDA, take or wait on a lock, or call anything that may
+ * re-enter the hooks.  The caller may be inside malloc with glibc's arena
+ * lock held, or in a signal handler.
+ *
+ * Invariants:
+ *   - a slot's callback runs only while that slot's users count is held,
+ *     so an unsubscriber that saw users == 0 after clearing fn knows the
+ *     callback is not running and will not start again;
+ *   - fn is published after arg, and read before it, so a dispatcher
+ *     that sees the new fn also sees its arg;
+ *   - a slot's bit in hooks_live is set while its fn may be set; dispatch
+ *     visits only those slots, so an idle table costs one load per event;
+ *   - hooks_events counts every reported range, subscribers or not.
+ *
+ * Locks: hooks_sub_lock serializes subscribe and unsubscribe, and is held
+ * across unsubscribe's wait (callbacks never take it).  Install runs under
+ * pthread_once.  Dispatch takes no lock.
+ *
+ * Callers: api.c installs and subscribes on the cache's behalf; the
+ * replacement functions in patch_x86_64.c call gdrc_hooks_report().
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "gdrc_int.h"
+#include "hooks_int.h"
+#include "log/log.h"
+
+struct hooks_slot {
+	_Atomic(gdrc_hooks_event_fn) fn; /* NULL: free or closing */
+	void *_Atomic arg;
+	atomic_uint users;               /* dispatchers inside this slot */
+	int taken;                       /* under hooks_sub_lock */
+} GDRC_ALIGNED_CL;
+
+#define HOOKS_WORD_BITS 64
+#define HOOKS_WORDS                                                          \
+	((GDRC_HOOKS_MAX_SUBSCRIBERS + HOOKS_WORD_BITS - 1) / HOOKS_WORD_BITS)
+
+static struct hooks_slot hooks_slots[GDRC_HOOKS_MAX_SUBSCRIBERS];
+static _Atomic uint64_t hooks_live[HOOKS_WORDS]; /* bit set: slot taken */
+static pthread_mutex_t hooks_sub_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static _Atomic uint64_t hooks_events;
+/* Set before the patches go in; read in hook context. */
+static _Atomic uintptr_t hooks_page_mask = 4095;
+
+static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+static gdrc_status_t hooks_status = GDRC_ERR_UNSUPPORTED; /* after once */
+static atomic_int hooks_on;
+static atomic_int hooks_done;   /* hooks_why is final */
+static char hooks_why[256];     /* written once, under hooks_once */
+
+/* ------------------------------------------------------------------
+ * Hook context.
+ * ------------------------------------------------------------------ */
+
+static void hooks_call(struct hooks_slot *slot, uintptr_t start,
+		       uintptr_t end)
+{
+	gdrc_hooks_event_fn fn;
+
+	/* A free slot costs one load, not two atomic writes. */
+	if (!atomic_load_explicit(&slot->fn, memory_order_relaxed))
+		return;
+	atomic_fetch_add(&slot->users, 1);
+	fn = atomic_load(&slot->fn);
+	if (fn)
+		fn(start, end, atomic_load(&slot->arg));
+	atomic_fetch_sub(&slot->users, 1);
+}
+
+void gdrc_hooks_report(uintptr_t addr, size_t len)
+{
+	uintptr_t mask = atomic_load_explicit(&hooks_page_mask,
+					      memory_order_relaxed);
+	uintptr_t start, end, last;
+	int saved_errno, w;
+	uint64_t live;
+
+	if (!len || len - 1 > UINTPTR_MAX - addr)
+		return;
+	last = addr + (len - 1);
+	/* The top page of the address space is never user memory. */
+	if ((last | mask) == UINTPTR_MAX)
+		return;
+	start = addr & ~mask;
+	end = (last | mask) + 1;
+
+	atomic_fetch_add_explicit(&hooks_events, 1, memory_order_relaxed);
+	/* A subscriber may clobber errno; the caller of munmap must not see it. */
+	saved_errno = errno;
+	for (w = 0; w < HOOKS_WORDS; w++) {
+		live = atomic_load(&hooks_live[w]);
+		while (live) {
+			int bit = __builtin_ctzll(live);
+
+			live &= live - 1;
+			hooks_call(&hooks_slots[w * HOOKS_WORD_BITS + bit],
+				   start, end);
+		}
+	}
+	errno = saved_errno;
+}
+
+/* Hook-safe: reads counters only. */
+uint64_t gdrc_hooks_event_count(void)
+{
+	return atomic_load_explicit(&hooks_events, memory_order_relaxed);
+}
+
+int gdrc_hooks_active(void)
+{
+	return atomic_load_explicit(&hooks_on, memory_order_acquire);
+}
+
+/* ------------------------------------------------------------------
+ * Ordinary context (may log, lock, allocate).
+ * ------------------------------------------------------------------ */
+
+int gdrc_hooks_subscribe(gdrc_hooks_event_fn fn, void *arg)
+{
+	int i;
+
+	if (!fn)
+		return GDRC_ERR_INVALID_PARAM;
+	pthread_mutex_lock(&hooks_sub_lock);
+	for (i = 0; i < GDRC_HOOKS_MAX_SUBSCRIBERS; i++) {
+		struct hooks_slot *slot = &hooks_slots[i];
+
+		if (slot->taken)
+			continue;
+		slot->taken = 1;
+		atomic_store(&slot->arg, arg);
+		atomic_store(&slot->fn, fn);
+		atomic_fetch_or(&hooks_live[i / HOOKS_WORD_BITS],
+				(uint64_t)1 << (i % HOOKS_WORD_BITS));
+		pthread_mutex_unlock(&hooks_sub_lock);
+		return i;
+	}
+	pthread_mutex_unlock(&hooks_sub_lock);
+	return GDRC_ERR_LIMIT;
+}
+
+/*
+ * Must not run in hook context: called from a slot's own callback, the
+ * wait below would never end.
+ */
+void gdrc_hooks_unsubscribe(int slot_nr)
+{
+	struct hooks_slot *slot;
+
+	if (slot_nr < 0 || slot_nr >= GDRC_HOOKS_MAX_SUBSCRIBERS) {
+		gdrc_warn("hooks unsubscribe of bad slot %d", slot_nr);
+		return;
+	}
+	slot = &hooks_slots[slot_nr];
+	pthread_mutex_lock(&hooks_sub_lock);
+	if (!slot->taken) {
+		pthread_mutex_unlock(&hooks_sub_lock);
+		gdrc_warn("hooks unsubscribe of free slot %d", slot_nr);
+		return;
+	}
+	/*
+	 * Pairs with hooks_call(): either it raised users before our load
+	 * and we wait for it, or its load of fn comes after our store and
+	 * sees NULL (both are seq_cst).
+	 */
+	atomic_store(&slot->fn, NULL);
+	while (atomic_load(&slot->users))
+		sched_yield();
+	atomic_fetch_and(&hooks_live[slot_nr / HOOKS_WORD_BITS],
+			 ~((uint64_t)1 << (slot_nr % HOOKS_WORD_BITS)));
+	atomic_store(&slot->arg, NULL);
+	slot->taken = 0;
+	pthread_mutex_unlock(&hooks_sub_lock);
+}
+
+#ifdef __x86_64__
+/* Did the patched munmap report a page we mapped with libc's mmap? */
+static int hooks_self_test(const struct gdrc_patch_libc *libc, char *why,
+			   size_t why_len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uint64_t before = gdrc_hooks_event_count();
+	void *p;
+
+	p = libc->mmap(NULL, page, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		snprintf(why, why_len, "self test mmap failed: %m");
+		return -1;
+	}
+	if (libc->munmap(p, page)) {
+		snprintf(why, why_len, "self test munmap failed: %m");
+		return -1;
+	}
+	if (gdrc_hooks_event_count() == before) {
+		snprintf(why, why_len,
+			 "self test: munmap through %s was not reported",
+			 libc->path);
+		return -1;
+	}
+	return 0;
+}
+#endif
+
+static void hooks_install_once(void)
+{
+#ifdef __x86_64__
+	struct gdrc_patch_libc libc;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (page <= 0 || (page & (page - 1))) {
+		snprintf(hooks_why, sizeof(hooks_why),
+			 "odd page size %ld", page);
+		goto fail;
+	}
+	atomic_store(&hooks_page_mask, (uintptr_t)page - 1);
+	if (gdrc_patch_apply(&libc, hooks_why, sizeof(hooks_why)))
+		goto fail;
+	if (hooks_self_test(&libc, hooks_why, sizeof(hooks_why))) {
+		gdrc_patch_revert();
+		goto fail;
+	}
+	hooks_status = GDRC_OK;
+	hooks_why[0] = '\0';
+	atomic_store(&hooks_on, 1);
+	atomic_store(&hooks_done, 1);
+	gdrc_debug("memory hooks installed in %s: munmap mremap madvise brk mmap",
+		   libc.path);
+	return;
+fail:
+#else
+	snprintf(hooks_why, sizeof(hooks_why),
+		 "no memory hooks for this architecture (x86-64 only)");
+#endif
+	hooks_status = GDRC_ERR_UNSUPPORTED;
+	atomic_store(&hooks_done, 1);
+	gdrc_warn("memory hooks unavailable: %s", hooks_why);
+}
+
+gdrc_status_t gdrc_hooks_install(void)
+{
+	pthread_once(&hooks_once, hooks_install_once);
+	return hooks_status;
+}
+
+const char *gdrc_hooks_reason(void)
+{
+	if (!atomic_load(&hooks_done))
+		return "memory hooks not installed yet";
+	return atomic_load(&hooks_on) ? NULL : hooks_why;
+}
+
+int gdrc_hooks_intact(void)
+{
+#ifdef __x86_64__
+	return gdrc_hooks_active() && gdrc_patch_intact();
+#else
+	return 0;
+#endif
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * hooks.h - process-wide host memory event source.
+ *
+ * Reports every range of the address space whose old contents went away:
+ * munmap, mremap (the old range, and the target of MREMAP_FIXED), madvise
+ * with MADV_DONTNEED, MADV_FREE, MADV_REMOVE or MADV_DONTNEED_LOCKED, a
+ * shrinking brk/sbrk, and mmap(MAP_FIXED) over an existing range.  Calls
+ * made inside glibc (malloc trimming, free of a large block) are seen as
+ * well: on x86-64 the first instructions of glibc's own functions are
+ * replaced by a jump to ours, which perform the system call themselves.
+ *
+ * Events are reported after the system call succeeded and before it
+ * returns to its caller, in "hook context": the subscriber's callback may
+ * run inside malloc, with glibc's locks held, in any thread, even in a
+ * signal handler.  It must not allocate, log, call CUDA or wait on a lock
+ * that may be held around a memory call.
+ *
+ * Depends only on log/ (and only outside hook context).  The cache never
+ * includes this header; api.c subscribes on its behalf.
+ */
+#ifndef GDRC_HOOKS_H
+#define GDRC_HOOKS_H
+
+#include <stdint.h>
+
+#include <gdrcache.h>
+
+/* Subscribers at most. */
+#define GDRC_HOOKS_MAX_SUBSCRIBERS 64
+
+/* Hook-context callback: [start, end) page aligned, start < end. */
+typedef void (*gdrc_hooks_event_fn)(uintptr_t start, uintptr_t end, void *arg);
+
+/*
+ * Install the hooks once per process and self-test them (an mmap and
+ * munmap of one page must be reported).  Later calls return the first
+ * call's result.  Thread safe.
+ * @return GDRC_OK; GDRC_ERR_UNSUPPORTED if this architecture or libc
+ *         cannot be patched or the self test failed (logged why).
+ */
+gdrc_status_t gdrc_hooks_install(void);
+
+/* @return 1 if gdrc_hooks_install() succeeded, else 0. */
+int gdrc_hooks_active(void);
+
+/*
+ * Add a subscriber; events that complete after this returns reach it.
+ * @return a slot number >= 0, or GDRC_ERR_LIMIT when all are taken.
+ * Thread safe, not hook-safe.
+ */
+int gdrc_hooks_subscribe(gdrc_hooks_event_fn fn, void *arg);
+
+/*
+ * Remove a subscriber.  When this returns, fn is not running and will
+ * not be called again for this slot.  Thread safe, not hook-safe.
+ */
+void gdrc_hooks_unsubscribe(int slot);
+
+/* Events delivered since the process started (for tests and stats). */
+uint64_t gdrc_hooks_event_count(void);
+
+#endif /* GDRC_HOOKS_H */

@@ -1,0 +1,485 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * patch_x86_64.c - send glibc's own memory functions to ours (x86-64).
+ *
+ * Purpose: glibc calls its memory functions internally: free() of a large
+ * block calls the hidden __munmap, malloc trimming calls __madvise and
+ * __sbrk (which calls brk), a non-main arena may mmap MAP_FIXED.  Those
+ * calls bind inside libc.so and never reach an interposed symbol, so the
+ * first PATCH_LEN bytes of each function are overwritten with an absolute
+ * jump to a replacement here.  Every alias (munmap, __munmap) is the same
+ * code, so one patch covers them all.  A replacement performs the system
+ * call itself, never returns into glibc's code, and reports what was lost
+ * through gdrc_hooks_report().
+ *
+ * Never, in a replacement (hook context): allocate, log, take a lock, or
+ * call anything that may be patched; touch errno except to report a
+ * failure the way glibc does.
+ *
+ * Invariants: all five functions are patched or none.  A function is
+ * patched only if its symbol is at least PATCH_LEN bytes long and it does
+ * not already start with a jump (another copy of this library, or UCX,
+ * libfabric or Open MPI got there first; their patch is often the same
+ * bytes as ours).  The replacement brk keeps glibc's __curbrk exactly as
+ * glibc's brk does, because sbrk and malloc read it.
+ *
+ * Locks: none.  gdrc_patch_apply() and gdrc_patch_revert() run once,
+ * under hooks.c's pthread_once.
+ *
+ * Callers: hooks.c at install; the replacements are entered from anywhere
+ * in the process, in any thread or signal handler, through glibc.
+ *
+ * Known limit: a thread that is inside one of these functions while its
+ * entry is rewritten (say, blocked in munmap's system call) resumes in the
+ * middle of the new bytes and crashes.  New callers are parked on a
+ * two-byte jump-to-self while the rest is written, which closes the window
+ * for them only.  Install before the process gets busy: gdrc_init does.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "gdrc_int.h"
+#include "hooks_int.h"
+
+#ifdef __x86_64__
+
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4
+#endif
+#ifndef MADV_FREE
+#define MADV_FREE 8
+#endif
+#ifndef MADV_REMOVE
+#define MADV_REMOVE 9
+#endif
+#ifndef MADV_DONTNEED_LOCKED
+#define MADV_DONTNEED_LOCKED 24
+#endif
+
+/* movabs $target, %r11 ; jmp *%r11 */
+#define PATCH_LEN 13
+#define PATCH_IMM_OFF 2
+#define PATCH_JMP_OFF 10
+/* jmp . : parks a caller while the rest of the patch is written */
+#define PATCH_PARK 0xfeebu
+
+/* The version every x86-64 glibc exports these symbols at. */
+#define PATCH_GLIBC_VER "GLIBC_2.2.5"
+
+struct patch_site {
+	const char *name;       /* exported name */
+	void *repl;             /* our replacement */
+	uint8_t *addr;          /* libc's entry point; set at apply */
+	uint8_t orig[PATCH_LEN]; /* its first bytes, to revert */
+	int patched;
+};
+
+/* glibc's __curbrk, the break as sbrk and malloc know it. */
+static void **patch_curbrk;
+
+/* ------------------------------------------------------------------
+ * Hook context: the replacements.
+ * ------------------------------------------------------------------ */
+
+/*
+ * A system call that cannot reach anything patched (nor a sanitizer's
+ * interceptor).  Returns the kernel's value: -errno on failure.
+ */
+static inline long patch_syscall6(long nr, long a1, long a2, long a3,
+				  long a4, long a5, long a6)
+{
+	register long r10 __asm__("r10") = a4;
+	register long r8 __asm__("r8") = a5;
+	register long r9 __asm__("r9") = a6;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10),
+			   "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* The kernel's error window, as glibc tests it. */
+static inline int patch_failed(long ret)
+{
+	return (unsigned long)ret > -4096UL;
+}
+
+/* Hook context. */
+static int patch_munmap(void *addr, size_t len)
+{
+	long ret = patch_syscall6(SYS_munmap, (long)addr, (long)len, 0, 0, 0,
+				  0);
+
+	if (patch_failed(ret)) {
+		errno = (int)-ret;
+		return -1;
+	}
+	gdrc_hooks_report((uintptr_t)addr, len);
+	return 0;
+}
+
+/*
+ * Hook context.  The fifth argument exists only with MREMAP_FIXED or
+ * MREMAP_DONTUNMAP, as in glibc; unknown flags are the kernel's to refuse.
+ */
+static void *patch_mremap(void *old, size_t old_len, size_t new_len,
+			  int flags, ...)
+{
+	void *want = NULL;
+	va_list ap;
+	long ret;
+
+	if (flags & (MREMAP_FIXED | MREMAP_DONTUNMAP)) {
+		va_start(ap, flags);
+		want = va_arg(ap, void *);
+		va_end(ap);
+	}
+	ret = patch_syscall6(SYS_mremap, (long)old, (long)old_len,
+			     (long)new_len, (long)(unsigned int)flags,
+			     (long)want, 0);
+	if (patch_failed(ret)) {
+		errno = (int)-ret;
+		return MAP_FAILED;
+	}
+	/*
+	 * Moved: the old range is gone (with MREMAP_DONTUNMAP it stays
+	 * mapped but its pages went with the move).  Shrunk in place: the
+	 * cut-off tail is gone.  MREMAP_FIXED also replaced whatever was
+	 * mapped at the target.
+	 */
+	if ((void *)ret != old)
+		gdrc_hooks_report((uintptr_t)old, old_len);
+	else if (new_len < old_len)
+		gdrc_hooks_report((uintptr_t)old + new_len,
+				  old_len - new_len);
+	if (flags & MREMAP_FIXED)
+		gdrc_hooks_report((uintptr_t)ret, new_len);
+	return (void *)ret;
+}
+
+/* Hook context.  Only advice that throws contents away is reported. */
+static int patch_madvise(void *addr, size_t len, int advice)
+{
+	long ret = patch_syscall6(SYS_madvise, (long)addr, (long)len,
+				  (long)advice, 0, 0, 0);
+
+	if (patch_failed(ret)) {
+		errno = (int)-ret;
+		return -1;
+	}
+	switch (advice) {
+	case MADV_DONTNEED:
+	case MADV_FREE:
+	case MADV_REMOVE:
+	case MADV_DONTNEED_LOCKED:
+		gdrc_hooks_report((uintptr_t)addr, len);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+/*
+ * Hook context.  Keeps __curbrk as glibc's brk does: the kernel returns
+ * the break it settled on, which is stored whether or not the request was
+ * met.  sbrk calls brk, so this sees sbrk and malloc's trimming as well.
+ */
+static int patch_brk(void *addr)
+{
+	uintptr_t old = (uintptr_t)*patch_curbrk;
+	long ret = patch_syscall6(SYS_brk, (long)addr, 0, 0, 0, 0, 0);
+
+	*patch_curbrk = (void *)ret;
+	if ((uintptr_t)ret < (uintptr_t)addr) {
+		errno = ENOMEM;
+		return -1;
+	}
+	/* old is 0 before glibc first asked; nothing to report then. */
+	if (old && (uintptr_t)ret < old)
+		gdrc_hooks_report((uintptr_t)ret, old - (uintptr_t)ret);
+	return 0;
+}
+
+/*
+ * Hook context.  MAP_FIXED replaces what was mapped there; without it (or
+ * with MAP_FIXED_NOREPLACE alone) nothing old is lost.
+ */
+static void *patch_mmap(void *addr, size_t len, int prot, int flags, int fd,
+			off_t off)
+{
+	long ret;
+
+	/* glibc refuses an offset that is not 4 KiB aligned itself. */
+	if (off & 4095) {
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	ret = patch_syscall6(SYS_mmap, (long)addr, (long)len,
+			     (long)(unsigned int)prot,
+			     (long)(unsigned int)flags, (long)fd, (long)off);
+	if (patch_failed(ret)) {
+		errno = (int)-ret;
+		return MAP_FAILED;
+	}
+	if (flags & MAP_FIXED)
+		gdrc_hooks_report((uintptr_t)ret, len);
+	return (void *)ret;
+}
+
+enum { PATCH_MUNMAP, PATCH_MREMAP, PATCH_MADVISE, PATCH_BRK, PATCH_MMAP };
+
+static struct patch_site patch_sites[] = {
+	[PATCH_MUNMAP] = { .name = "munmap", .repl = (void *)patch_munmap },
+	[PATCH_MREMAP] = { .name = "mremap", .repl = (void *)patch_mremap },
+	[PATCH_MADVISE] = { .name = "madvise", .repl = (void *)patch_madvise },
+	[PATCH_BRK] = { .name = "brk", .repl = (void *)patch_brk },
+	[PATCH_MMAP] = { .name = "mmap", .repl = (void *)patch_mmap },
+};
+
+/* ------------------------------------------------------------------
+ * Install time (under hooks.c's once; may log, allocate, lock).
+ * ------------------------------------------------------------------ */
+
+static void patch_encode(uint8_t *buf, const void *target)
+{
+	uint64_t imm = (uint64_t)(uintptr_t)target;
+
+	buf[0] = 0x49; /* REX.WB */
+	buf[1] = 0xbb; /* mov imm64, %r11 */
+	memcpy(buf + PATCH_IMM_OFF, &imm, sizeof(imm));
+	buf[PATCH_JMP_OFF] = 0x41; /* REX.B */
+	buf[PATCH_JMP_OFF + 1] = 0xff;
+	buf[PATCH_JMP_OFF + 2] = 0xe3; /* jmp *%r11 */
+}
+
+/*
+ * Does the code at p already leave at once?  Our own patch (or UCX's,
+ * which is the same) names its target; a relative jump we only detect.
+ * Overwriting either would silently take the events from their owner.
+ */
+static int patch_redirected(const uint8_t *p, uintptr_t *target_p)
+{
+	uint64_t imm;
+
+	*target_p = 0;
+	if (p[0] == 0x49 && p[1] == 0xbb && p[PATCH_JMP_OFF] == 0x41 &&
+	    p[PATCH_JMP_OFF + 1] == 0xff && p[PATCH_JMP_OFF + 2] == 0xe3) {
+		memcpy(&imm, p + PATCH_IMM_OFF, sizeof(imm));
+		*target_p = (uintptr_t)imm;
+		return 1;
+	}
+	if (p[0] == 0xe9 || (p[0] == 0xff && p[1] == 0x25))
+		return 1;
+	return 0;
+}
+
+/*
+ * Find libc's own definition (not a sanitizer's or preload's interposer,
+ * which a handle lookup skips), check it can take the patch, and save its
+ * first bytes.  base_p collects the object all of them must share.
+ */
+static int patch_resolve(struct patch_site *site, void *libc,
+			 void **base_p, char *why, size_t why_len)
+{
+	const ElfW(Sym) *sym = NULL;
+	uintptr_t target;
+	Dl_info info;
+	void *addr;
+
+	addr = dlvsym(libc, site->name, PATCH_GLIBC_VER);
+	if (!addr)
+		addr = dlsym(libc, site->name);
+	if (!addr) {
+		snprintf(why, why_len, "libc has no symbol %s", site->name);
+		return -1;
+	}
+	if (!dladdr1(addr, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym ||
+	    info.dli_saddr != addr) {
+		snprintf(why, why_len, "no symbol size for libc's %s",
+			 site->name);
+		return -1;
+	}
+	if (sym->st_size < PATCH_LEN) {
+		snprintf(why, why_len,
+			 "libc's %s is %zu bytes, shorter than the %d byte patch",
+			 site->name, (size_t)sym->st_size, PATCH_LEN);
+		return -1;
+	}
+	if (!*base_p) {
+		*base_p = info.dli_fbase;
+	} else if (*base_p != info.dli_fbase) {
+		snprintf(why, why_len, "libc's %s is in another object (%s)",
+			 site->name, info.dli_fname ? info.dli_fname : "?");
+		return -1;
+	}
+	if (patch_redirected(addr, &target)) {
+		Dl_info owner;
+		const char *who = "an unknown object";
+
+		if (target && dladdr((void *)target, &owner) &&
+		    owner.dli_fname && owner.dli_fname[0])
+			who = owner.dli_fname;
+		snprintf(why, why_len,
+			 "libc's %s already jumps to %p in %s: another copy of libgdrcache or another memory hook library (ucx, libfabric, open mpi) patched it first",
+			 site->name, (void *)target, who);
+		return -1;
+	}
+	site->addr = addr;
+	memcpy(site->orig, addr, PATCH_LEN);
+	return 0;
+}
+
+/*
+ * Write PATCH_LEN bytes of code at dst.  The page stays executable
+ * throughout, because other threads may be running code on it.  New
+ * callers spin on a jump-to-self until the rest is in place; the
+ * two-byte stores are single, aligned writes, so a caller sees either
+ * the park or the full new entry.  x86 keeps instruction fetch coherent
+ * with these stores; no cache flush is needed.
+ */
+static int patch_write(uint8_t *dst, const uint8_t *src)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t first = gdrc_align_down((uintptr_t)dst, page);
+	uintptr_t last = gdrc_align_up((uintptr_t)dst + PATCH_LEN, page);
+	volatile uint8_t *vdst = dst;
+	size_t i;
+
+	if (mprotect((void *)first, last - first,
+		     PROT_READ | PROT_WRITE | PROT_EXEC))
+		return -1;
+	if (!((uintptr_t)dst & 1)) {
+		uint16_t *head = (uint16_t *)(void *)dst;
+
+		__atomic_store_n(head, (uint16_t)PATCH_PARK, __ATOMIC_SEQ_CST);
+		for (i = 2; i < PATCH_LEN; i++)
+			vdst[i] = src[i];
+		__atomic_store_n(head, (uint16_t)(src[0] | src[1] << 8),
+				 __ATOMIC_SEQ_CST);
+	} else {
+		for (i = 0; i < PATCH_LEN; i++)
+			vdst[i] = src[i];
+	}
+	__builtin___clear_cache((char *)dst, (char *)dst + PATCH_LEN);
+	return mprotect((void *)first, last - first, PROT_READ | PROT_EXEC);
+}
+
+/* Put back the original bytes of every site patched so far. */
+static void patch_unwind(void)
+{
+	size_t i;
+
+	for (i = GDRC_ARRAY_SIZE(patch_sites); i-- > 0;) {
+		struct patch_site *site = &patch_sites[i];
+
+		if (!site->patched)
+			continue;
+		/* Nothing better to do if this fails: the patch stays. */
+		if (!patch_write(site->addr, site->orig))
+			site->patched = 0;
+	}
+}
+
+/*
+ * Take __curbrk from the global scope, as libc's own GLOB_DAT relocation
+ * did: an executable that copy-relocated it owns the live copy.
+ */
+static void **patch_find_curbrk(void *libc)
+{
+	void **cur = dlvsym(RTLD_DEFAULT, "__curbrk", PATCH_GLIBC_VER);
+
+	if (!cur)
+		cur = dlvsym(libc, "__curbrk", PATCH_GLIBC_VER);
+	if (!cur)
+		cur = dlsym(libc, "__curbrk");
+	return cur;
+}
+
+int gdrc_patch_apply(struct gdrc_patch_libc *libc, char *why,
+		     size_t why_len)
+{
+	uint8_t code[PATCH_LEN];
+	void *base = NULL;
+	Dl_info info;
+	void *h;
+	size_t i;
+	int err;
+
+	h = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+	if (!h) {
+		snprintf(why, why_len,
+			 "libc.so.6 is not loaded (static link or another libc)");
+		return -1;
+	}
+	for (i = 0; i < GDRC_ARRAY_SIZE(patch_sites); i++) {
+		if (patch_resolve(&patch_sites[i], h, &base, why, why_len)) {
+			dlclose(h);
+			return -1;
+		}
+	}
+	patch_curbrk = patch_find_curbrk(h);
+	dlclose(h);
+	if (!patch_curbrk) {
+		snprintf(why, why_len, "libc exports no __curbrk");
+		return -1;
+	}
+
+	for (i = 0; i < GDRC_ARRAY_SIZE(patch_sites); i++) {
+		struct patch_site *site = &patch_sites[i];
+
+		patch_encode(code, site->repl);
+		if (patch_write(site->addr, code)) {
+			err = errno;
+			patch_unwind();
+			snprintf(why, why_len,
+				 "cannot write libc's %s (mprotect: %s)",
+				 site->name, strerror(err));
+			return -1;
+		}
+		site->patched = 1;
+	}
+
+	libc->mmap = (void *)patch_sites[PATCH_MMAP].addr;
+	libc->munmap = (void *)patch_sites[PATCH_MUNMAP].addr;
+	libc->path = "libc.so.6";
+	if (dladdr(patch_sites[PATCH_MUNMAP].addr, &info) && info.dli_fname)
+		libc->path = info.dli_fname;
+	return 0;
+}
+
+void gdrc_patch_revert(void)
+{
+	patch_unwind();
+}
+
+int gdrc_patch_intact(void)
+{
+	uint8_t code[PATCH_LEN];
+	size_t i;
+
+	for (i = 0; i < GDRC_ARRAY_SIZE(patch_sites); i++) {
+		struct patch_site *site = &patch_sites[i];
+
+		if (!site->patched)
+			return 0;
+		patch_encode(code, site->repl);
+		if (memcmp(site->addr, code, PATCH_LEN))
+			return 0;
+	}
+	return 1;
+}
+
+#endif /* __x86_64__ */

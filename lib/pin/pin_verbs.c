@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * pin_verbs.c - host memory registered with ibv_reg_mr on the context's
+ * protection domain.
+ *
+ * Built only with libibverbs (GDRC_HAVE_VERBS).  Called outside the
+ * cache lock.  ENOMEM and EAGAIN (RLIMIT_MEMLOCK, NIC tables full) map
+ * to GDRC_ERR_NO_MEMORY so the cache evicts and retries; every other
+ * failure is GDRC_ERR_VERBS.  fork: libibverbs' own fork support
+ * (ibv_fork_init or the kernel's) decides whether pinned pages stay
+ * usable in a child; the cache never lets a child use them.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+
+#include "log/log.h"
+#include "pin.h"
+
+/* GDRC_ACCESS_* to IBV_ACCESS_*, spelled out rather than assumed equal. */
+static int pin_verbs_access(uint32_t access)
+{
+	int ibv = 0;
+
+	if (access & GDRC_ACCESS_LOCAL_WRITE)
+		ibv |= IBV_ACCESS_LOCAL_WRITE;
+	if (access & GDRC_ACCESS_REMOTE_WRITE)
+		ibv |= IBV_ACCESS_REMOTE_WRITE;
+	if (access & GDRC_ACCESS_REMOTE_READ)
+		ibv |= IBV_ACCESS_REMOTE_READ;
+	if (access & GDRC_ACCESS_REMOTE_ATOMIC)
+		ibv |= IBV_ACCESS_REMOTE_ATOMIC;
+	return ibv;
+}
+
+static gdrc_status_t pin_verbs_reg(void *be, struct gdrc_pin_reg *reg)
+{
+	struct ibv_pd *pd = be;
+	struct ibv_mr *mr;
+	int err;
+
+	errno = 0;
+	mr = ibv_reg_mr_iova2(pd, (void *)reg->addr, reg->length,
+			      (uint64_t)reg->addr,
+			      (unsigned)pin_verbs_access(reg->access));
+	if (!mr) {
+		err = errno;
+		gdrc_debug("ibv_reg_mr of %#lx+%zu failed: %s",
+			   (unsigned long)reg->addr, reg->length,
+			   strerror(err));
+		return (err == ENOMEM || err == EAGAIN) ? GDRC_ERR_NO_MEMORY :
+							  GDRC_ERR_VERBS;
+	}
+	reg->handle = mr;
+	reg->lkey = mr->lkey;
+	reg->rkey = mr->rkey;
+	return GDRC_OK;
+}
+
+static void pin_verbs_dereg(void *be, struct gdrc_pin_reg *reg)
+{
+	int ret;
+
+	(void)be;
+	ret = ibv_dereg_mr(reg->handle);
+	if (ret)
+		gdrc_warn("ibv_dereg_mr of %#lx+%zu failed: %s",
+			  (unsigned long)reg->addr, reg->length,
+			  strerror(ret));
+}
+
+const struct gdrc_pin_ops gdrc_pin_verbs_ops = {
+	.name = "verbs",
+	.backend = GDRC_BACKEND_VERBS,
+	.reg = pin_verbs_reg,
+	.dereg = pin_verbs_dereg,
+};

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * stats.c - names of the counters and their dumps.  No state, no lock.
+ */
+#include <stdio.h>
+
+#include "gdrc_int.h"
+#include "stats.h"
+
+/* A test checks that every counter has a name. */
+static const char *const stat_names[GDRC_STAT_COUNT] = {
+	[GDRC_STAT_HITS] = "hits",
+	[GDRC_STAT_MISSES] = "misses",
+	[GDRC_STAT_EVICTIONS] = "evictions",
+	[GDRC_STAT_INVALIDATIONS] = "invalidations",
+	[GDRC_STAT_REGIONS] = "regions",
+	[GDRC_STAT_PINNED_BYTES] = "pinned_bytes",
+	[GDRC_STAT_MISS_COLD] = "miss_cold",
+	[GDRC_STAT_MISS_EVICTED] = "miss_evicted",
+	[GDRC_STAT_MISS_INVALIDATED] = "miss_invalidated",
+	[GDRC_STAT_MISS_TOO_SMALL] = "miss_too_small",
+	[GDRC_STAT_MISS_ACCESS] = "miss_access",
+	[GDRC_STAT_MISS_UNCACHED] = "miss_uncached",
+	[GDRC_STAT_PUTS] = "puts",
+	[GDRC_STAT_REG_FAILURES] = "reg_failures",
+	[GDRC_STAT_DEREGS] = "deregs",
+	[GDRC_STAT_PINNED_BYTES_MAX] = "pinned_bytes_max",
+	[GDRC_STAT_INV_EXPLICIT] = "inv_explicit",
+	[GDRC_STAT_INV_HOST_HOOK] = "inv_host_hook",
+	[GDRC_STAT_MEM_EVENTS] = "mem_events",
+	[GDRC_STAT_INVQ_MERGES] = "invq_merges",
+	[GDRC_STAT_LIMIT_REJECTS] = "limit_rejects",
+};
+
+GDRC_API const char *gdrc_stat_name(enum gdrc_stat stat)
+{
+	if ((unsigned)stat >= GDRC_STAT_COUNT || !stat_names[stat])
+		return "unknown";
+	return stat_names[stat];
+}
+
+gdrc_status_t gdrc_stats_format(const uint64_t *values,
+				enum gdrc_dump_format format, char *buf,
+				size_t buflen, size_t *needed_p)
+{
+	size_t off = 0;
+	int n;
+
+	if ((format != GDRC_DUMP_TEXT && format != GDRC_DUMP_JSON) ||
+	    (!buf && buflen))
+		return GDRC_ERR_INVALID_PARAM;
+
+	/* snprintf with a zero size measures; keep measuring past the end. */
+#define EMIT(...)                                                            \
+	do {                                                                 \
+		n = snprintf(buf && off < buflen ? buf + off : NULL,         \
+			     off < buflen ? buflen - off : 0, __VA_ARGS__);  \
+		off += (size_t)n;                                            \
+	} while (0)
+
+	if (format == GDRC_DUMP_JSON)
+		EMIT("{");
+	for (int i = 0; i < GDRC_STAT_COUNT; i++) {
+		if (format == GDRC_DUMP_JSON)
+			EMIT("%s\"%s\": %llu", i ? ", " : "", stat_names[i],
+			     (unsigned long long)values[i]);
+		else
+			EMIT("%s %llu\n", stat_names[i],
+			     (unsigned long long)values[i]);
+	}
+	if (format == GDRC_DUMP_JSON)
+		EMIT("}");
+#undef EMIT
+
+	if (needed_p)
+		*needed_p = off;
+	if (off >= buflen) {
+		if (buflen)
+			buf[buflen - 1] = '\0';
+		return GDRC_ERR_LIMIT;
+	}
+	return GDRC_OK;
+}

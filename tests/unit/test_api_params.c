@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_api_params.c - every bad argument of the public API gets its
+ * documented status and changes nothing: no output written, no counter
+ * moved, no registration made or dropped.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <cmocka.h>
+
+#include <gdrcache.h>
+
+#define BUF_LEN (16 * 4096)
+#define SENTINEL ((struct gdrc_mr *)0x5a5a5a5a)
+
+struct fixture {
+	struct gdrc_ctx *ctx;
+	char *buf;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	assert_int_equal(gdrc_init(NULL, &f->ctx), GDRC_OK);
+	f->buf = mmap(NULL, BUF_LEN, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(f->buf != MAP_FAILED);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	gdrc_fini(f->ctx);
+	munmap(f->buf, BUF_LEN);
+	free(f);
+	return 0;
+}
+
+static uint64_t stat(struct gdrc_ctx *ctx, enum gdrc_stat s)
+{
+	uint64_t v = UINT64_MAX;
+
+	assert_int_equal(gdrc_stat_get(ctx, s, &v), GDRC_OK);
+	return v;
+}
+
+/* Counters that any accepted call would move. */
+static void snapshot(struct gdrc_ctx *ctx, uint64_t v[4])
+{
+	v[0] = stat(ctx, GDRC_STAT_HITS);
+	v[1] = stat(ctx, GDRC_STAT_MISSES);
+	v[2] = stat(ctx, GDRC_STAT_REGIONS);
+	v[3] = stat(ctx, GDRC_STAT_INVALIDATIONS);
+}
+
+static void assert_unchanged(struct gdrc_ctx *ctx, const uint64_t before[4])
+{
+	uint64_t after[4];
+
+	snapshot(ctx, after);
+	assert_memory_equal(before, after, sizeof(after));
+}
+
+static void test_mr_get_bad_args_invalid_param(void **state)
+{
+	struct fixture *f = *state;
+	struct gdrc_mr *mr = SENTINEL;
+	uint64_t before[4];
+	const void *top = (const void *)(UINTPTR_MAX - 100);
+
+	snapshot(f->ctx, before);
+	assert_int_equal(gdrc_mr_get(NULL, f->buf, 64, 0, 0, &mr),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_mr_get(f->ctx, NULL, 64, 0, 0, &mr),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 0, 0, NULL),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 0, 0, 0, &mr),
+			 GDRC_ERR_INVALID_PARAM);
+	/* Wraps the address space. */
+	assert_int_equal(gdrc_mr_get(f->ctx, top, 200, 0, 0, &mr),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, SIZE_MAX, 0, 0, &mr),
+			 GDRC_ERR_INVALID_PARAM);
+	/* Unknown access and flag bits. */
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 1u << 4, 0, &mr),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 1u << 31, 0, &mr),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 0, 1u << 1, &mr),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 0, 1u << 31, &mr),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_ptr_equal(mr, SENTINEL);
+	assert_unchanged(f->ctx, before);
+}
+
+static void test_mr_get_bad_args_after_hit_change_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct gdrc_mr *mr, *mr2 = SENTINEL;
+	uint64_t before[4];
+
+	/* A cached, remembered region must not be handed out either. */
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 0, 0, &mr), GDRC_OK);
+	gdrc_mr_put(f->ctx, mr);
+	snapshot(f->ctx, before);
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 1u << 5, 0, &mr2),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 0, 4, &mr2),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_ptr_equal(mr2, SENTINEL);
+	assert_unchanged(f->ctx, before);
+}
+
+static void test_mr_put_null_ignored(void **state)
+{
+	struct fixture *f = *state;
+	struct gdrc_mr *mr;
+	uint64_t puts;
+
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 0, 0, &mr), GDRC_OK);
+	puts = stat(f->ctx, GDRC_STAT_PUTS);
+	gdrc_mr_put(f->ctx, NULL);
+	gdrc_mr_put(NULL, mr);
+	assert_int_equal(stat(f->ctx, GDRC_STAT_PUTS), puts);
+	gdrc_mr_put(f->ctx, mr);
+	assert_int_equal(stat(f->ctx, GDRC_STAT_PUTS), puts + 1);
+}
+
+static void test_mr_query_bad_args_invalid_param(void **state)
+{
+	struct fixture *f = *state;
+	struct gdrc_mr_info info;
+	struct gdrc_mr *mr;
+
+	memset(&info, 0xab, sizeof(info));
+	assert_int_equal(gdrc_mr_query(NULL, &info), GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(info.id, 0xababababababababULL);
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 0, 0, &mr), GDRC_OK);
+	assert_int_equal(gdrc_mr_query(mr, NULL), GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_mr_lkey(NULL), 0);
+	assert_int_equal(gdrc_mr_rkey(NULL), 0);
+	gdrc_mr_put(f->ctx, mr);
+}
+
+static void test_invalidate_bad_args_invalid_param(void **state)
+{
+	struct fixture *f = *state;
+	struct gdrc_mr *mr;
+	struct gdrc_mr_info info;
+	uint64_t before[4];
+
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 0, 0, &mr), GDRC_OK);
+	gdrc_mr_put(f->ctx, mr);
+	snapshot(f->ctx, before);
+	assert_int_equal(gdrc_invalidate(NULL, f->buf, 64),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_invalidate(f->ctx, NULL, 64),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_invalidate(f->ctx, f->buf, 0),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_invalidate(f->ctx, f->buf, SIZE_MAX),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_unchanged(f->ctx, before);
+	/* The registration is still cached. */
+	assert_int_equal(gdrc_mr_query(mr, &info), GDRC_OK);
+	assert_true(info.flags & GDRC_MR_INFO_CACHED);
+}
+
+static void test_stat_get_bad_args_invalid_param(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t v = 77;
+
+	assert_int_equal(gdrc_stat_get(NULL, GDRC_STAT_HITS, &v),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_stat_get(f->ctx, GDRC_STAT_HITS, NULL),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_stat_get(f->ctx, GDRC_STAT_COUNT, &v),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_stat_get(f->ctx, (enum gdrc_stat)-1, &v),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(v, 77);
+}
+
+static void test_stats_dump_bad_args_invalid_param(void **state)
+{
+	struct fixture *f = *state;
+	char buf[16] = "untouched";
+	size_t needed = 5;
+
+	assert_int_equal(gdrc_stats_dump(NULL, GDRC_DUMP_TEXT, buf,
+					 sizeof(buf), &needed),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_stats_dump(f->ctx, (enum gdrc_dump_format)9,
+					 buf, sizeof(buf), &needed),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_stats_dump(f->ctx, GDRC_DUMP_JSON, NULL, 8,
+					 &needed),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_string_equal(buf, "untouched");
+	assert_int_equal(needed, 5);
+}
+
+static void test_init_bad_args_invalid_param(void **state)
+{
+	struct gdrc_config cfg = { .field_mask = 1ULL << 40 };
+	struct gdrc_ctx *ctx = (struct gdrc_ctx *)SENTINEL;
+
+	(void)state;
+	assert_int_equal(gdrc_init(NULL, NULL), GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_init(&cfg, &ctx), GDRC_ERR_INVALID_PARAM);
+	assert_ptr_equal(ctx, SENTINEL);
+	gdrc_fini(NULL); /* ignored */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(
+			test_mr_get_bad_args_invalid_param, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_mr_get_bad_args_after_hit_change_nothing, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_mr_put_null_ignored,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_mr_query_bad_args_invalid_param, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_invalidate_bad_args_invalid_param, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_stat_get_bad_args_invalid_param, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_stats_dump_bad_args_invalid_param, setup,
+			teardown),
+		cmocka_unit_test(test_init_bad_args_invalid_param),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_fork.c - a fork child never uses its parent's registrations: every
+ * call on the parent's context answers GDRC_ERR_FORK (put and fini only
+ * free memory), the child can touch the registered memory and create a
+ * context of its own, and the parent carries on unaffected.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <gdrcache.h>
+
+#define PAGE 4096UL
+
+/* Child's checks, as an exit code: 0 ok, else the failing step. */
+static int child_main(struct gdrc_ctx *parent_ctx, struct gdrc_mr *held,
+		      char *buf)
+{
+	struct gdrc_ctx *mine;
+	struct gdrc_mr *mr;
+	uint64_t v;
+
+	if (gdrc_mr_get(parent_ctx, buf, 64, 0, 0, &mr) != GDRC_ERR_FORK)
+		return 1;
+	if (gdrc_invalidate(parent_ctx, buf, 64) != GDRC_ERR_FORK)
+		return 2;
+	if (gdrc_stat_get(parent_ctx, GDRC_STAT_HITS, &v) != GDRC_ERR_FORK)
+		return 3;
+	memset(buf, 0x5a, PAGE); /* registered memory stays usable */
+	if (buf[PAGE - 1] != 0x5a)
+		return 4;
+	gdrc_mr_put(parent_ctx, held); /* ignored in the child */
+	if (gdrc_init(NULL, &mine) != GDRC_OK)
+		return 5;
+	if (gdrc_mr_get(mine, buf, 64, 0, 0, &mr) != GDRC_OK)
+		return 6;
+	gdrc_mr_put(mine, mr);
+	gdrc_fini(mine);
+	gdrc_fini(parent_ctx);
+	return 0;
+}
+
+static void test_fork_child_cannot_use_parent_context(void **state)
+{
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *held, *again;
+	struct gdrc_mr_info before, after;
+	char *buf;
+	pid_t pid;
+	int wstatus;
+
+	(void)state;
+	buf = mmap(NULL, PAGE, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(buf != MAP_FAILED);
+	assert_int_equal(gdrc_init(NULL, &ctx), GDRC_OK);
+	assert_int_equal(gdrc_mr_get(ctx, buf, 64, 0, 0, &held), GDRC_OK);
+	assert_int_equal(gdrc_mr_query(held, &before), GDRC_OK);
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(child_main(ctx, held, buf));
+	assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+	assert_true(WIFEXITED(wstatus));
+	assert_int_equal(WEXITSTATUS(wstatus), 0);
+
+	/* The parent's state is untouched by the child's calls. */
+	assert_int_equal(gdrc_mr_get(ctx, buf, 64, 0, 0, &again), GDRC_OK);
+	assert_ptr_equal(again, held);
+	assert_int_equal(gdrc_mr_query(again, &after), GDRC_OK);
+	assert_int_equal(after.id, before.id);
+	assert_int_equal(after.flags, GDRC_MR_INFO_CACHED);
+	gdrc_mr_put(ctx, again);
+	gdrc_mr_put(ctx, held);
+	gdrc_fini(ctx);
+	munmap(buf, PAGE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fork_child_cannot_use_parent_context),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

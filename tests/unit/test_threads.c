@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_threads.c - concurrent get/put/invalidate, on ranges shared by all
+ * threads and on private ones, while another thread unmaps and remaps
+ * its own ranges.  Checks that every get returns a registration covering
+ * the request with the rights asked for, that a thread never gets back a
+ * registration older than its own last unmap of that range, and that the
+ * counters add up once everyone is done.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include <cmocka.h>
+
+#include <gdrcache.h>
+
+#define PAGE 4096UL
+#define NTHREADS 6
+#define ITERS 20000
+#define SHARED_PAGES 8
+
+static struct gdrc_ctx *ctx;
+static char *shared_buf;
+static _Atomic uint64_t gets;
+
+struct worker {
+	pthread_t tid;
+	int idx;
+	char *priv;   /* 4 private pages */
+	int failed;   /* first failure line, or 0 */
+};
+
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static int covers(struct gdrc_mr *mr, const char *p, size_t len,
+		  uint32_t access)
+{
+	struct gdrc_mr_info i;
+
+	if (gdrc_mr_query(mr, &i))
+		return 0;
+	return i.addr <= (uintptr_t)p &&
+	       i.addr + i.length >= (uintptr_t)p + len &&
+	       !(access & ~i.access);
+}
+
+#define CHECK(w, cond)                                                       \
+	do {                                                                 \
+		if (!(cond) && !(w)->failed)                                 \
+			(w)->failed = __LINE__;                              \
+	} while (0)
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t seed = 0x9e3779b97f4a7c15ULL * (uint64_t)(w->idx + 1);
+	struct gdrc_mr *mr;
+
+	for (int i = 0; i < ITERS && !w->failed; i++) {
+		uint64_t r = xorshift(&seed);
+		int shared = r & 1;
+		char *base = shared ? shared_buf : w->priv;
+		int npages = shared ? SHARED_PAGES : 4;
+		char *p = base + ((r >> 8) % npages) * PAGE + (r >> 20) % 100;
+		size_t len = 1 + (r >> 32) % (2 * PAGE);
+		uint32_t access = (r >> 40) & 1 ? GDRC_ACCESS_REMOTE_READ : 0;
+
+		if (p + len > base + npages * PAGE)
+			len = (size_t)(base + npages * PAGE - p);
+		if ((r >> 48) % 64 == 0) {
+			CHECK(w, gdrc_invalidate(ctx, p, len) == GDRC_OK);
+			continue;
+		}
+		CHECK(w, gdrc_mr_get(ctx, p, len, access, 0, &mr) ==
+				 GDRC_OK);
+		if (w->failed)
+			break;
+		atomic_fetch_add(&gets, 1);
+		CHECK(w, covers(mr, p, len, access));
+		gdrc_mr_put(ctx, mr);
+	}
+	return NULL;
+}
+
+/* Unmaps and remaps its own pages; each get after a remap must be a
+ * registration made after the unmap. */
+static void *unmapper_main(void *arg)
+{
+	struct worker *w = arg;
+	struct gdrc_mr *mr;
+	struct gdrc_mr_info i;
+	uint64_t last_id = 0;
+
+	for (int n = 0; n < ITERS / 10 && !w->failed; n++) {
+		char *p = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		CHECK(w, p != MAP_FAILED);
+		if (w->failed)
+			break;
+		CHECK(w, gdrc_mr_get(ctx, p, PAGE, 0, 0, &mr) == GDRC_OK);
+		if (w->failed)
+			break;
+		atomic_fetch_add(&gets, 1);
+		CHECK(w, gdrc_mr_query(mr, &i) == GDRC_OK);
+		CHECK(w, i.id > last_id);
+		last_id = i.id;
+		gdrc_mr_put(ctx, mr);
+		CHECK(w, munmap(p, 2 * PAGE) == 0);
+	}
+	return NULL;
+}
+
+static void run_threads(void)
+{
+	struct worker w[NTHREADS + 1] = { 0 };
+	uint64_t hits, misses, puts, regions, pinned;
+
+	shared_buf = mmap(NULL, SHARED_PAGES * PAGE, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(shared_buf != MAP_FAILED);
+	for (int i = 0; i <= NTHREADS; i++) {
+		w[i].idx = i;
+		w[i].priv = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		assert_true(w[i].priv != MAP_FAILED);
+		assert_int_equal(pthread_create(&w[i].tid, NULL,
+						i < NTHREADS ? worker_main :
+							       unmapper_main,
+						&w[i]),
+				 0);
+	}
+	for (int i = 0; i <= NTHREADS; i++) {
+		pthread_join(w[i].tid, NULL);
+		if (w[i].failed)
+			fail_msg("thread %d failed at line %d", i,
+				 w[i].failed);
+		munmap(w[i].priv, 4 * PAGE);
+	}
+	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_HITS, &hits), GDRC_OK);
+	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_MISSES, &misses),
+			 GDRC_OK);
+	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_PUTS, &puts), GDRC_OK);
+	print_message("gets %llu hits %llu misses %llu puts %llu\n",
+		      (unsigned long long)atomic_load(&gets),
+		      (unsigned long long)hits, (unsigned long long)misses,
+		      (unsigned long long)puts);
+	assert_int_equal(hits + misses, atomic_load(&gets));
+	assert_int_equal(puts, atomic_load(&gets));
+	/* Nothing held: pinned bytes are exactly what is cached. */
+	assert_int_equal(gdrc_invalidate(ctx, (void *)4096,
+					 UINTPTR_MAX - 2 * 65536 - 4096),
+			 GDRC_OK);
+	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_REGIONS, &regions),
+			 GDRC_OK);
+	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_PINNED_BYTES, &pinned),
+			 GDRC_OK);
+	assert_int_equal(regions, 0);
+	assert_int_equal(pinned, 0);
+	munmap(shared_buf, SHARED_PAGES * PAGE);
+}
+
+static void test_threads_get_put_invalidate_unmap_consistent(void **state)
+{
+	(void)state;
+	atomic_store(&gets, 0);
+	assert_int_equal(gdrc_init(NULL, &ctx), GDRC_OK);
+	run_threads();
+	gdrc_fini(ctx);
+}
+
+static void test_threads_with_small_limit_consistent(void **state)
+{
+	struct gdrc_config cfg = {
+		.field_mask = GDRC_CONFIG_FIELD_MAX_REGIONS,
+		.max_regions = 3 * NTHREADS,
+	};
+
+	(void)state;
+	atomic_store(&gets, 0);
+	assert_int_equal(gdrc_init(&cfg, &ctx), GDRC_OK);
+	run_threads();
+	gdrc_fini(ctx);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+			test_threads_get_put_invalidate_unmap_consistent),
+		cmocka_unit_test(test_threads_with_small_limit_consistent),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
