@@ -5,6 +5,7 @@
  * Runs at gdrc_init only, outside every lock; reads the environment
  * once per context.  Never called from hook context.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +34,11 @@ static int parse_uint(const char *s, uint64_t *v_p)
 	if (errno)
 		return -1;
 	if (*end) {
-		p = strchr(suffixes, *end & ~0x20);
-		if (!p || end[1])
+		/* strchr would also find the terminating NUL: test first. */
+		if (!isalpha((unsigned char)*end) || end[1])
+			return -1;
+		p = strchr(suffixes, toupper((unsigned char)*end));
+		if (!p)
 			return -1;
 		for (long i = 0; i <= p - suffixes; i++) {
 			if (v > UINT64_MAX / 1024)

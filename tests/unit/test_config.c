@@ -200,10 +200,12 @@ static void test_config_no_env_defaults(void **state)
 
 	/* The same as parsing each row's default in the table. */
 	knobs_poison(&fromtable);
-	for (size_t i = 0; i < gdrc_config_count(); i++)
-		assert_int_equal(gdrc_config_parse(i, gdrc_config_desc(i)->defval,
-						   &fromtable),
+	for (size_t i = 0; i < gdrc_config_count(); i++) {
+		const char *def = gdrc_config_desc(i)->defval;
+
+		assert_int_equal(gdrc_config_parse(i, def, &fromtable),
 				 GDRC_OK);
+	}
 	assert_int_equal(k.log_level, fromtable.log_level);
 	assert_true(k.max_regions == fromtable.max_regions);
 	assert_true(k.max_bytes == fromtable.max_bytes);

@@ -133,8 +133,9 @@ static void test_status_stat_name_out_of_range_unknown(void **state)
 	(void)state;
 	assert_string_equal(gdrc_stat_name(GDRC_STAT_COUNT), "unknown");
 	assert_string_equal(gdrc_stat_name((enum gdrc_stat)-1), "unknown");
-	assert_string_equal(gdrc_stat_name((enum gdrc_stat)(GDRC_STAT_COUNT + 1)),
-			    "unknown");
+	assert_string_equal(
+		gdrc_stat_name((enum gdrc_stat)(GDRC_STAT_COUNT + 1)),
+		"unknown");
 	assert_string_equal(gdrc_stat_name((enum gdrc_stat)INT_MIN),
 			    "unknown");
 	assert_string_equal(gdrc_stat_name((enum gdrc_stat)INT_MAX),
@@ -366,7 +367,8 @@ static void test_status_format_json_object(void **state)
 	dump_full(format_values, v, GDRC_DUMP_JSON, out);
 	check_json(out, v);
 	assert_non_null(strstr(out, "\"hits\": 0"));
-	assert_non_null(strstr(out, "\"limit_rejects\": 18446744073709551615}"));
+	assert_non_null(
+		strstr(out, "\"limit_rejects\": 18446744073709551615}"));
 }
 
 static void test_status_format_small_buffer_limit(void **state)

@@ -1,0 +1,45 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Runs every test: installs what is missing, then builds and runs ctest
+# twice (plain, then with ASan+UBSan), and checks that the installed
+# package builds a program.  Usage: scripts/test.sh [build-dir-prefix]
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+prefix=${1:-$top/build}
+jobs=$(nproc)
+
+bash "$top/scripts/deps.sh"
+
+run_suite() {
+	local dir=$1
+	shift
+	cmake -S "$top" -B "$dir" -DGDRC_WERROR=ON "$@" >/dev/null
+	cmake --build "$dir" -j"$jobs" >/dev/null
+	(cd "$dir" && ctest --output-on-failure -j"$jobs")
+}
+
+echo "== plain build"
+run_suite "$prefix-test" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+echo "== ASan+UBSan build"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	run_suite "$prefix-asan" -DCMAKE_BUILD_TYPE=Debug \
+	"-DGDRC_SANITIZE=address;undefined"
+
+echo "== install and build an example against the installed package"
+inst=$(mktemp -d)
+trap 'rm -rf "$inst"' EXIT
+cmake --install "$prefix-test" --prefix "$inst" >/dev/null
+PKG_CONFIG_PATH="$inst/lib/pkgconfig:$inst/lib/x86_64-linux-gnu/pkgconfig" \
+	cc -std=c99 -Wall -Wextra -Werror -pedantic \
+	"$top/examples/01_register_host.c" -o "$inst/example" \
+	$(PKG_CONFIG_PATH="$inst/lib/pkgconfig:$inst/lib/x86_64-linux-gnu/pkgconfig" \
+		pkg-config --cflags --libs gdrcache)
+LD_LIBRARY_PATH="$inst/lib:$inst/lib/x86_64-linux-gnu" "$inst/example"
+cmake -S "$top/examples/cmake" -B "$inst/consumer" \
+	-DCMAKE_PREFIX_PATH="$inst" >/dev/null
+cmake --build "$inst/consumer" >/dev/null
+LD_LIBRARY_PATH="$inst/lib:$inst/lib/x86_64-linux-gnu" \
+	"$inst/consumer/consumer"
+echo "1 passed, 0 failed: installed package builds and runs an example"

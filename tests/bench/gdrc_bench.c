@@ -1,0 +1,1242 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * gdrc_bench.c - gdrc-bench, the benchmark of libgdrcache's cache itself.
+ *
+ * What it measures
+ *   Everything runs on contexts with the "none" backend (no protection
+ *   domain: nothing is registered, so only the cache's own work is timed)
+ *   and with the memory hooks on, as an application gets them, through
+ *   the public API of the shared library:
+ *
+ *   a. hit      gdrc_mr_get + gdrc_mr_put of one 64-byte range of an
+ *               mmap'd page, one thread; and the same rotating over 4
+ *               ranges in 4 pages (still hits).
+ *   b. ucx      the single-range hit on UCX's ucs_rcache (no-op mem_reg
+ *               and mem_dereg, UCM_EVENT_VM_UNMAPPED) in the same process,
+ *               and the ratio gdrc/ucx.  Only when built with UCX.
+ *   c. miss     get + put of a range, then gdrc_invalidate of it, so that
+ *               the next get of that range misses: ns per miss
+ *               (get + put + invalidate); and gdrc_mr_get with
+ *               GDRC_GET_UNCACHED + put (register and release each time).
+ *   d. lookup   with n one-page registrations cached (n = 1 .. 1000000):
+ *               the cost of inserting them (a fresh context per
+ *               repetition, no warm-up), of hits in a random page order
+ *               (defeats the per-thread remembered hits: the tree path)
+ *               and of hits on the same page again and again.
+ *   e. threads  total hit throughput with 1, 2 and N threads (N = online
+ *               CPUs; also 4 and 8 when N < 8, marked "oversub"), all on
+ *               one shared range, or each on a range of its own page.
+ *               For UCX one rcache is shared by all threads.
+ *   f. machine  CPU model, CPUs, date (UTC), library, compiler and UCX
+ *               versions.
+ *
+ * How each number is taken
+ *   Warm up, then time the loop 5 times with CLOCK_MONOTONIC: "best" is
+ *   the fastest repetition, "median" the middle one.  Latencies are ns
+ *   per operation (one get + one put unless said otherwise); throughputs
+ *   are millions of get+put pairs per second, all threads together.
+ *   Every returned registration is used (summed into a volatile sink) so
+ *   no work can be optimised away.  The cache's counters are read around
+ *   each loop: a loop meant to hit that missed (or a miss loop that hit)
+ *   prints a WARNING, since its number would not mean what its label says.
+ *
+ * Running it
+ *   gdrc-bench                full run (under a minute on 2 cores)
+ *   gdrc-bench --quick        10x fewer iterations, n up to 100000 (CI)
+ *   gdrc-bench --json PATH    also write the results as one JSON object
+ *   Run it on an idle machine and compare numbers of one run only.  It
+ *   checks no speed: it exits 0 when every call succeeded, 1 when a
+ *   libgdrcache (or UCX, or system) call failed, 2 on a bad option.
+ *
+ * Reading the output
+ *   Compare "best" (the least disturbed repetition); "median" shows the
+ *   noise.  "ratio gdrc/ucx" below 1 means libgdrcache's hit is faster.
+ *   In the thread table "ratio" is the throughput over that of 1 thread
+ *   in the same mode: T for T threads is linear scaling (possible for
+ *   private ranges up to the number of CPUs); a shared range is bounded
+ *   by one reference count's cache line moving between CPUs, and should
+ *   not fall below 1.  Rows marked oversub have more threads than CPUs.
+ *   Insert times for small n include the first allocations of a context.
+ *
+ * JSON (--json PATH): one object with keys "machine" (object), "quick",
+ * "hit_ns", "hit_rotate4_ns", "ucx_hit_ns", "ratio_hit_vs_ucx",
+ * "miss_ns", "uncached_ns", "lookup": [{"n", "insert_ns",
+ * "random_hit_ns", "same_hit_ns"}], "threads": [{"mode": "shared" or
+ * "private", "threads", "oversubscribed", "mops", "ratio", "ucx_mops",
+ * "ucx_ratio"}].  Each number is the best repetition; the same key with
+ * "_median" appended holds the median.  UCX values are null when UCX is
+ * not built.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gdrcache.h>
+
+#ifdef GDRC_BENCH_HAVE_UCX
+#include <ucm/api/ucm.h>
+#include <ucp/api/ucp.h>
+#include <ucs/memory/rcache.h>
+#include <ucs/type/status.h>
+#endif
+
+#define BENCH_PAGE 4096UL
+#define BENCH_REPS 5
+#define BENCH_RANGE 64		/* bytes per get */
+#define BENCH_OFFSET 256	/* where in its page a hit range starts */
+#define BENCH_ACCESS                                                         \
+	(GDRC_ACCESS_LOCAL_WRITE | GDRC_ACCESS_REMOTE_READ |                 \
+	 GDRC_ACCESS_REMOTE_WRITE)
+#define BENCH_MAX_THREADS 256
+#define BENCH_MAX_THR_ROWS 8
+#define BENCH_MAX_LOOKUP 7
+
+/* Iterations of a full run; --quick divides each by 10. */
+#define BENCH_HIT_ITERS 10000000UL	/* a, b */
+#define BENCH_MISS_ITERS 200000UL	/* c */
+#define BENCH_MISS_PAGES 1024UL		/* c: pages the misses rotate over */
+#define BENCH_LOOKUP_ITERS 2000000UL	/* d: per repetition, at least 1M */
+#define BENCH_THR_ITERS 2000000UL	/* e: per thread, libgdrcache */
+#define BENCH_UCX_THR_ITERS 500000UL	/* e: per thread, UCX */
+#define BENCH_LOOKUP_MAX_N 1000000UL
+#define BENCH_LOOKUP_QUICK_N 100000UL
+
+#define bench_unlikely(x) __builtin_expect(!!(x), 0)
+
+/* One measurement: best and median of the repetitions. */
+struct bench_res {
+	double best;
+	double median;
+	int valid;
+};
+
+struct bench_lookup_res {
+	uint64_t n;
+	struct bench_res insert;
+	struct bench_res random_hit;
+	struct bench_res same_hit;
+};
+
+struct bench_thr_res {
+	int private;
+	int threads;
+	int oversub;
+	struct bench_res mops;
+	double ratio;
+	struct bench_res ucx_mops;
+	double ucx_ratio;
+};
+
+struct bench_machine {
+	char cpu[256];
+	long ncpu;
+	char date[64];
+	char kernel[3 * sizeof(((struct utsname *)0)->release) + 8];
+	const char *version;
+	const char *ucx_version;
+};
+
+struct bench_results {
+	struct bench_machine machine;
+	struct bench_res hit;
+	struct bench_res hit_rotate4;
+	struct bench_res ucx_hit;
+	struct bench_res miss;
+	struct bench_res uncached;
+	struct bench_lookup_res lookup[BENCH_MAX_LOOKUP];
+	int nlookup;
+	struct bench_thr_res thr[2 * BENCH_MAX_THR_ROWS];
+	int nthr;
+};
+
+struct bench_opts {
+	int quick;
+	const char *json;
+	uint64_t div; /* 10 with --quick, else 1 */
+};
+
+static volatile uint64_t bench_sink;
+
+/* ====================================================================
+ * Helpers
+ * ==================================================================== */
+
+static uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* @return 0 for GDRC_OK, else print what failed and return -1. */
+static int bench_check(gdrc_status_t status, const char *what)
+{
+	if (status == GDRC_OK)
+		return 0;
+	fprintf(stderr, "gdrc-bench: %s failed: %s (%d)\n", what,
+		gdrc_status_str(status), (int)status);
+	return -1;
+}
+
+static int bench_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Best (lowest, or highest when higher_better) and median of s[0..n). */
+static void bench_summarize(double *s, int n, int higher_better,
+			    struct bench_res *r)
+{
+	qsort(s, n, sizeof(*s), bench_cmp_double);
+	r->best = higher_better ? s[n - 1] : s[0];
+	r->median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	r->valid = 1;
+}
+
+/* A timed loop: iters operations, 0 or -1 on a failed call. */
+typedef int (*bench_loop_fn)(void *arg, uint64_t iters);
+
+/* Warm up, then time BENCH_REPS runs of iters: ns per operation. */
+static int bench_run(bench_loop_fn fn, void *arg, uint64_t iters,
+		     uint64_t warmup, struct bench_res *r)
+{
+	double s[BENCH_REPS];
+
+	if (warmup && fn(arg, warmup))
+		return -1;
+	for (int i = 0; i < BENCH_REPS; i++) {
+		uint64_t t0 = bench_now_ns();
+
+		if (fn(arg, iters))
+			return -1;
+		s[i] = (double)(bench_now_ns() - t0) / (double)iters;
+	}
+	bench_summarize(s, BENCH_REPS, 0, r);
+	return 0;
+}
+
+static int bench_counter(struct gdrc_ctx *ctx, enum gdrc_stat stat,
+			 uint64_t *value)
+{
+	return bench_check(gdrc_stat_get(ctx, stat, value), "gdrc_stat_get");
+}
+
+/* Warn when a loop meant to hit did not (its number means less). */
+static int bench_expect_misses(struct gdrc_ctx *ctx, uint64_t before,
+			       uint64_t expected, const char *what)
+{
+	uint64_t now;
+
+	if (bench_counter(ctx, GDRC_STAT_MISSES, &now))
+		return -1;
+	if (now - before != expected)
+		printf("WARNING: %s: %llu misses, expected %llu\n", what,
+		       (unsigned long long)(now - before),
+		       (unsigned long long)expected);
+	return 0;
+}
+
+static char *bench_mmap(size_t len, int populate)
+{
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+	void *p;
+
+	if (populate)
+		flags |= MAP_POPULATE;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
+	if (p == MAP_FAILED) {
+		perror("gdrc-bench: mmap");
+		return NULL;
+	}
+	return p;
+}
+
+/* xorshift64: a fixed, reproducible sequence. */
+static uint64_t bench_xorshift(uint64_t *state)
+{
+	uint64_t x = *state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*state = x;
+	return x;
+}
+
+/* ====================================================================
+ * Machine information
+ * ==================================================================== */
+
+static void bench_machine_info(struct bench_machine *m)
+{
+	char line[512];
+	struct utsname u;
+	struct tm tm;
+	time_t now;
+	FILE *f;
+
+	snprintf(m->cpu, sizeof(m->cpu), "unknown");
+	f = fopen("/proc/cpuinfo", "r");
+	if (f) {
+		while (fgets(line, sizeof(line), f)) {
+			char *colon = strchr(line, ':');
+
+			if (strncmp(line, "model name", 10) || !colon)
+				continue;
+			colon++;
+			while (*colon == ' ' || *colon == '\t')
+				colon++;
+			colon[strcspn(colon, "\n")] = '\0';
+			snprintf(m->cpu, sizeof(m->cpu), "%s", colon);
+			break;
+		}
+		fclose(f);
+	}
+	m->ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (m->ncpu < 1)
+		m->ncpu = 1;
+	now = time(NULL);
+	gmtime_r(&now, &tm);
+	strftime(m->date, sizeof(m->date), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (uname(&u) == 0)
+		snprintf(m->kernel, sizeof(m->kernel), "%s %s %s", u.sysname,
+			 u.release, u.machine);
+	else
+		snprintf(m->kernel, sizeof(m->kernel), "unknown");
+	m->version = gdrc_version_string();
+#ifdef GDRC_BENCH_HAVE_UCX
+	m->ucx_version = ucp_get_version_string();
+#else
+	m->ucx_version = NULL;
+#endif
+}
+
+/* ====================================================================
+ * a. Hits, one thread
+ * ==================================================================== */
+
+struct bench_hit_arg {
+	struct gdrc_ctx *ctx;
+	const char *addr[4];
+	unsigned mask; /* 0: addr[0] only; 3: rotate over the four */
+};
+
+static int bench_hit_loop(void *p, uint64_t iters)
+{
+	struct bench_hit_arg *a = p;
+	uintptr_t acc = 0;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		struct gdrc_mr *mr;
+		gdrc_status_t s;
+
+		s = gdrc_mr_get(a->ctx, a->addr[i & a->mask], BENCH_RANGE,
+				BENCH_ACCESS, 0, &mr);
+		if (bench_unlikely(s != GDRC_OK))
+			return bench_check(s, "gdrc_mr_get (hit)");
+		acc += (uintptr_t)mr;
+		gdrc_mr_put(a->ctx, mr);
+	}
+	bench_sink += acc;
+	return 0;
+}
+
+/* Get and put addr once (a miss the first time), checking the key. */
+static int bench_prime(struct gdrc_ctx *ctx, const char *addr, size_t len)
+{
+	struct gdrc_mr *mr;
+
+	if (bench_check(gdrc_mr_get(ctx, addr, len, BENCH_ACCESS, 0, &mr),
+			"gdrc_mr_get (first)"))
+		return -1;
+	bench_sink += gdrc_mr_lkey(mr);
+	gdrc_mr_put(ctx, mr);
+	return 0;
+}
+
+static int bench_hit(struct gdrc_ctx *ctx, char *buf,
+		     const struct bench_opts *o, struct bench_results *res)
+{
+	uint64_t iters = BENCH_HIT_ITERS / o->div, m0;
+	struct bench_hit_arg a = { .ctx = ctx, .mask = 0 };
+
+	for (int i = 0; i < 4; i++) {
+		a.addr[i] = buf + i * BENCH_PAGE + BENCH_OFFSET;
+		if (bench_prime(ctx, a.addr[i], BENCH_RANGE))
+			return -1;
+	}
+	if (bench_counter(ctx, GDRC_STAT_MISSES, &m0) ||
+	    bench_run(bench_hit_loop, &a, iters, iters / 10, &res->hit) ||
+	    bench_expect_misses(ctx, m0, 0, "hit, 1 range"))
+		return -1;
+	printf("a. hit, 1 range                       %10.2f %10.2f\n",
+	       res->hit.best, res->hit.median);
+
+	a.mask = 3;
+	if (bench_counter(ctx, GDRC_STAT_MISSES, &m0) ||
+	    bench_run(bench_hit_loop, &a, iters, iters / 10,
+		      &res->hit_rotate4) ||
+	    bench_expect_misses(ctx, m0, 0, "hit, 4 ranges rotating"))
+		return -1;
+	printf("a. hit, 4 ranges in 4 pages, rotating %10.2f %10.2f\n",
+	       res->hit_rotate4.best, res->hit_rotate4.median);
+	fflush(stdout);
+	return 0;
+}
+
+/* ====================================================================
+ * b. UCX reference
+ * ==================================================================== */
+
+#ifdef GDRC_BENCH_HAVE_UCX
+static ucs_status_t bench_ucx_reg(void *context, ucs_rcache_t *rcache,
+				  void *arg, ucs_rcache_region_t *region,
+				  uint16_t flags)
+{
+	return UCS_OK;
+}
+
+static void bench_ucx_dereg(void *context, ucs_rcache_t *rcache,
+			    ucs_rcache_region_t *region)
+{
+}
+
+static void bench_ucx_dump(void *context, ucs_rcache_t *rcache,
+			   ucs_rcache_region_t *region, char *buf, size_t max)
+{
+	if (max)
+		buf[0] = '\0';
+}
+
+static const ucs_rcache_ops_t bench_ucx_ops = {
+	.mem_reg = bench_ucx_reg,
+	.mem_dereg = bench_ucx_dereg,
+	.dump_region = bench_ucx_dump,
+};
+
+static int bench_ucx_create(ucs_rcache_t **rc_p)
+{
+	ucs_rcache_params_t p;
+	ucs_status_t st;
+
+	memset(&p, 0, sizeof(p));
+	p.region_struct_size = sizeof(ucs_rcache_region_t);
+	p.alignment = BENCH_PAGE;
+	p.max_alignment = BENCH_PAGE;
+	p.ucm_events = UCM_EVENT_VM_UNMAPPED;
+	p.ucm_event_priority = 1000;
+	p.ops = &bench_ucx_ops;
+	p.max_regions = ULONG_MAX;
+	p.max_size = SIZE_MAX;
+	p.max_unreleased = SIZE_MAX;
+	st = ucs_rcache_create(&p, "gdrc-bench", NULL, rc_p);
+	if (st != UCS_OK) {
+		fprintf(stderr, "gdrc-bench: ucs_rcache_create failed: %s\n",
+			ucs_status_string(st));
+		return -1;
+	}
+	return 0;
+}
+
+struct bench_ucx_arg {
+	ucs_rcache_t *rc;
+	char *addr;
+};
+
+static int bench_ucx_loop(void *p, uint64_t iters)
+{
+	struct bench_ucx_arg *a = p;
+	uintptr_t acc = 0;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		ucs_rcache_region_t *r;
+		ucs_status_t st;
+
+		st = ucs_rcache_get(a->rc, a->addr, BENCH_RANGE,
+				    PROT_READ | PROT_WRITE, NULL, &r);
+		if (bench_unlikely(st != UCS_OK)) {
+			fprintf(stderr, "gdrc-bench: ucs_rcache_get failed: "
+				"%s\n", ucs_status_string(st));
+			return -1;
+		}
+		acc += (uintptr_t)r;
+		ucs_rcache_region_put(a->rc, r);
+	}
+	bench_sink += acc;
+	return 0;
+}
+
+static int bench_ucx_hit(ucs_rcache_t *rc, char *buf,
+			 const struct bench_opts *o, struct bench_results *res)
+{
+	uint64_t iters = BENCH_HIT_ITERS / o->div;
+	struct bench_ucx_arg a = { .rc = rc, .addr = buf + BENCH_OFFSET };
+
+	if (bench_run(bench_ucx_loop, &a, iters, iters / 10, &res->ucx_hit))
+		return -1;
+	printf("b. ucx hit, 1 range                   %10.2f %10.2f\n",
+	       res->ucx_hit.best, res->ucx_hit.median);
+	printf("b. ratio gdrc/ucx, 1 range            %10.3f %10.3f\n",
+	       res->hit.best / res->ucx_hit.best,
+	       res->hit.median / res->ucx_hit.median);
+	fflush(stdout);
+	return 0;
+}
+#endif /* GDRC_BENCH_HAVE_UCX */
+
+/* ====================================================================
+ * c. Misses
+ * ==================================================================== */
+
+struct bench_miss_arg {
+	struct gdrc_ctx *ctx;
+	char *buf;
+	uint64_t npages;
+	uint64_t next;
+};
+
+/* get + put of a range not cached, then invalidate it. */
+static int bench_miss_loop(void *p, uint64_t iters)
+{
+	struct bench_miss_arg *a = p;
+	uintptr_t acc = 0;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		char *addr = a->buf + a->next * BENCH_PAGE + BENCH_OFFSET;
+		struct gdrc_mr *mr;
+		gdrc_status_t s;
+
+		if (++a->next == a->npages)
+			a->next = 0;
+		s = gdrc_mr_get(a->ctx, addr, BENCH_RANGE, BENCH_ACCESS, 0,
+				&mr);
+		if (bench_unlikely(s != GDRC_OK))
+			return bench_check(s, "gdrc_mr_get (miss)");
+		acc += (uintptr_t)mr;
+		gdrc_mr_put(a->ctx, mr);
+		s = gdrc_invalidate(a->ctx, addr, BENCH_RANGE);
+		if (bench_unlikely(s != GDRC_OK))
+			return bench_check(s, "gdrc_invalidate");
+	}
+	bench_sink += acc;
+	return 0;
+}
+
+/* get(GDRC_GET_UNCACHED) + put of one range. */
+static int bench_uncached_loop(void *p, uint64_t iters)
+{
+	struct bench_miss_arg *a = p;
+	char *addr = a->buf + BENCH_OFFSET;
+	uintptr_t acc = 0;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		struct gdrc_mr *mr;
+		gdrc_status_t s;
+
+		s = gdrc_mr_get(a->ctx, addr, BENCH_RANGE, BENCH_ACCESS,
+				GDRC_GET_UNCACHED, &mr);
+		if (bench_unlikely(s != GDRC_OK))
+			return bench_check(s, "gdrc_mr_get (uncached)");
+		acc += (uintptr_t)mr;
+		gdrc_mr_put(a->ctx, mr);
+	}
+	bench_sink += acc;
+	return 0;
+}
+
+static int bench_miss(struct gdrc_ctx *ctx, const struct bench_opts *o,
+		      struct bench_results *res)
+{
+	uint64_t iters = BENCH_MISS_ITERS / o->div, warm = iters / 10, m0;
+	size_t len = (BENCH_MISS_PAGES + 1) * BENCH_PAGE;
+	struct bench_miss_arg a = { .ctx = ctx, .npages = BENCH_MISS_PAGES };
+	char *buf = bench_mmap(len, 0);
+	int ret = -1;
+
+	if (!buf)
+		return -1;
+	a.buf = buf;
+	if (bench_counter(ctx, GDRC_STAT_MISSES, &m0) ||
+	    bench_run(bench_miss_loop, &a, iters, warm, &res->miss) ||
+	    bench_expect_misses(ctx, m0, warm + BENCH_REPS * iters,
+				"miss (get+put+invalidate)"))
+		goto out;
+	printf("c. miss: get+put+invalidate           %10.2f %10.2f\n",
+	       res->miss.best, res->miss.median);
+
+	/* A page the miss loop never used. */
+	a.buf = buf + BENCH_MISS_PAGES * BENCH_PAGE;
+	if (bench_counter(ctx, GDRC_STAT_MISSES, &m0) ||
+	    bench_run(bench_uncached_loop, &a, iters, warm, &res->uncached) ||
+	    bench_expect_misses(ctx, m0, warm + BENCH_REPS * iters,
+				"uncached get+put"))
+		goto out;
+	printf("c. uncached: get(UNCACHED)+put        %10.2f %10.2f\n",
+	       res->uncached.best, res->uncached.median);
+	fflush(stdout);
+	ret = 0;
+out:
+	munmap(buf, len);
+	return ret;
+}
+
+/* ====================================================================
+ * d. Lookup cost as cached registrations grow
+ * ==================================================================== */
+
+struct bench_lookup_arg {
+	struct gdrc_ctx *ctx;
+	char *buf;
+	const uint32_t *order; /* a random permutation of the n pages */
+	uint64_t n;
+	uint64_t pos;
+};
+
+/* One get + put of each page, in address order: n cold misses. */
+static int bench_populate_loop(void *p, uint64_t n)
+{
+	struct bench_lookup_arg *a = p;
+	uintptr_t acc = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		struct gdrc_mr *mr;
+		gdrc_status_t s;
+
+		s = gdrc_mr_get(a->ctx, a->buf + i * BENCH_PAGE, BENCH_PAGE,
+				BENCH_ACCESS, 0, &mr);
+		if (bench_unlikely(s != GDRC_OK))
+			return bench_check(s, "gdrc_mr_get (populate)");
+		acc += (uintptr_t)mr;
+		gdrc_mr_put(a->ctx, mr);
+	}
+	bench_sink += acc;
+	return 0;
+}
+
+/* Hits on the pages in random order (cycling the permutation). */
+static int bench_random_loop(void *p, uint64_t iters)
+{
+	struct bench_lookup_arg *a = p;
+	uint64_t pos = a->pos;
+	uintptr_t acc = 0;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		const char *addr = a->buf + (uint64_t)a->order[pos] * BENCH_PAGE;
+		struct gdrc_mr *mr;
+		gdrc_status_t s;
+
+		if (++pos == a->n)
+			pos = 0;
+		s = gdrc_mr_get(a->ctx, addr, BENCH_RANGE, BENCH_ACCESS, 0,
+				&mr);
+		if (bench_unlikely(s != GDRC_OK))
+			return bench_check(s, "gdrc_mr_get (random hit)");
+		acc += (uintptr_t)mr;
+		gdrc_mr_put(a->ctx, mr);
+	}
+	a->pos = pos;
+	bench_sink += acc;
+	return 0;
+}
+
+/* Fill a fresh context of n registrations; ns per insert. */
+static int bench_populate(struct bench_lookup_arg *a, double *ns,
+			  int keep)
+{
+	struct gdrc_config cfg = {
+		.field_mask = GDRC_CONFIG_FIELD_MAX_REGIONS,
+		.max_regions = a->n,
+	};
+	uint64_t t0, regions, evictions;
+
+	if (bench_check(gdrc_init(&cfg, &a->ctx), "gdrc_init (lookup)"))
+		return -1;
+	t0 = bench_now_ns();
+	if (bench_populate_loop(a, a->n))
+		goto err;
+	*ns = (double)(bench_now_ns() - t0) / (double)a->n;
+	if (bench_counter(a->ctx, GDRC_STAT_REGIONS, &regions) ||
+	    bench_counter(a->ctx, GDRC_STAT_EVICTIONS, &evictions))
+		goto err;
+	if (regions != a->n || evictions)
+		printf("WARNING: n=%llu: %llu regions cached, %llu evicted "
+		       "after populating\n", (unsigned long long)a->n,
+		       (unsigned long long)regions,
+		       (unsigned long long)evictions);
+	if (!keep) {
+		gdrc_fini(a->ctx);
+		a->ctx = NULL;
+	}
+	return 0;
+err:
+	gdrc_fini(a->ctx);
+	a->ctx = NULL;
+	return -1;
+}
+
+static int bench_lookup_one(uint64_t n, const struct bench_opts *o,
+			    struct bench_lookup_res *r)
+{
+	uint64_t iters = BENCH_LOOKUP_ITERS / o->div, seed = 0x9e3779b97f4a7c15ULL;
+	struct bench_lookup_arg a = { .n = n };
+	struct bench_hit_arg same = { .mask = 0 };
+	double ins[BENCH_REPS];
+	size_t len = n * BENCH_PAGE;
+	uint32_t *order;
+	uint64_t m0;
+	int ret = -1;
+
+	r->n = n;
+	order = malloc(n * sizeof(*order));
+	if (!order) {
+		fprintf(stderr, "gdrc-bench: out of memory\n");
+		return -1;
+	}
+	for (uint64_t i = 0; i < n; i++)
+		order[i] = (uint32_t)i;
+	for (uint64_t i = n - 1; i > 0; i--) {
+		uint64_t j = bench_xorshift(&seed) % (i + 1);
+		uint32_t t = order[i];
+
+		order[i] = order[j];
+		order[j] = t;
+	}
+	a.order = order;
+	a.buf = bench_mmap(len, 0);
+	if (!a.buf)
+		goto out_free;
+
+	for (int rep = 0; rep < BENCH_REPS; rep++)
+		if (bench_populate(&a, &ins[rep], rep == BENCH_REPS - 1))
+			goto out_unmap;
+	bench_summarize(ins, BENCH_REPS, 0, &r->insert);
+
+	if (bench_counter(a.ctx, GDRC_STAT_MISSES, &m0) ||
+	    bench_run(bench_random_loop, &a, iters, n < iters ? n : iters,
+		      &r->random_hit) ||
+	    bench_expect_misses(a.ctx, m0, 0, "lookup, random hits"))
+		goto out_fini;
+
+	same.ctx = a.ctx;
+	same.addr[0] = a.buf + (n / 2) * BENCH_PAGE;
+	if (bench_counter(a.ctx, GDRC_STAT_MISSES, &m0) ||
+	    bench_run(bench_hit_loop, &same, iters, iters / 10,
+		      &r->same_hit) ||
+	    bench_expect_misses(a.ctx, m0, 0, "lookup, same-page hits"))
+		goto out_fini;
+
+	printf("%9llu %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n",
+	       (unsigned long long)n, r->insert.best, r->insert.median,
+	       r->random_hit.best, r->random_hit.median, r->same_hit.best,
+	       r->same_hit.median);
+	fflush(stdout);
+	ret = 0;
+out_fini:
+	gdrc_fini(a.ctx);
+out_unmap:
+	munmap(a.buf, len);
+out_free:
+	free(order);
+	return ret;
+}
+
+static int bench_lookup(const struct bench_opts *o, struct bench_results *res)
+{
+	uint64_t max_n = o->quick ? BENCH_LOOKUP_QUICK_N : BENCH_LOOKUP_MAX_N;
+
+	printf("\nd. lookup with n cached one-page registrations, ns per op\n");
+	printf("%9s %19s %19s %19s\n", "", "insert (get+put)",
+	       "random-page hit", "same-page hit");
+	printf("%9s %9s %9s %9s %9s %9s %9s\n", "n", "best", "median", "best",
+	       "median", "best", "median");
+	for (uint64_t n = 1; n <= max_n && res->nlookup < BENCH_MAX_LOOKUP;
+	     n *= 10) {
+		if (bench_lookup_one(n, o, &res->lookup[res->nlookup]))
+			return -1;
+		res->nlookup++;
+	}
+	return 0;
+}
+
+/* ====================================================================
+ * e. Hit throughput with threads
+ * ==================================================================== */
+
+struct bench_thr_ctl {
+	struct gdrc_ctx *ctx;
+#ifdef GDRC_BENCH_HAVE_UCX
+	ucs_rcache_t *rc;
+#endif
+	char *buf;
+	int private;
+	int ucx;
+	uint64_t iters;
+	pthread_barrier_t barrier;
+};
+
+struct bench_thr_arg {
+	struct bench_thr_ctl *ctl;
+	pthread_t tid;
+	int idx;
+	int err;
+	uint64_t t0;
+	uint64_t t1;
+};
+
+static void *bench_thr_main(void *p)
+{
+	struct bench_thr_arg *t = p;
+	struct bench_thr_ctl *ctl = t->ctl;
+	char *addr = ctl->buf + BENCH_OFFSET +
+		     (ctl->private ? (uint64_t)t->idx * BENCH_PAGE : 0);
+	struct bench_hit_arg hit = { .ctx = ctl->ctx, .addr = { addr } };
+	bench_loop_fn fn = bench_hit_loop;
+	void *arg = &hit;
+#ifdef GDRC_BENCH_HAVE_UCX
+	struct bench_ucx_arg ucx = { .rc = ctl->rc, .addr = addr };
+
+	if (ctl->ucx) {
+		fn = bench_ucx_loop;
+		arg = &ucx;
+	}
+#endif
+	/* Warm up: this thread's first hit goes through the tree. */
+	t->err = fn(arg, 1000);
+	pthread_barrier_wait(&ctl->barrier);
+	if (t->err)
+		return NULL;
+	t->t0 = bench_now_ns();
+	t->err = fn(arg, ctl->iters);
+	t->t1 = bench_now_ns();
+	return NULL;
+}
+
+/* One run of T threads: total M get+put per second. */
+static int bench_thr_once(struct bench_thr_ctl *ctl, int nthreads,
+			  double *mops)
+{
+	struct bench_thr_arg t[BENCH_MAX_THREADS];
+	uint64_t t0 = UINT64_MAX, t1 = 0;
+	int err = 0, n;
+
+	if (pthread_barrier_init(&ctl->barrier, NULL, nthreads)) {
+		perror("gdrc-bench: pthread_barrier_init");
+		return -1;
+	}
+	for (n = 0; n < nthreads; n++) {
+		t[n] = (struct bench_thr_arg){ .ctl = ctl, .idx = n };
+		if (pthread_create(&t[n].tid, NULL, bench_thr_main, &t[n])) {
+			/* The threads started wait at the barrier for
+			 * the others forever: give up. */
+			fprintf(stderr, "gdrc-bench: pthread_create failed\n");
+			exit(1);
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(t[i].tid, NULL);
+		err |= t[i].err;
+		if (t[i].t0 < t0)
+			t0 = t[i].t0;
+		if (t[i].t1 > t1)
+			t1 = t[i].t1;
+	}
+	pthread_barrier_destroy(&ctl->barrier);
+	if (err)
+		return -1;
+	*mops = (double)ctl->iters * nthreads * 1e3 / (double)(t1 - t0);
+	return 0;
+}
+
+static int bench_thr_run(struct bench_thr_ctl *ctl, int nthreads,
+			 struct bench_res *r)
+{
+	double s[BENCH_REPS];
+
+	for (int i = 0; i < BENCH_REPS; i++)
+		if (bench_thr_once(ctl, nthreads, &s[i]))
+			return -1;
+	bench_summarize(s, BENCH_REPS, 1, r);
+	return 0;
+}
+
+/* Thread counts: 1, 2, N, and 4 and 8 when N < 8; sorted, unique. */
+static int bench_thread_counts(long ncpu, int *counts)
+{
+	int want[5] = { 1, 2, (int)(ncpu < BENCH_MAX_THREADS ? ncpu :
+					BENCH_MAX_THREADS), 0, 0 };
+	int n = 0;
+
+	if (ncpu < 8) {
+		want[3] = 4;
+		want[4] = 8;
+	}
+	for (int t = 1; t <= BENCH_MAX_THREADS; t++)
+		for (int i = 0; i < 5; i++)
+			if (want[i] == t) {
+				counts[n++] = t;
+				break;
+			}
+	return n;
+}
+
+static int bench_threads(struct gdrc_ctx *ctx, void *rc, char *buf,
+			 const struct bench_opts *o, struct bench_results *res)
+{
+	struct bench_thr_ctl ctl = { .ctx = ctx, .buf = buf };
+	int counts[BENCH_MAX_THR_ROWS], ncounts, ucx = 0;
+	uint64_t m0;
+
+#ifdef GDRC_BENCH_HAVE_UCX
+	ctl.rc = rc;
+	ucx = rc != NULL;
+#endif
+	ncounts = bench_thread_counts(res->machine.ncpu, counts);
+	/* Cache every page a thread will use, from this thread. */
+	for (int i = 0; i < counts[ncounts - 1]; i++)
+		if (bench_prime(ctx, buf + i * BENCH_PAGE + BENCH_OFFSET,
+				BENCH_RANGE))
+			return -1;
+
+	printf("\ne. hit throughput with threads, M get+put/s "
+	       "(%ld CPUs online)\n", res->machine.ncpu);
+	printf("%-8s %7s %-8s %9s %9s %7s %9s %9s %7s\n", "mode", "threads",
+	       "", "gdrc", "median", "ratio", "ucx", "median", "ratio");
+	for (int mode = 0; mode < 2; mode++) {
+		double base = 0, ucx_base = 0;
+
+		ctl.private = mode;
+		for (int i = 0; i < ncounts; i++) {
+			struct bench_thr_res *r = &res->thr[res->nthr];
+
+			r->private = mode;
+			r->threads = counts[i];
+			r->oversub = counts[i] > res->machine.ncpu;
+			ctl.ucx = 0;
+			ctl.iters = BENCH_THR_ITERS / o->div;
+			if (bench_counter(ctx, GDRC_STAT_MISSES, &m0) ||
+			    bench_thr_run(&ctl, counts[i], &r->mops) ||
+			    bench_expect_misses(ctx, m0, 0, "thread hits"))
+				return -1;
+			if (i == 0)
+				base = r->mops.best;
+			r->ratio = r->mops.best / base;
+			if (ucx) {
+				ctl.ucx = 1;
+				ctl.iters = BENCH_UCX_THR_ITERS / o->div;
+				if (bench_thr_run(&ctl, counts[i],
+						  &r->ucx_mops))
+					return -1;
+				if (i == 0)
+					ucx_base = r->ucx_mops.best;
+				r->ucx_ratio = r->ucx_mops.best / ucx_base;
+			}
+			res->nthr++;
+			printf("%-8s %7d %-8s %9.2f %9.2f %6.2fx", mode ?
+			       "private" : "shared", r->threads,
+			       r->oversub ? "oversub" : "", r->mops.best,
+			       r->mops.median, r->ratio);
+			if (ucx)
+				printf(" %9.2f %9.2f %6.2fx\n",
+				       r->ucx_mops.best, r->ucx_mops.median,
+				       r->ucx_ratio);
+			else
+				printf(" %9s %9s %7s\n", "-", "-", "-");
+			fflush(stdout);
+		}
+	}
+	return 0;
+}
+
+/* ====================================================================
+ * Output
+ * ==================================================================== */
+
+static void bench_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static void bench_json_num(FILE *f, double v, int valid)
+{
+	if (valid)
+		fprintf(f, "%.3f", v);
+	else
+		fputs("null", f);
+}
+
+/* "key": best, "key_median": median */
+static void bench_json_res(FILE *f, const char *key,
+			   const struct bench_res *r, const char *sep)
+{
+	fprintf(f, "\"%s\": ", key);
+	bench_json_num(f, r->best, r->valid);
+	fprintf(f, ", \"%s_median\": ", key);
+	bench_json_num(f, r->median, r->valid);
+	fputs(sep, f);
+}
+
+static int bench_write_json(const char *path, const struct bench_opts *o,
+			    const struct bench_results *res)
+{
+	const struct bench_machine *m = &res->machine;
+	int ucx = res->ucx_hit.valid;
+	FILE *f = fopen(path, "w");
+
+	if (!f) {
+		perror("gdrc-bench: --json");
+		return -1;
+	}
+	fputs("{\n  \"machine\": {\"cpu\": ", f);
+	bench_json_str(f, m->cpu);
+	fprintf(f, ", \"ncpu\": %ld, \"date\": ", m->ncpu);
+	bench_json_str(f, m->date);
+	fputs(", \"kernel\": ", f);
+	bench_json_str(f, m->kernel);
+	fputs(", \"version\": ", f);
+	bench_json_str(f, m->version);
+	fputs(", \"compiler\": ", f);
+	bench_json_str(f, __VERSION__);
+	fputs(", \"ucx_version\": ", f);
+	if (m->ucx_version)
+		bench_json_str(f, m->ucx_version);
+	else
+		fputs("null", f);
+	fprintf(f, "},\n  \"quick\": %s,\n  ", o->quick ? "true" : "false");
+	bench_json_res(f, "hit_ns", &res->hit, ",\n  ");
+	bench_json_res(f, "hit_rotate4_ns", &res->hit_rotate4, ",\n  ");
+	bench_json_res(f, "ucx_hit_ns", &res->ucx_hit, ",\n  ");
+	fputs("\"ratio_hit_vs_ucx\": ", f);
+	bench_json_num(f, ucx ? res->hit.best / res->ucx_hit.best : 0, ucx);
+	fputs(", \"ratio_hit_vs_ucx_median\": ", f);
+	bench_json_num(f, ucx ? res->hit.median / res->ucx_hit.median : 0,
+		       ucx);
+	fputs(",\n  ", f);
+	bench_json_res(f, "miss_ns", &res->miss, ",\n  ");
+	bench_json_res(f, "uncached_ns", &res->uncached, ",\n");
+	fputs("  \"lookup\": [", f);
+	for (int i = 0; i < res->nlookup; i++) {
+		const struct bench_lookup_res *l = &res->lookup[i];
+
+		fprintf(f, "%s\n    {\"n\": %llu, ", i ? "," : "",
+			(unsigned long long)l->n);
+		bench_json_res(f, "insert_ns", &l->insert, ", ");
+		bench_json_res(f, "random_hit_ns", &l->random_hit, ", ");
+		bench_json_res(f, "same_hit_ns", &l->same_hit, "}");
+	}
+	fputs("\n  ],\n  \"threads\": [", f);
+	for (int i = 0; i < res->nthr; i++) {
+		const struct bench_thr_res *t = &res->thr[i];
+
+		fprintf(f, "%s\n    {\"mode\": \"%s\", \"threads\": %d, "
+			"\"oversubscribed\": %s, ", i ? "," : "",
+			t->private ? "private" : "shared", t->threads,
+			t->oversub ? "true" : "false");
+		bench_json_res(f, "mops", &t->mops, ", ");
+		fputs("\"ratio\": ", f);
+		bench_json_num(f, t->ratio, 1);
+		fputs(", ", f);
+		bench_json_res(f, "ucx_mops", &t->ucx_mops, ", ");
+		fputs("\"ucx_ratio\": ", f);
+		bench_json_num(f, t->ucx_ratio, t->ucx_mops.valid);
+		fputs("}", f);
+	}
+	fputs("\n  ]\n}\n", f);
+	if (fclose(f)) {
+		perror("gdrc-bench: --json");
+		return -1;
+	}
+	return 0;
+}
+
+#ifdef GDRC_BENCH_HAVE_UCX
+/*
+ * Loading libucs runs its constructor, which (UCX 1.13, default
+ * UCX_MEM_MMAP_HOOK_MODE=bistro) rewrites the first bytes of libc's
+ * munmap, mmap, mremap, madvise, brk and sbrk before main() runs.
+ * libgdrcache then finds them already patched, refuses to install its
+ * hooks and caches no host registration: every "hit" would be a miss.
+ * So, unless the user chose a mode, run again with UCX hooking through
+ * relocations (GOT entries) instead: libc's code stays for libgdrcache
+ * to patch, and UCX still gets its unmap events.  Neither hit path
+ * depends on how the hooks are installed.
+ */
+static void bench_ucx_hook_mode(char **argv)
+{
+	if (getenv("UCX_MEM_MMAP_HOOK_MODE"))
+		return;
+	if (setenv("UCX_MEM_MMAP_HOOK_MODE", "reloc", 1))
+		return;
+	execv("/proc/self/exe", argv);
+	perror("gdrc-bench: re-exec with UCX_MEM_MMAP_HOOK_MODE=reloc");
+}
+#endif
+
+/* Does ctx cache host memory (are the memory hooks in)? */
+static int bench_caches_host(struct gdrc_ctx *ctx, const char *addr,
+			     int *cached)
+{
+	uint64_t h0, h1;
+
+	if (bench_prime(ctx, addr, BENCH_RANGE) ||
+	    bench_counter(ctx, GDRC_STAT_HITS, &h0) ||
+	    bench_prime(ctx, addr, BENCH_RANGE) ||
+	    bench_counter(ctx, GDRC_STAT_HITS, &h1))
+		return -1;
+	*cached = h1 != h0;
+	return 0;
+}
+
+static void bench_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: gdrc-bench [--quick] [--json PATH] [--help]\n"
+		"Measure libgdrcache's cache (none backend, hooks on): hit,\n"
+		"miss, lookup as registrations grow, threaded hits; and UCX's\n"
+		"ucs_rcache for reference when built with UCX.\n"
+		"  --quick      10x fewer iterations, n up to 100000\n"
+		"  --json PATH  also write the results as JSON to PATH\n"
+		"  --help       this text\n");
+}
+
+static int bench_parse(int argc, char **argv, struct bench_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "quick", no_argument, NULL, 'q' },
+		{ "json", required_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	o->div = 1;
+	while ((c = getopt_long(argc, argv, "qj:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'q':
+			o->quick = 1;
+			o->div = 10;
+			break;
+		case 'j':
+			o->json = optarg;
+			break;
+		case 'h':
+			bench_usage(stdout);
+			exit(0);
+		default:
+			bench_usage(stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gdrc-bench: unexpected argument '%s'\n",
+			argv[optind]);
+		bench_usage(stderr);
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct bench_results res;
+	struct bench_opts o = { 0 };
+	struct gdrc_ctx *ctx = NULL;
+	size_t buf_len = BENCH_MAX_THREADS * BENCH_PAGE;
+#ifdef GDRC_BENCH_HAVE_UCX
+	ucs_rcache_t *rc = NULL;
+#else
+	void *rc = NULL;
+#endif
+	uint64_t t_start = bench_now_ns();
+	char *buf;
+	int ret = 1, cached;
+
+	if (bench_parse(argc, argv, &o))
+		return 2;
+#ifdef GDRC_BENCH_HAVE_UCX
+	bench_ucx_hook_mode(argv);
+#endif
+	bench_machine_info(&res.machine);
+	printf("gdrc-bench: libgdrcache %s, %s run, none backend, hooks on\n",
+	       res.machine.version, o.quick ? "quick" : "full");
+	printf("machine: %s, %ld CPUs online, %s\n", res.machine.cpu,
+	       res.machine.ncpu, res.machine.kernel);
+	printf("date: %s; compiler: %s; ucx: %s\n", res.machine.date,
+	       __VERSION__, res.machine.ucx_version ? res.machine.ucx_version :
+	       "not built");
+#ifdef GDRC_BENCH_HAVE_UCX
+	printf("ucx hooks: UCX_MEM_MMAP_HOOK_MODE=%s\n",
+	       getenv("UCX_MEM_MMAP_HOOK_MODE"));
+#endif
+	printf("each: best and median of %d repetitions after a warm-up\n\n",
+	       BENCH_REPS);
+	printf("%-37s %10s %10s\n", "ns per get+put unless said", "best",
+	       "median");
+
+	buf = bench_mmap(buf_len, 1);
+	if (!buf)
+		return 1;
+	if (bench_check(gdrc_init(NULL, &ctx), "gdrc_init"))
+		goto out_unmap;
+	if (bench_caches_host(ctx, buf + (buf_len - BENCH_PAGE), &cached))
+		goto out;
+	if (!cached)
+		printf("WARNING: libgdrcache caches no host memory here "
+		       "(memory hooks unavailable, see its log): every gdrc "
+		       "number below is a miss\n");
+
+	if (bench_hit(ctx, buf, &o, &res))
+		goto out;
+#ifdef GDRC_BENCH_HAVE_UCX
+	if (bench_ucx_create(&rc) ||
+	    bench_ucx_hit(rc, buf, &o, &res))
+		goto out;
+#else
+	printf("b. ucx: not built\n");
+#endif
+	if (bench_miss(ctx, &o, &res) || bench_lookup(&o, &res) ||
+	    bench_threads(ctx, rc, buf, &o, &res))
+		goto out;
+
+	printf("\ntotal time %.1f s\n",
+	       (double)(bench_now_ns() - t_start) / 1e9);
+	if (o.json && bench_write_json(o.json, &o, &res))
+		goto out;
+	ret = 0;
+out:
+#ifdef GDRC_BENCH_HAVE_UCX
+	if (rc)
+		ucs_rcache_destroy(rc);
+#endif
+	gdrc_fini(ctx);
+out_unmap:
+	munmap(buf, buf_len);
+	if (ret)
+		fprintf(stderr, "gdrc-bench: stopped after a failure\n");
+	return ret;
+}
