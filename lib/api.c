@@ -46,6 +46,7 @@ struct gdrc_ctx {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gdrc_ctx *registry[GDRC_MAX_CONTEXTS]; /* registry_lock */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static int hooks_lost_seen; /* registry_lock */
 
 static void atfork_prepare(void)
 {
@@ -103,6 +104,28 @@ static void registry_del(struct gdrc_ctx *ctx)
 	pthread_mutex_unlock(&registry_lock);
 }
 
+/*
+ * Another library patched glibc over our hooks: unmaps may have gone
+ * unseen since.  Flush every context that relied on the hooks and cache
+ * no host memory any more.  Cheap when nothing happened.
+ */
+static void hooks_check(void)
+{
+	if (!gdrc_hooks_active() || gdrc_hooks_intact())
+		return;
+	pthread_mutex_lock(&registry_lock);
+	if (!hooks_lost_seen) {
+		hooks_lost_seen = 1;
+		gdrc_warn("memory hooks were overwritten by another library: "
+			  "host registrations are no longer cached");
+	}
+	for (int i = 0; i < GDRC_MAX_CONTEXTS; i++)
+		if (registry[i] && registry[i]->hooks_slot >= 0 &&
+		    atomic_load(&registry[i]->cache.cache_host))
+			gdrc_cache_stop_host_caching(&registry[i]->cache);
+	pthread_mutex_unlock(&registry_lock);
+}
+
 /* Choose the backend from the knob and the PD. */
 static gdrc_status_t pick_backend(const struct gdrc_knobs *knobs,
 				  struct ibv_pd *pd,
@@ -134,13 +157,18 @@ static gdrc_status_t pick_backend(const struct gdrc_knobs *knobs,
 /* Host memory is cached only while its frees can be seen. */
 static int host_caching(const struct gdrc_knobs *knobs)
 {
+	static atomic_flag warned = ATOMIC_FLAG_INIT;
+
 	if (knobs->mem_hooks == GDRC_KNOB_HOOKS_NONE)
 		return 1;
-	if (gdrc_hooks_install() == GDRC_OK)
+	if (gdrc_hooks_install() == GDRC_OK && gdrc_hooks_intact())
 		return 1;
-	gdrc_warn("memory hooks unavailable: host registrations are not "
-		  "cached (GDRC_MEM_HOOKS=none caches them if you call "
-		  "gdrc_invalidate yourself)");
+	if (!atomic_flag_test_and_set(&warned))
+		gdrc_warn("host registrations are not cached: memory hooks "
+			  "unavailable (%s); GDRC_MEM_HOOKS=none caches them "
+			  "if you call gdrc_invalidate yourself",
+			  gdrc_hooks_reason() ? gdrc_hooks_reason() :
+						"overwritten by another library");
 	return 0;
 }
 
@@ -273,13 +301,14 @@ GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
 		return GDRC_ERR_INVALID_PARAM;
 	if (access & (GDRC_ACCESS_REMOTE_WRITE | GDRC_ACCESS_REMOTE_ATOMIC))
 		access |= GDRC_ACCESS_LOCAL_WRITE;
-	if (gdrc_likely(!flags)) {
+	if (gdrc_likely(!flags && gdrc_hooks_probe_ok())) {
 		r = gdrc_cache_get_fast(&ctx->cache, start, end, access);
 		if (gdrc_likely(r != NULL)) {
 			*mr_p = r;
 			return GDRC_OK;
 		}
 	}
+	hooks_check();
 	return gdrc_cache_get_slow(&ctx->cache, start, end, access, flags,
 				   mr_p);
 }
@@ -341,6 +370,7 @@ GDRC_API gdrc_status_t gdrc_invalidate(struct gdrc_ctx *ctx, const void *addr,
 
 	if (!ctx || !range_ok(addr, len))
 		return GDRC_ERR_INVALID_PARAM;
+	hooks_check();
 	return gdrc_cache_invalidate(&ctx->cache, start, start + len,
 				     GDRC_STAT_INV_EXPLICIT);
 }

@@ -737,7 +737,9 @@ again:
 		.start = gdrc_align_down(start, c->page_size),
 		.end = gdrc_align_up(end, c->page_size),
 		.access = access,
-		.cached = c->p.cache_host && !(flags & GDRC_GET_UNCACHED),
+		.cached = atomic_load_explicit(&c->cache_host,
+					       memory_order_relaxed) &&
+			  !(flags & GDRC_GET_UNCACHED),
 	};
 	pthread_rwlock_wrlock(&c->lock);
 	drain(c, &d);
@@ -828,7 +830,8 @@ gdrc_status_t gdrc_cache_get_slow(struct gdrc_cache *c, uintptr_t start,
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
-	if (c->p.cache_host && !(flags & GDRC_GET_UNCACHED) &&
+	if (atomic_load_explicit(&c->cache_host, memory_order_relaxed) &&
+	    !(flags & GDRC_GET_UNCACHED) &&
 	    !atomic_load_explicit(&c->invq.pending, memory_order_acquire)) {
 		r = get_tree(c, start, end, access);
 		if (r) {
@@ -861,6 +864,17 @@ void gdrc_cache_post_event(struct gdrc_cache *c, uintptr_t start,
 			   uintptr_t end)
 {
 	gdrc_invq_post(&c->invq, start, end);
+}
+
+void gdrc_cache_stop_host_caching(struct gdrc_cache *c)
+{
+	struct cache_defer d = { 0 };
+
+	atomic_store_explicit(&c->cache_host, 0, memory_order_relaxed);
+	pthread_rwlock_wrlock(&c->lock);
+	drain(c, &d);
+	invalidate_locked(c, 0, UINTPTR_MAX, GDRC_STAT_INV_HOST_HOOK, &d);
+	unlock_and_release(c, &d);
 }
 
 void gdrc_cache_mark_forked(struct gdrc_cache *c)
@@ -951,6 +965,7 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 	c->uid = atomic_fetch_add_explicit(&cache_uid_next, 1,
 					   memory_order_relaxed);
 	c->p = *params;
+	atomic_init(&c->cache_host, params->cache_host);
 	c->page_size = page > 0 ? (uintptr_t)page : 4096;
 	gdrc_invq_init(&c->invq);
 	gdrc_itree_init(&c->tree);

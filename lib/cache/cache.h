@@ -82,7 +82,7 @@ struct gdrc_mr {
 
 	/* Under cache->slab_lock: */
 	struct gdrc_mr *free_next;   /* slab free list */
-};
+} GDRC_ALIGNED_CL; /* threads on neighbouring regions share no line */
 
 /* Per-thread remembered hits, see the file comment. */
 #define GDRC_TLS_ENTRIES 4
@@ -143,6 +143,7 @@ struct gdrc_cache {
 	_Atomic uint64_t tick;         /* LRU clock, see lru_* */
 	struct gdrc_invq invq;         /* pending is read on every get */
 	_Atomic int forked;            /* set in a fork child */
+	_Atomic int cache_host;        /* from p.cache_host; may drop to 0 */
 
 	struct gdrc_cache_params p;    /* fixed */
 	uintptr_t page_size;           /* fixed */
@@ -212,6 +213,10 @@ gdrc_status_t gdrc_cache_invalidate(struct gdrc_cache *c, uintptr_t start,
 /* Hook-safe: queue an unmapped range. */
 void gdrc_cache_post_event(struct gdrc_cache *c, uintptr_t start,
 			   uintptr_t end);
+
+/* The memory hooks stopped working: flush every registration and cache
+ * no host memory from now on.  Not hook-safe. */
+void gdrc_cache_stop_host_caching(struct gdrc_cache *c);
 
 /* Fork child handler: no lock may be taken.  Sends every call to the
  * slow path, which then answers GDRC_ERR_FORK. */

@@ -30,18 +30,33 @@
  * Callers: api.c installs and subscribes on the cache's behalf; the
  * replacement functions in patch_x86_64.c call gdrc_hooks_report().
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "gdrc_int.h"
 #include "hooks_int.h"
 #include "log/log.h"
+
+/*
+ * glibc madvises the stack of an exiting thread after TSan has dropped
+ * that thread's state; TSan-instrumented dispatch then crashes.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define HOOKS_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HOOKS_TSAN 1
+#endif
+#endif
 
 struct hooks_slot {
 	_Atomic(gdrc_hooks_event_fn) fn; /* NULL: free or closing */
@@ -62,6 +77,9 @@ static _Atomic uint64_t hooks_events;
 /* Set before the patches go in; read in hook context. */
 static _Atomic uintptr_t hooks_page_mask = 4095;
 
+const uint64_t *_Atomic gdrc_hooks_probe_addr; /* set once installed */
+uint64_t gdrc_hooks_probe_val;
+
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
 static gdrc_status_t hooks_status = GDRC_ERR_UNSUPPORTED; /* after once */
 static atomic_int hooks_on;
@@ -72,6 +90,7 @@ static char hooks_why[256];     /* written once, under hooks_once */
  * Hook context.
  * ------------------------------------------------------------------ */
 
+/* Hook context: one slot, held by its users count while fn runs. */
 static void hooks_call(struct hooks_slot *slot, uintptr_t start,
 		       uintptr_t end)
 {
@@ -87,6 +106,7 @@ static void hooks_call(struct hooks_slot *slot, uintptr_t start,
 	atomic_fetch_sub(&slot->users, 1);
 }
 
+/* Hook context, from the replacements in patch_x86_64.c. */
 void gdrc_hooks_report(uintptr_t addr, size_t len)
 {
 	uintptr_t mask = atomic_load_explicit(&hooks_page_mask,
@@ -105,7 +125,7 @@ void gdrc_hooks_report(uintptr_t addr, size_t len)
 	end = (last | mask) + 1;
 
 	atomic_fetch_add_explicit(&hooks_events, 1, memory_order_relaxed);
-	/* A subscriber may clobber errno; the caller of munmap must not see it. */
+	/* A subscriber may clobber errno; munmap's caller must not see it. */
 	saved_errno = errno;
 	for (w = 0; w < HOOKS_WORDS; w++) {
 		live = atomic_load(&hooks_live[w]);
@@ -120,12 +140,13 @@ void gdrc_hooks_report(uintptr_t addr, size_t len)
 	errno = saved_errno;
 }
 
-/* Hook-safe: reads counters only. */
+/* Any context, hook context included: reads a counter. */
 uint64_t gdrc_hooks_event_count(void)
 {
 	return atomic_load_explicit(&hooks_events, memory_order_relaxed);
 }
 
+/* Any context, hook context included. */
 int gdrc_hooks_active(void)
 {
 	return atomic_load_explicit(&hooks_on, memory_order_acquire);
@@ -135,6 +156,7 @@ int gdrc_hooks_active(void)
  * Ordinary context (may log, lock, allocate).
  * ------------------------------------------------------------------ */
 
+/* Ordinary context: takes hooks_sub_lock. */
 int gdrc_hooks_subscribe(gdrc_hooks_event_fn fn, void *arg)
 {
 	int i;
@@ -160,8 +182,8 @@ int gdrc_hooks_subscribe(gdrc_hooks_event_fn fn, void *arg)
 }
 
 /*
- * Must not run in hook context: called from a slot's own callback, the
- * wait below would never end.
+ * Ordinary context only: called from a slot's own callback, the wait
+ * below would never end.
  */
 void gdrc_hooks_unsubscribe(int slot_nr)
 {
@@ -193,7 +215,7 @@ void gdrc_hooks_unsubscribe(int slot_nr)
 	pthread_mutex_unlock(&hooks_sub_lock);
 }
 
-#ifdef __x86_64__
+#if defined(__x86_64__) && !defined(HOOKS_TSAN)
 /* Did the patched munmap report a page we mapped with libc's mmap? */
 static int hooks_self_test(const struct gdrc_patch_libc *libc, char *why,
 			   size_t why_len)
@@ -222,47 +244,64 @@ static int hooks_self_test(const struct gdrc_patch_libc *libc, char *why,
 }
 #endif
 
-static void hooks_install_once(void)
+/* Install time.  @return 0, or -1 with the reason in why. */
+static int hooks_try(char *why, size_t why_len)
 {
-#ifdef __x86_64__
+#if defined(HOOKS_TSAN)
+	snprintf(why, why_len,
+		 "built with thread sanitizer, which cannot run hook context in exiting threads");
+	return -1;
+#elif defined(__x86_64__)
 	struct gdrc_patch_libc libc;
 	long page = sysconf(_SC_PAGESIZE);
 
 	if (page <= 0 || (page & (page - 1))) {
-		snprintf(hooks_why, sizeof(hooks_why),
-			 "odd page size %ld", page);
-		goto fail;
+		snprintf(why, why_len, "odd page size %ld", page);
+		return -1;
 	}
 	atomic_store(&hooks_page_mask, (uintptr_t)page - 1);
-	if (gdrc_patch_apply(&libc, hooks_why, sizeof(hooks_why)))
-		goto fail;
-	if (hooks_self_test(&libc, hooks_why, sizeof(hooks_why))) {
+	if (gdrc_patch_apply(&libc, why, why_len))
+		return -1;
+	if (hooks_self_test(&libc, why, why_len)) {
 		gdrc_patch_revert();
-		goto fail;
+		return -1;
+	}
+	gdrc_debug("memory hooks installed in %s: munmap mremap madvise brk mmap",
+		   libc.path);
+	/* Read once, now that our jump is in place (see hooks.h). */
+	memcpy(&gdrc_hooks_probe_val, (const void *)libc.munmap,
+	       sizeof(gdrc_hooks_probe_val));
+	atomic_store(&gdrc_hooks_probe_addr, (const uint64_t *)libc.munmap);
+	return 0;
+#else
+	snprintf(why, why_len,
+		 "no memory hooks for this architecture (x86-64 only)");
+	return -1;
+#endif
+}
+
+static void hooks_install_once(void)
+{
+	if (hooks_try(hooks_why, sizeof(hooks_why))) {
+		hooks_status = GDRC_ERR_UNSUPPORTED;
+		atomic_store(&hooks_done, 1);
+		gdrc_debug("memory hooks unavailable: %s", hooks_why);
+		return;
 	}
 	hooks_status = GDRC_OK;
 	hooks_why[0] = '\0';
 	atomic_store(&hooks_on, 1);
 	atomic_store(&hooks_done, 1);
-	gdrc_debug("memory hooks installed in %s: munmap mremap madvise brk mmap",
-		   libc.path);
-	return;
-fail:
-#else
-	snprintf(hooks_why, sizeof(hooks_why),
-		 "no memory hooks for this architecture (x86-64 only)");
-#endif
-	hooks_status = GDRC_ERR_UNSUPPORTED;
-	atomic_store(&hooks_done, 1);
-	gdrc_warn("memory hooks unavailable: %s", hooks_why);
 }
 
+/* Ordinary context; the first call patches libc, later ones wait for it. */
 gdrc_status_t gdrc_hooks_install(void)
 {
 	pthread_once(&hooks_once, hooks_install_once);
 	return hooks_status;
 }
 
+/* Any context but hook context (callers may log the string). */
 const char *gdrc_hooks_reason(void)
 {
 	if (!atomic_load(&hooks_done))
@@ -270,6 +309,7 @@ const char *gdrc_hooks_reason(void)
 	return atomic_load(&hooks_on) ? NULL : hooks_why;
 }
 
+/* Any context: reads memory only. */
 int gdrc_hooks_intact(void)
 {
 #ifdef __x86_64__

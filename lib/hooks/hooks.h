@@ -22,6 +22,7 @@
 #ifndef GDRC_HOOKS_H
 #define GDRC_HOOKS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <gdrcache.h>
@@ -59,5 +60,36 @@ void gdrc_hooks_unsubscribe(int slot);
 
 /* Events delivered since the process started (for tests and stats). */
 uint64_t gdrc_hooks_event_count(void);
+
+/*
+ * Why gdrc_hooks_install() failed, as a lowercase sentence; NULL if it
+ * succeeded.  Thread safe, not hook-safe.
+ */
+const char *gdrc_hooks_reason(void);
+
+/*
+ * @return 1 if the hooks are installed and every patched entry point
+ * still holds our jump, else 0.  Another library that patches glibc after
+ * us (UCX, libfabric and Open MPI do) silently takes the events away; the
+ * cache must then stop trusting the hooks.  Reads memory only.
+ */
+int gdrc_hooks_intact(void);
+
+/*
+ * The fast-path form of gdrc_hooks_intact(): compares the first eight
+ * bytes of patched munmap with our jump, one load.  Whoever patches glibc
+ * patches munmap, so a foreign patch shows here first.  NULL address
+ * while no hooks are active.
+ */
+extern const uint64_t *_Atomic gdrc_hooks_probe_addr;
+extern uint64_t gdrc_hooks_probe_val;
+
+static inline int gdrc_hooks_probe_ok(void)
+{
+	const uint64_t *p = atomic_load_explicit(&gdrc_hooks_probe_addr,
+						 memory_order_relaxed);
+
+	return !p || *(const volatile uint64_t *)p == gdrc_hooks_probe_val;
+}
 
 #endif /* GDRC_HOOKS_H */

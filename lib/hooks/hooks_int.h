@@ -22,19 +22,6 @@
  */
 void gdrc_hooks_report(uintptr_t addr, size_t len);
 
-/*
- * Why gdrc_hooks_install() failed, as a lowercase sentence; NULL if it
- * succeeded.  Before the first install it says so.  Thread safe.
- */
-const char *gdrc_hooks_reason(void);
-
-/*
- * @return 1 if the hooks are installed and every patched entry point
- * still holds our jump (another library may overwrite it later), else 0.
- * Only reads memory; thread safe.
- */
-int gdrc_hooks_intact(void);
-
 #ifdef __x86_64__
 /* libc's own entry points, for the self test (patched by then). */
 struct gdrc_patch_libc {

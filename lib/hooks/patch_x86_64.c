@@ -35,7 +35,9 @@
  * two-byte jump-to-self while the rest is written, which closes the window
  * for them only.  Install before the process gets busy: gdrc_init does.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
@@ -253,6 +255,42 @@ static struct patch_site patch_sites[] = {
  * Install time (under hooks.c's once; may log, allocate, lock).
  * ------------------------------------------------------------------ */
 
+/*
+ * libc's code is read and written only through asm: a sanitizer would
+ * check its own shadow for these addresses, and TSan has none for text
+ * (it faults).  An aligned two-byte mov is a single, atomic store, and
+ * x86 keeps stores in program order, so no fence is needed.
+ */
+static inline uint8_t patch_peek8(const uint8_t *p)
+{
+	uint8_t v;
+
+	__asm__ volatile("movb %1, %0" : "=q"(v) : "m"(*p));
+	return v;
+}
+
+static inline void patch_poke8(uint8_t *p, uint8_t v)
+{
+	__asm__ volatile("movb %1, %0" : "=m"(*p) : "q"(v) : "memory");
+}
+
+static inline void patch_poke16(uint8_t *p, uint16_t v)
+{
+	__asm__ volatile("movw %1, %0"
+			 : "=m"(*(uint16_t *)(void *)p)
+			 : "r"(v)
+			 : "memory");
+}
+
+/* Copy PATCH_LEN bytes of code at src into our own buf. */
+static void patch_read(uint8_t *buf, const uint8_t *src)
+{
+	size_t i;
+
+	for (i = 0; i < PATCH_LEN; i++)
+		buf[i] = patch_peek8(src + i);
+}
+
 static void patch_encode(uint8_t *buf, const void *target)
 {
 	uint64_t imm = (uint64_t)(uintptr_t)target;
@@ -266,14 +304,16 @@ static void patch_encode(uint8_t *buf, const void *target)
 }
 
 /*
- * Does the code at p already leave at once?  Our own patch (or UCX's,
+ * Does the code already leave at once?  Our own patch (or UCX's,
  * which is the same) names its target; a relative jump we only detect.
  * Overwriting either would silently take the events from their owner.
  */
-static int patch_redirected(const uint8_t *p, uintptr_t *target_p)
+static int patch_redirected(const uint8_t *code, uintptr_t *target_p)
 {
+	uint8_t p[PATCH_LEN];
 	uint64_t imm;
 
+	patch_read(p, code);
 	*target_p = 0;
 	if (p[0] == 0x49 && p[1] == 0xbb && p[PATCH_JMP_OFF] == 0x41 &&
 	    p[PATCH_JMP_OFF + 1] == 0xff && p[PATCH_JMP_OFF + 2] == 0xe3) {
@@ -333,12 +373,12 @@ static int patch_resolve(struct patch_site *site, void *libc,
 		    owner.dli_fname && owner.dli_fname[0])
 			who = owner.dli_fname;
 		snprintf(why, why_len,
-			 "libc's %s already jumps to %p in %s: another copy of libgdrcache or another memory hook library (ucx, libfabric, open mpi) patched it first",
+			 "libc's %s already jumps to %p in %s: another copy of libgdrcache or another hook library (ucx, libfabric, open mpi) owns it",
 			 site->name, (void *)target, who);
 		return -1;
 	}
 	site->addr = addr;
-	memcpy(site->orig, addr, PATCH_LEN);
+	patch_read(site->orig, addr);
 	return 0;
 }
 
@@ -355,23 +395,19 @@ static int patch_write(uint8_t *dst, const uint8_t *src)
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	uintptr_t first = gdrc_align_down((uintptr_t)dst, page);
 	uintptr_t last = gdrc_align_up((uintptr_t)dst + PATCH_LEN, page);
-	volatile uint8_t *vdst = dst;
 	size_t i;
 
 	if (mprotect((void *)first, last - first,
 		     PROT_READ | PROT_WRITE | PROT_EXEC))
 		return -1;
 	if (!((uintptr_t)dst & 1)) {
-		uint16_t *head = (uint16_t *)(void *)dst;
-
-		__atomic_store_n(head, (uint16_t)PATCH_PARK, __ATOMIC_SEQ_CST);
+		patch_poke16(dst, PATCH_PARK);
 		for (i = 2; i < PATCH_LEN; i++)
-			vdst[i] = src[i];
-		__atomic_store_n(head, (uint16_t)(src[0] | src[1] << 8),
-				 __ATOMIC_SEQ_CST);
+			patch_poke8(dst + i, src[i]);
+		patch_poke16(dst, (uint16_t)(src[0] | src[1] << 8));
 	} else {
 		for (i = 0; i < PATCH_LEN; i++)
-			vdst[i] = src[i];
+			patch_poke8(dst + i, src[i]);
 	}
 	__builtin___clear_cache((char *)dst, (char *)dst + PATCH_LEN);
 	return mprotect((void *)first, last - first, PROT_READ | PROT_EXEC);
@@ -467,7 +503,7 @@ void gdrc_patch_revert(void)
 
 int gdrc_patch_intact(void)
 {
-	uint8_t code[PATCH_LEN];
+	uint8_t code[PATCH_LEN], now[PATCH_LEN];
 	size_t i;
 
 	for (i = 0; i < GDRC_ARRAY_SIZE(patch_sites); i++) {
@@ -476,7 +512,8 @@ int gdrc_patch_intact(void)
 		if (!site->patched)
 			return 0;
 		patch_encode(code, site->repl);
-		if (memcmp(site->addr, code, PATCH_LEN))
+		patch_read(now, site->addr);
+		if (memcmp(now, code, PATCH_LEN))
 			return 0;
 	}
 	return 1;

@@ -146,6 +146,8 @@ struct bench_machine {
 	char kernel[3 * sizeof(((struct utsname *)0)->release) + 8];
 	const char *version;
 	const char *ucx_version;
+	const char *ucx_hook_mode; /* UCX_MEM_MMAP_HOOK_MODE */
+	const char *ucx_events;    /* ucm events of the rcache */
 };
 
 struct bench_results {
@@ -153,6 +155,7 @@ struct bench_results {
 	struct bench_res hit;
 	struct bench_res hit_rotate4;
 	struct bench_res ucx_hit;
+	struct bench_res ucx_default_hit; /* child, UCX's own hooks in */
 	struct bench_res miss;
 	struct bench_res uncached;
 	struct bench_lookup_res lookup[BENCH_MAX_LOOKUP];
@@ -163,6 +166,7 @@ struct bench_results {
 
 struct bench_opts {
 	int quick;
+	int ucx_child; /* --ucx-default-child: only UCX's hit, then exit */
 	const char *json;
 	uint64_t div; /* 10 with --quick, else 1 */
 };
@@ -321,6 +325,7 @@ static void bench_machine_info(struct bench_machine *m)
 	m->version = gdrc_version_string();
 #ifdef GDRC_BENCH_HAVE_UCX
 	m->ucx_version = ucp_get_version_string();
+	m->ucx_hook_mode = getenv("UCX_MEM_MMAP_HOOK_MODE");
 #else
 	m->ucx_version = NULL;
 #endif
@@ -408,17 +413,28 @@ static ucs_status_t bench_ucx_reg(void *context, ucs_rcache_t *rcache,
 				  void *arg, ucs_rcache_region_t *region,
 				  uint16_t flags)
 {
+	(void)context;
+	(void)rcache;
+	(void)arg;
+	(void)region;
+	(void)flags;
 	return UCS_OK;
 }
 
 static void bench_ucx_dereg(void *context, ucs_rcache_t *rcache,
 			    ucs_rcache_region_t *region)
 {
+	(void)context;
+	(void)rcache;
+	(void)region;
 }
 
 static void bench_ucx_dump(void *context, ucs_rcache_t *rcache,
 			   ucs_rcache_region_t *region, char *buf, size_t max)
 {
+	(void)context;
+	(void)rcache;
+	(void)region;
 	if (max)
 		buf[0] = '\0';
 }
@@ -429,7 +445,7 @@ static const ucs_rcache_ops_t bench_ucx_ops = {
 	.dump_region = bench_ucx_dump,
 };
 
-static int bench_ucx_create(ucs_rcache_t **rc_p)
+static int bench_ucx_create(ucs_rcache_t **rc_p, const char **events)
 {
 	ucs_rcache_params_t p;
 	ucs_status_t st;
@@ -445,11 +461,20 @@ static int bench_ucx_create(ucs_rcache_t **rc_p)
 	p.max_size = SIZE_MAX;
 	p.max_unreleased = SIZE_MAX;
 	st = ucs_rcache_create(&p, "gdrc-bench", NULL, rc_p);
+	if (st == UCS_ERR_UNSUPPORTED) {
+		/* No ucm hooks (see bench_ucx_hook_mode): no events. */
+		p.ucm_events = 0;
+		st = ucs_rcache_create(&p, "gdrc-bench", NULL, rc_p);
+	}
 	if (st != UCS_OK) {
 		fprintf(stderr, "gdrc-bench: ucs_rcache_create failed: %s\n",
 			ucs_status_string(st));
 		return -1;
 	}
+	*events = p.ucm_events ? "VM_UNMAPPED" : "none";
+	printf("b. ucx rcache: ucm events %s, UCX_MEM_MMAP_HOOK_MODE=%s\n",
+	       *events, getenv("UCX_MEM_MMAP_HOOK_MODE") ?
+	       getenv("UCX_MEM_MMAP_HOOK_MODE") : "(default)");
 	return 0;
 }
 
@@ -494,6 +519,61 @@ static int bench_ucx_hit(ucs_rcache_t *rc, char *buf,
 	printf("b. ratio gdrc/ucx, 1 range            %10.3f %10.3f\n",
 	       res->hit.best / res->ucx_hit.best,
 	       res->hit.median / res->ucx_hit.median);
+	fflush(stdout);
+	return 0;
+}
+
+/*
+ * UCX as it runs in real programs: its own memory hooks in libc and
+ * VM_UNMAPPED events on.  Those hooks keep ours out of the process, so
+ * this runs in a child started without UCX_MEM_MMAP_HOOK_MODE=none,
+ * which never calls gdrc_init and prints one line for the parent.
+ */
+static int bench_ucx_child(char *buf, const struct bench_opts *o)
+{
+	struct bench_results r = { 0 };
+	const char *events;
+	ucs_rcache_t *rc;
+
+	if (bench_ucx_create(&rc, &events) || bench_ucx_hit(rc, buf, o, &r))
+		return 1;
+	printf("ucx-default-child %.3f %.3f %s\n", r.ucx_hit.best,
+	       r.ucx_hit.median, events);
+	ucs_rcache_destroy(rc);
+	return 0;
+}
+
+static int bench_ucx_default(const struct bench_opts *o,
+			     struct bench_results *res)
+{
+	char cmd[256], line[256];
+	double best, median;
+	char events[32];
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd),
+		 "env -u UCX_MEM_MMAP_HOOK_MODE /proc/%d/exe "
+		 "--ucx-default-child%s",
+		 (int)getpid(), o->quick ? " --quick" : "");
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "ucx-default-child %lf %lf %31s", &best,
+			   &median, events) == 3) {
+			res->ucx_default_hit.best = best;
+			res->ucx_default_hit.median = median;
+			res->ucx_default_hit.valid = 1;
+		}
+	}
+	if (pclose(f) || !res->ucx_default_hit.valid) {
+		fprintf(stderr, "gdrc-bench: ucx child failed\n");
+		return -1;
+	}
+	printf("b. ucx hit, own hooks + events (child)%10.2f %10.2f\n", best,
+	       median);
+	printf("b. ratio gdrc/ucx (own hooks)         %10.3f %10.3f\n",
+	       res->hit.best / best, res->hit.median / median);
 	fflush(stdout);
 	return 0;
 }
@@ -636,7 +716,7 @@ static int bench_random_loop(void *p, uint64_t iters)
 	uintptr_t acc = 0;
 
 	for (uint64_t i = 0; i < iters; i++) {
-		const char *addr = a->buf + (uint64_t)a->order[pos] * BENCH_PAGE;
+		const char *addr = a->buf + a->order[pos] * BENCH_PAGE;
 		struct gdrc_mr *mr;
 		gdrc_status_t s;
 
@@ -692,7 +772,8 @@ err:
 static int bench_lookup_one(uint64_t n, const struct bench_opts *o,
 			    struct bench_lookup_res *r)
 {
-	uint64_t iters = BENCH_LOOKUP_ITERS / o->div, seed = 0x9e3779b97f4a7c15ULL;
+	uint64_t iters = BENCH_LOOKUP_ITERS / o->div;
+	uint64_t seed = 0x9e3779b97f4a7c15ULL;
 	struct bench_lookup_arg a = { .n = n };
 	struct bench_hit_arg same = { .mask = 0 };
 	double ins[BENCH_REPS];
@@ -904,6 +985,8 @@ static int bench_threads(struct gdrc_ctx *ctx, void *rc, char *buf,
 #ifdef GDRC_BENCH_HAVE_UCX
 	ctl.rc = rc;
 	ucx = rc != NULL;
+#else
+	(void)rc;
 #endif
 	ncounts = bench_thread_counts(res->machine.ncpu, counts);
 	/* Cache every page a thread will use, from this thread. */
@@ -1027,6 +1110,16 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 		bench_json_str(f, m->ucx_version);
 	else
 		fputs("null", f);
+	fputs(", \"ucx_mmap_hook_mode\": ", f);
+	if (m->ucx_hook_mode)
+		bench_json_str(f, m->ucx_hook_mode);
+	else
+		fputs("null", f);
+	fputs(", \"ucx_ucm_events\": ", f);
+	if (m->ucx_events)
+		bench_json_str(f, m->ucx_events);
+	else
+		fputs("null", f);
 	fprintf(f, "},\n  \"quick\": %s,\n  ", o->quick ? "true" : "false");
 	bench_json_res(f, "hit_ns", &res->hit, ",\n  ");
 	bench_json_res(f, "hit_rotate4_ns", &res->hit_rotate4, ",\n  ");
@@ -1035,6 +1128,12 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 	bench_json_num(f, ucx ? res->hit.best / res->ucx_hit.best : 0, ucx);
 	fputs(", \"ratio_hit_vs_ucx_median\": ", f);
 	bench_json_num(f, ucx ? res->hit.median / res->ucx_hit.median : 0,
+		       ucx);
+	fputs(",\n  ", f);
+	bench_json_res(f, "ucx_default_hit_ns", &res->ucx_default_hit,
+		       ",\n  ");
+	fputs("\"ratio_hit_vs_ucx_default\": ", f);
+	bench_json_num(f, ucx ? res->hit.best / res->ucx_default_hit.best : 0,
 		       ucx);
 	fputs(",\n  ", f);
 	bench_json_res(f, "miss_ns", &res->miss, ",\n  ");
@@ -1076,24 +1175,32 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 
 #ifdef GDRC_BENCH_HAVE_UCX
 /*
- * Loading libucs runs its constructor, which (UCX 1.13, default
- * UCX_MEM_MMAP_HOOK_MODE=bistro) rewrites the first bytes of libc's
- * munmap, mmap, mremap, madvise, brk and sbrk before main() runs.
- * libgdrcache then finds them already patched, refuses to install its
- * hooks and caches no host registration: every "hit" would be a miss.
- * So, unless the user chose a mode, run again with UCX hooking through
- * relocations (GOT entries) instead: libc's code stays for libgdrcache
- * to patch, and UCX still gets its unmap events.  Neither hit path
- * depends on how the hooks are installed.
+ * UCX and libgdrcache cannot both hook libc here, so UCX's are left out:
+ *   - Loading libucs runs its constructor, which (UCX 1.13, default
+ *     UCX_MEM_MMAP_HOOK_MODE=bistro) rewrites the first bytes of libc's
+ *     munmap, mmap, mremap, madvise, brk and sbrk before main() runs;
+ *     libgdrcache then refuses to patch them, caches no host memory, and
+ *     every "hit" below would be a miss.
+ *   - UCX_MEM_MMAP_HOOK_MODE=reloc deadlocks in ucs_rcache_create (UCX
+ *     1.13: ucm_malloc_install -> ucm_dlmalloc -> sbrk event -> dlsym ->
+ *     malloc -> ucm_dlmalloc, spinning on its own lock), and without its
+ *     malloc relocations the rcache refuses VM_UNMAPPED events.
+ *   - Switching UCX to bistro after gdrc_init overwrites libgdrcache's
+ *     patch: it then misses every munmap.
+ * So, unless the user chose a mode, the program runs itself again with
+ * UCX_MEM_MMAP_HOOK_MODE=none, and the rcache gets no ucm events when it
+ * cannot have them (bench_ucx_create).  Neither hit path depends on the
+ * hooks: ucs_rcache_get's hit is the same lock, page-table lookup and
+ * reference count with or without events.
  */
 static void bench_ucx_hook_mode(char **argv)
 {
 	if (getenv("UCX_MEM_MMAP_HOOK_MODE"))
 		return;
-	if (setenv("UCX_MEM_MMAP_HOOK_MODE", "reloc", 1))
+	if (setenv("UCX_MEM_MMAP_HOOK_MODE", "none", 1))
 		return;
 	execv("/proc/self/exe", argv);
-	perror("gdrc-bench: re-exec with UCX_MEM_MMAP_HOOK_MODE=reloc");
+	perror("gdrc-bench: re-exec with UCX_MEM_MMAP_HOOK_MODE=none");
 }
 #endif
 
@@ -1116,6 +1223,7 @@ static void bench_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: gdrc-bench [--quick] [--json PATH] [--help]\n"
+		"(--ucx-default-child is internal: the UCX run in a child)\n"
 		"Measure libgdrcache's cache (none backend, hooks on): hit,\n"
 		"miss, lookup as registrations grow, threaded hits; and UCX's\n"
 		"ucs_rcache for reference when built with UCX.\n"
@@ -1130,6 +1238,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "quick", no_argument, NULL, 'q' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "ucx-default-child", no_argument, NULL, 'u' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -1143,6 +1252,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 'j':
 			o->json = optarg;
+			break;
+		case 'u':
+			o->ucx_child = 1;
 			break;
 		case 'h':
 			bench_usage(stdout);
@@ -1179,6 +1291,10 @@ int main(int argc, char **argv)
 	if (bench_parse(argc, argv, &o))
 		return 2;
 #ifdef GDRC_BENCH_HAVE_UCX
+	if (o.ucx_child) {
+		buf = bench_mmap(buf_len, 1);
+		return buf ? bench_ucx_child(buf, &o) : 1;
+	}
 	bench_ucx_hook_mode(argv);
 #endif
 	bench_machine_info(&res.machine);
@@ -1189,10 +1305,6 @@ int main(int argc, char **argv)
 	printf("date: %s; compiler: %s; ucx: %s\n", res.machine.date,
 	       __VERSION__, res.machine.ucx_version ? res.machine.ucx_version :
 	       "not built");
-#ifdef GDRC_BENCH_HAVE_UCX
-	printf("ucx hooks: UCX_MEM_MMAP_HOOK_MODE=%s\n",
-	       getenv("UCX_MEM_MMAP_HOOK_MODE"));
-#endif
 	printf("each: best and median of %d repetitions after a warm-up\n\n",
 	       BENCH_REPS);
 	printf("%-37s %10s %10s\n", "ns per get+put unless said", "best",
@@ -1213,8 +1325,8 @@ int main(int argc, char **argv)
 	if (bench_hit(ctx, buf, &o, &res))
 		goto out;
 #ifdef GDRC_BENCH_HAVE_UCX
-	if (bench_ucx_create(&rc) ||
-	    bench_ucx_hit(rc, buf, &o, &res))
+	if (bench_ucx_create(&rc, &res.machine.ucx_events) ||
+	    bench_ucx_hit(rc, buf, &o, &res) || bench_ucx_default(&o, &res))
 		goto out;
 #else
 	printf("b. ucx: not built\n");

@@ -6,7 +6,9 @@
  *
  * What it measures (ns per operation, best and median of 5 repetitions)
  *   1. baseline   mmap of one page + a write to it + munmap through raw
- *                 syscall(), and each step alone; the same through glibc.
+ *                 syscall(), and each step alone; the same through glibc;
+ *                 munmap of an empty range (a system call that succeeds
+ *                 and does nothing: the hook's own cost stands out).
  *   2. hooks      malloc(1 MiB) + free() (glibc mmaps such a block; the
  *                 mmap threshold is pinned so that it stays so) and free()
  *                 alone, just before gdrc_init(NULL, &ctx) installs the
@@ -15,7 +17,8 @@
  *                 context and no registration, with one cached
  *                 registration elsewhere, with a gdrc_mr_get hit after
  *                 each pair (the hit drains the queue the hooks fill), and
- *                 after gdrc_fini (hooks stay, nobody subscribed).
+ *                 after gdrc_fini (hooks stay, nobody subscribed); the
+ *                 empty-range munmap, hooked.
  *   3. userfaultfd  a uffd with UFFD_FEATURE_EVENT_UNMAP, _REMOVE and
  *                 _REMAP, and a reader thread that poll()s and read()s it,
  *                 counts the events and answers page faults with
@@ -39,14 +42,15 @@
  *   "mem_events" counter must have grown by one per hooked munmap or
  *   free.  A coverage table does each way of dropping memory (munmap
  *   through glibc and through a raw system call, madvise, mremap, mmap
- *   MAP_FIXED, brk, free) once under each mechanism and says what was
- *   seen.  "info" checks show what breaks with userfaultfd: file
- *   mappings, a range another uffd owns, VMA splitting, kernel accesses
- *   (GUP, read()) to unpopulated registered pages with
- *   UFFD_USER_MODE_ONLY, and what a process without root may open (as
- *   root, a child that drops to uid 65534 tries; vm.unprivileged_
- *   userfaultfd = 0 leaves it UFFD_USER_MODE_ONLY only).  Not root and
- *   refused a full uffd, the program measures with UFFD_USER_MODE_ONLY.
+ *   MAP_FIXED, brk, free) once under each mechanism (uffd: with a MISSING
+ *   and with a WP-only registration) and says what was seen.  "info"
+ *   checks show what breaks with userfaultfd: file mappings, a range
+ *   another uffd owns, VMA splitting, kernel accesses (GUP, read()) to
+ *   unpopulated registered pages with UFFD_USER_MODE_ONLY, and what a
+ *   process without root may open (as root, a child that drops to uid
+ *   65534 tries; with the sysctl vm.unprivileged_userfaultfd at 0 only
+ *   UFFD_USER_MODE_ONLY is left).
+ *   Not root and refused a full uffd, it measures UFFD_USER_MODE_ONLY.
  *
  * Running it
  *   gdrc-hookcost              full run (a few seconds)
@@ -64,10 +68,11 @@
  *   call with clock_gettime around it (some 20 ns of that is the clock).
  *
  * JSON (--json PATH): {"machine": {...}, "quick", "iterations",
- * "uffd": {"available", "how", "errno", "unprivileged": {...}},
+ * "uffd": {"available", "how", "errno", "unprivileged_sysctl",
+ * "unprivileged": {"plain", "user_mode_only", "dev_userfaultfd"}},
  * "rows": [{"key", "label", "best_ns", "median_ns", "ref", "delta_ns",
- * "skipped"}], "coverage": [{"op", "hooks", "uffd"}], "checks": [{"key",
- * "ok", "detail"}]}.
+ * "skipped"}], "coverage": [{"op", "hooks", "uffd", "uffd_wp"}],
+ * "checks": [{"key", "ok", "detail"}]}.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -119,7 +124,23 @@
 	(UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE |              \
 	 UFFD_FEATURE_EVENT_REMAP)
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HOOKCOST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define HOOKCOST_ASAN 1
+#endif
+#ifdef HOOKCOST_ASAN
+#define HOOKCOST_NO_ASAN __attribute__((no_sanitize_address))
+#else
+#define HOOKCOST_NO_ASAN
+#endif
+
 static size_t hookcost_page;
+/* malloc(HOOKCOST_BLOCK) is glibc's own mmap; not under a sanitizer. */
+static int hookcost_mmapped_blocks;
 static unsigned hookcost_iters = HOOKCOST_ITERS;
 static int hookcost_quick;
 static int hookcost_failed;      /* a count was wrong: exit 1 */
@@ -176,7 +197,8 @@ static int hookcost_nrows;
 static int hookcost_cur_sec;    /* section rows are added to now */
 static struct hookcost_check hookcost_checks[HOOKCOST_MAX_CHECKS];
 static int hookcost_nchecks;
-static char hookcost_cov[HC_OP_COUNT][2][64]; /* [op][0 hooks, 1 uffd] */
+/* What each mechanism saw: [op][0 hooks, 1 uffd MISSING, 2 uffd WP]. */
+static char hookcost_cov[HC_OP_COUNT][3][40];
 
 /* What was learnt about opening a userfaultfd. */
 static struct {
@@ -195,6 +217,16 @@ static void hookcost_die(const char *what)
 {
 	fprintf(stderr, "gdrc-hookcost: %s: %s\n", what, strerror(errno));
 	exit(1);
+}
+
+/* "EPERM" where glibc can name it, else the message. */
+static const char *hookcost_errno_name(int e)
+{
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 32)
+	if (strerrorname_np(e))
+		return strerrorname_np(e);
+#endif
+	return strerror(e);
 }
 
 static uint64_t hookcost_now(void)
@@ -424,11 +456,19 @@ static uintptr_t hookcost_up(uintptr_t a)
 	return hookcost_down(a + hookcost_page - 1);
 }
 
-/* glibc marks a chunk it got from mmap with bit 1 of its size word. */
+/*
+ * Did glibc's malloc mmap this block for itself?  Such a chunk starts a
+ * page (the user pointer is two words in) and bit 1 of its size word is
+ * set.  A sanitizer's allocator fails the first test; reading its redzone
+ * is not instrumented.
+ */
+HOOKCOST_NO_ASAN
 static int hookcost_is_mmapped(uintptr_t user)
 {
 	uintptr_t size_word = user - sizeof(size_t);
 
+	if ((user & (hookcost_page - 1)) != 2 * sizeof(size_t))
+		return 0;
 	return (*(const volatile size_t *)size_word & 2) != 0;
 }
 
@@ -834,6 +874,25 @@ static void hookcost_malloc_loop(void *arg, unsigned iters, double *val)
 	val[HC_V_MREG] = (double)reg / iters;
 }
 
+/*
+ * munmap of a page where nothing is mapped: a system call that succeeds
+ * and does no work, so what the hooks add stands out.  Below
+ * vm.mmap_min_addr nobody in this process maps anything.
+ */
+#define HOOKCOST_HOLE ((void *)0x1000)
+
+static void hookcost_hole_loop(void *arg, unsigned iters, double *val)
+{
+	const int *libc = arg;
+	uint64_t start = hookcost_now();
+
+	for (unsigned i = 0; i < iters; i++)
+		if (*libc ? munmap(HOOKCOST_HOLE, hookcost_page) :
+			    hookcost_raw_munmap(HOOKCOST_HOLE, hookcost_page))
+			hookcost_die("munmap of an empty range");
+	val[0] = (double)(hookcost_now() - start) / iters;
+}
+
 /* gdrc_mr_get + gdrc_mr_put of a cached range. */
 struct hookcost_hit {
 	struct gdrc_ctx *ctx;
@@ -908,8 +967,10 @@ static void hookcost_seen_describe(struct hookcost_uffd *u,
 		if (out[0])
 			out[strlen(out) - 1] = '\0';
 	} else if (now.posts != before->posts) {
-		snprintf(out, len, "seen (%llu posts)",
-			 (unsigned long long)(now.posts - before->posts));
+		uint64_t n = now.posts - before->posts;
+
+		snprintf(out, len, "seen (%llu post%s)",
+			 (unsigned long long)n, n == 1 ? "" : "s");
 	}
 	if (!out[0])
 		snprintf(out, len, "NOT SEEN");
@@ -917,11 +978,12 @@ static void hookcost_seen_describe(struct hookcost_uffd *u,
 
 /*
  * Perform op once on fresh memory; with u, register that memory first
- * (MISSING) and populate it through the reader; report what u or ctx saw
- * into out.
+ * (in mode) and populate it (through the reader if MISSING); report what
+ * u or ctx saw into out.
  */
 static void hookcost_cover(enum hookcost_op op, struct hookcost_uffd *u,
-			   struct gdrc_ctx *ctx, char *out, size_t len)
+			   uint64_t mode, struct gdrc_ctx *ctx, char *out,
+			   size_t len)
 {
 	size_t pg = hookcost_page, rlen = pg;
 	void *p = NULL, *target = NULL, *brk0 = NULL;
@@ -943,7 +1005,7 @@ static void hookcost_cover(enum hookcost_op op, struct hookcost_uffd *u,
 	case HC_OP_FREE:
 		blk = malloc(HOOKCOST_BLOCK);
 		if (!blk || !hookcost_is_mmapped((uintptr_t)blk)) {
-			snprintf(out, len, "block not mmapped");
+			snprintf(out, len, "n/a (block not mmapped)");
 			free(blk);
 			return;
 		}
@@ -965,9 +1027,8 @@ static void hookcost_cover(enum hookcost_op op, struct hookcost_uffd *u,
 		if (target == MAP_FAILED)
 			hookcost_die("mmap");
 	}
-	if (u && hookcost_uffd_register(u, p, rlen,
-					UFFDIO_REGISTER_MODE_MISSING)) {
-		snprintf(out, len, "REGISTER failed: %s", strerror(errno));
+	if (u && hookcost_uffd_register(u, p, rlen, mode)) {
+		snprintf(out, len, "REGISTER: %s", hookcost_errno_name(errno));
 		rc = -1; /* nothing was done: clean up all */
 		goto cleanup;
 	}
@@ -976,6 +1037,12 @@ static void hookcost_cover(enum hookcost_op op, struct hookcost_uffd *u,
 	if (op == HC_OP_FREE)
 		blk[0] = 1;
 
+	/*
+	 * The reader counts an event just after the read() that let its
+	 * munmap return: let the last call's cleanup land first.
+	 */
+	if (u)
+		hookcost_sleep_us(2000);
 	hookcost_seen_get(u, ctx, &before);
 	switch (op) {
 	case HC_OP_MUNMAP:
@@ -1127,16 +1194,6 @@ static void hookcost_probe_unprivileged(void)
 	hookcost_uinfo.nobody_plain = res[0];
 	hookcost_uinfo.nobody_umo = res[1];
 	hookcost_uinfo.nobody_dev = res[2];
-}
-
-/* "EPERM" where glibc can name it, else the message. */
-static const char *hookcost_errno_name(int e)
-{
-#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 32)
-	if (strerrorname_np(e))
-		return strerrorname_np(e);
-#endif
-	return strerror(e);
 }
 
 static const char *hookcost_errname(int e)
@@ -1323,6 +1380,14 @@ static void hookcost_baseline(void)
 		{ HC_V_UNMAP, "libc_munmap",
 		  "  step: glibc munmap of the touched page", "raw_munmap" },
 	};
+	static const struct hookcost_out hole_raw[] = {
+		{ 0, "raw_hole", "syscall() munmap of an empty range", NULL },
+	};
+	static const struct hookcost_out hole_libc[] = {
+		{ 0, "libc_hole", "glibc munmap of an empty range",
+		  "raw_hole" },
+	};
+	static const int no = 0, yes = 1;
 	void *blk;
 
 	hookcost_section(1, "1. baseline: no hooks, no userfaultfd");
@@ -1332,14 +1397,23 @@ static void hookcost_baseline(void)
 	libc.timed = 1;
 	hookcost_run2(hookcost_cycle_loop, &raw, raw_steps, 3,
 		      hookcost_cycle_loop, &libc, libc_steps, 1);
+	hookcost_run2(hookcost_hole_loop, (void *)&no, hole_raw, 1,
+		      hookcost_hole_loop, (void *)&yes, hole_libc, 1);
 
 	blk = malloc(HOOKCOST_BLOCK);
 	if (!blk)
 		hookcost_die("malloc");
-	hookcost_check("malloc_mmapped", hookcost_is_mmapped((uintptr_t)blk),
+	hookcost_mmapped_blocks = hookcost_is_mmapped((uintptr_t)blk);
+#ifdef HOOKCOST_ASAN
+	/* ASan's malloc: the free() rows do not measure glibc's. */
+	hookcost_check("malloc_mmapped", hookcost_mmapped_blocks ? 1 : -1,
+#else
+	hookcost_check("malloc_mmapped", hookcost_mmapped_blocks,
+#endif
 		       "malloc(1 MiB) is served by mmap (M_MMAP_THRESHOLD "
 		       "fixed at 128 KiB): %s",
-		       hookcost_is_mmapped((uintptr_t)blk) ? "yes" : "NO");
+		       hookcost_mmapped_blocks ? "yes" :
+						 "NO: free() rows are moot");
 	free(blk);
 }
 
@@ -1442,8 +1516,10 @@ static void hookcost_userfaultfd(void)
 				 strerror(hookcost_uinfo.err));
 			hookcost_skip("uffd_cycle", "userfaultfd rows",
 				      "%s", hookcost_uinfo.how);
-			for (int op = 0; op < HC_OP_COUNT; op++)
-				snprintf(hookcost_cov[op][1], 64, "n/a");
+			for (int op = 0; op < HC_OP_COUNT; op++) {
+				snprintf(hookcost_cov[op][1], 40, "n/a");
+				snprintf(hookcost_cov[op][2], 40, "n/a");
+			}
 			return;
 		}
 	}
@@ -1496,13 +1572,27 @@ static void hookcost_userfaultfd(void)
 
 	un0 = atomic_load(&u.n_unmap);
 	fa0 = atomic_load(&u.n_fault);
-	n = hookcost_run2(hookcost_malloc_loop, NULL, mref_out, 2,
-			  hookcost_malloc_loop, &u, malloc_out, 3);
-	hookcost_uffd_verify(&u, "uffd_free_events", un0, fa0, n, 0);
+	if (hookcost_mmapped_blocks) {
+		n = hookcost_run2(hookcost_malloc_loop, NULL, mref_out, 2,
+				  hookcost_malloc_loop, &u, malloc_out, 3);
+		hookcost_uffd_verify(&u, "uffd_free_events", un0, fa0, n, 0);
+	} else {
+		hookcost_skip("uffd_malloc_pair",
+			      "free() of a registered block",
+			      "malloc(1 MiB) is not an mmap of its own");
+	}
 
-	for (int op = 0; op < HC_OP_COUNT; op++)
-		hookcost_cover((enum hookcost_op)op, &u, NULL,
-			       hookcost_cov[op][1], 64);
+	for (int op = 0; op < HC_OP_COUNT; op++) {
+		char *cov_missing = hookcost_cov[op][1];
+		char *cov_wp = hookcost_cov[op][2];
+
+		hookcost_cover((enum hookcost_op)op, &u,
+			       UFFDIO_REGISTER_MODE_MISSING, NULL, cov_missing,
+			       sizeof(hookcost_cov[op][1]));
+		hookcost_cover((enum hookcost_op)op, &u,
+			       UFFDIO_REGISTER_MODE_WP, NULL, cov_wp,
+			       sizeof(hookcost_cov[op][2]));
+	}
 	hookcost_breakage(&u);
 	hookcost_uffd_close(&u);
 }
@@ -1538,6 +1628,16 @@ static void hookcost_hooks(void)
 		  "  step: hooked munmap (syscall + post to queue)",
 		  "h_raw_munmap" },
 	};
+	static const struct hookcost_out hole_raw[] = {
+		{ 0, "h_raw_hole", "ref: syscall() munmap of an empty range",
+		  NULL },
+	};
+	static const struct hookcost_out hole_hooked[] = {
+		{ 0, "hooks_hole",
+		  "hooked munmap of an empty range: the hook alone",
+		  "h_raw_hole" },
+	};
+	static const int no = 0, yes = 1;
 	static const struct hookcost_out drain_out[] = {
 		{ HC_V_TOTAL, "hooks_pair_drain",
 		  "  same + gdrc_mr_get/put hit (drains queue)",
@@ -1597,7 +1697,7 @@ static void hookcost_hooks(void)
 	gdrc_stat_get(ctx, GDRC_STAT_MEM_EVENTS, &ev0);
 	n = hookcost_run(hookcost_malloc_loop, NULL, malloc_out, 2);
 	gdrc_stat_get(ctx, GDRC_STAT_MEM_EVENTS, &ev1);
-	if (active)
+	if (active && hookcost_mmapped_blocks)
 		hookcost_check("hooks_free_events", ev1 - ev0 == n,
 			       "%llu free() of 1 MiB blocks -> %llu events",
 			       (unsigned long long)n,
@@ -1625,11 +1725,13 @@ static void hookcost_hooks(void)
 	cyc.timed = 1;
 	n += hookcost_run2(hookcost_cycle_loop, &raw, ref_steps, 1,
 			   hookcost_cycle_loop, &cyc, reg_steps, 1);
+	n += hookcost_run2(hookcost_hole_loop, (void *)&no, hole_raw, 1,
+			   hookcost_hole_loop, (void *)&yes, hole_hooked, 1);
 	gdrc_stat_get(ctx, GDRC_STAT_MEM_EVENTS, &ev1);
 	if (active)
 		hookcost_check("hooks_events", ev1 - ev0 == n,
 			       "%llu glibc munmaps -> %llu events posted to "
-			       "the context's queue (raw munmaps: none)",
+			       "the context's queue (raw ones: none)",
 			       (unsigned long long)n,
 			       (unsigned long long)(ev1 - ev0));
 
@@ -1649,8 +1751,9 @@ static void hookcost_hooks(void)
 		       (unsigned long long)regions, (unsigned long long)inv);
 
 	for (int op = 0; op < HC_OP_COUNT; op++)
-		hookcost_cover((enum hookcost_op)op, NULL, ctx,
-			       hookcost_cov[op][0], 64);
+		hookcost_cover((enum hookcost_op)op, NULL, 0, ctx,
+			       hookcost_cov[op][0],
+			       sizeof(hookcost_cov[op][0]));
 
 	gdrc_fini(ctx);
 	munmap(page, hookcost_page);
@@ -1725,13 +1828,14 @@ static void hookcost_print(void)
 		       r->median, delta, ref ? ref->key : "");
 	}
 
-	printf("\ncoverage: one call on a populated range "
-	       "(uffd: range registered MISSING)\n");
-	printf("%-34s %-22s %s\n", "operation", "libgdrcache hooks",
-	       "userfaultfd events");
+	printf("\ncoverage: one call on a populated range, "
+	       "what each mechanism saw\n");
+	printf("%-31s %-17s %-19s %s\n", "operation", "libgdrcache hooks",
+	       "uffd, MISSING reg.", "uffd, WP-only reg.");
 	for (int op = 0; op < HC_OP_COUNT; op++)
-		printf("%-34s %-22s %s\n", hookcost_op_names[op],
-		       hookcost_cov[op][0], hookcost_cov[op][1]);
+		printf("%-31s %-17s %-19s %s\n", hookcost_op_names[op],
+		       hookcost_cov[op][0], hookcost_cov[op][1],
+		       hookcost_cov[op][2]);
 
 	printf("\nuserfaultfd: %s; vm.unprivileged_userfaultfd = %d\n",
 	       hookcost_uinfo.how,
@@ -1843,6 +1947,8 @@ static int hookcost_json(const char *path)
 		hookcost_json_str(f, hookcost_cov[op][0]);
 		fprintf(f, ", \"uffd\": ");
 		hookcost_json_str(f, hookcost_cov[op][1]);
+		fprintf(f, ", \"uffd_wp\": ");
+		hookcost_json_str(f, hookcost_cov[op][2]);
 		fputc('}', f);
 	}
 	fprintf(f, "],\n \"checks\": [");
