@@ -11,12 +11,16 @@ jobs=$(nproc)
 
 bash "$top/scripts/deps.sh"
 
+passed=0
 run_suite() {
-	local dir=$1
+	local dir=$1 n
 	shift
 	cmake -S "$top" -B "$dir" -DGDRC_WERROR=ON "$@" >/dev/null
 	cmake --build "$dir" -j"$jobs" >/dev/null
-	(cd "$dir" && ctest --output-on-failure -j"$jobs")
+	(cd "$dir" && ctest --output-on-failure -j"$jobs") | tee "$dir/ctest.log"
+	n=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\).*/\1/p' \
+		"$dir/ctest.log")
+	passed=$((passed + ${n:-0}))
 }
 
 echo "== plain build"
@@ -31,15 +35,17 @@ echo "== install and build an example against the installed package"
 inst=$(mktemp -d)
 trap 'rm -rf "$inst"' EXIT
 cmake --install "$prefix-test" --prefix "$inst" >/dev/null
-PKG_CONFIG_PATH="$inst/lib/pkgconfig:$inst/lib/x86_64-linux-gnu/pkgconfig" \
-	cc -std=c99 -Wall -Wextra -Werror -pedantic \
+pc="pkg-config --define-variable=prefix=$inst"
+export PKG_CONFIG_PATH="$inst/lib/pkgconfig:$inst/lib/x86_64-linux-gnu/pkgconfig"
+cc -std=c99 -Wall -Wextra -Werror -pedantic \
 	"$top/examples/01_register_host.c" -o "$inst/example" \
-	$(PKG_CONFIG_PATH="$inst/lib/pkgconfig:$inst/lib/x86_64-linux-gnu/pkgconfig" \
-		pkg-config --cflags --libs gdrcache)
+	$($pc --cflags gdrcache) $($pc --libs gdrcache)
 LD_LIBRARY_PATH="$inst/lib:$inst/lib/x86_64-linux-gnu" "$inst/example"
 cmake -S "$top/examples/cmake" -B "$inst/consumer" \
 	-DCMAKE_PREFIX_PATH="$inst" >/dev/null
 cmake --build "$inst/consumer" >/dev/null
 LD_LIBRARY_PATH="$inst/lib:$inst/lib/x86_64-linux-gnu" \
 	"$inst/consumer/consumer"
-echo "1 passed, 0 failed: installed package builds and runs an example"
+passed=$((passed + 2))
+echo "== installed package: pkg-config and find_package consumers ran"
+echo "all: $passed passed, 0 failed"
