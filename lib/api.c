@@ -111,7 +111,9 @@ static void registry_del(struct gdrc_ctx *ctx)
  */
 static void hooks_check(void)
 {
-	if (!gdrc_hooks_active() || gdrc_hooks_intact())
+	/* The probe is one load; the full check reads five functions. */
+	if (gdrc_likely(gdrc_hooks_probe_ok()) || !gdrc_hooks_active() ||
+	    gdrc_hooks_intact())
 		return;
 	pthread_mutex_lock(&registry_lock);
 	if (!hooks_lost_seen) {

@@ -2,6 +2,7 @@
 /*
  * stats.c - names of the counters and their dumps.  No state, no lock.
  */
+#include <stdarg.h>
 #include <stdio.h>
 
 #include "gdrc_int.h"
@@ -39,38 +40,46 @@ GDRC_API const char *gdrc_stat_name(enum gdrc_stat stat)
 	return stat_names[stat];
 }
 
+/* snprintf into buf at *off; past the end it only measures. */
+static void __attribute__((format(printf, 4, 5)))
+emit(char *buf, size_t buflen, size_t *off, const char *fmt, ...)
+{
+	char scratch[1];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	if (*off < buflen)
+		n = vsnprintf(buf + *off, buflen - *off, fmt, ap);
+	else
+		n = vsnprintf(scratch, 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*off += (size_t)n;
+}
+
 gdrc_status_t gdrc_stats_format(const uint64_t *values,
 				enum gdrc_dump_format format, char *buf,
 				size_t buflen, size_t *needed_p)
 {
+	int json = format == GDRC_DUMP_JSON;
 	size_t off = 0;
-	int n;
 
-	if ((format != GDRC_DUMP_TEXT && format != GDRC_DUMP_JSON) ||
-	    (!buf && buflen))
+	if ((format != GDRC_DUMP_TEXT && !json) || (!buf && buflen))
 		return GDRC_ERR_INVALID_PARAM;
 
-	/* snprintf with a zero size measures; keep measuring past the end. */
-#define EMIT(...)                                                            \
-	do {                                                                 \
-		n = snprintf(buf && off < buflen ? buf + off : NULL,         \
-			     off < buflen ? buflen - off : 0, __VA_ARGS__);  \
-		off += (size_t)n;                                            \
-	} while (0)
-
-	if (format == GDRC_DUMP_JSON)
-		EMIT("{");
+	if (json)
+		emit(buf, buflen, &off, "{");
 	for (int i = 0; i < GDRC_STAT_COUNT; i++) {
-		if (format == GDRC_DUMP_JSON)
-			EMIT("%s\"%s\": %llu", i ? ", " : "", stat_names[i],
-			     (unsigned long long)values[i]);
+		if (json)
+			emit(buf, buflen, &off, "%s\"%s\": %llu", i ? ", " : "",
+			     stat_names[i], (unsigned long long)values[i]);
 		else
-			EMIT("%s %llu\n", stat_names[i],
+			emit(buf, buflen, &off, "%s %llu\n", stat_names[i],
 			     (unsigned long long)values[i]);
 	}
-	if (format == GDRC_DUMP_JSON)
-		EMIT("}");
-#undef EMIT
+	if (json)
+		emit(buf, buflen, &off, "}");
 
 	if (needed_p)
 		*needed_p = off;
