@@ -14,6 +14,17 @@
  *                     it is evicted (limits) or invalidated (the memory
  *                     was unmapped or freed).
  *
+ * GPU memory
+ *   With a CUDA driver present (loaded at run time; nothing CUDA is needed
+ *   to build), every miss classifies its pointer with one
+ *   cuPointerGetAttributes call: host memory (plain, registered or
+ *   cuMemHostAlloc'd) takes the host path; device, stream-ordered pool and
+ *   VMM memory are registered as the whole allocation rounded out to
+ *   64 KiB; managed memory is refused (GDRC_ERR_UNSUPPORTED).  A hit is
+ *   validated against the allocation's CU_POINTER_ATTRIBUTE_BUFFER_ID, so
+ *   a free and reallocation at the same address is never served stale.
+ *   CU_POINTER_ATTRIBUTE_SYNC_MEMOPS is set once per allocation.
+ *
  * Invalidation
  *   Host memory: libgdrcache watches munmap, mremap, madvise(DONTNEED,
  *   FREE, REMOVE), brk/sbrk shrinking and mmap(MAP_FIXED) over an old
@@ -43,6 +54,10 @@
  *   GDRC_BACKEND        auto, verbs or none
  *   GDRC_STATS          1 prints the counters at gdrc_fini
  *   GDRC_CHECK          1 checks the cache's invariants after each change
+ *   GDRC_CUDA_LIBRARY   the CUDA driver to load (libcuda.so.1; none: off)
+ *   GDRC_VALIDATE       auto, always or hooks: BUFFER_ID checks on GPU hits
+ *   GDRC_WHOLE_ALLOC_MAX  GPU allocations up to this size are registered
+ *                       whole; larger ones by the requested range
  *
  * Include this header alone: it needs neither verbs.h nor a CUDA header.
  */
@@ -212,6 +227,9 @@ enum gdrc_backend {
  *         GDRC_ERR_NO_MEMORY if memory could not be pinned even after
  *         evicting every unused registration;
  *         GDRC_ERR_VERBS if ibv_reg_mr failed otherwise;
+ *         GDRC_ERR_UNSUPPORTED for managed (unified) memory, or a range
+ *         that runs past the end of its GPU allocation;
+ *         GDRC_ERR_CUDA if classifying the pointer failed;
  *         GDRC_ERR_FORK in a child, on its parent's context.
  *
  * Thread safe.  A hit takes no lock and makes no system call.
@@ -228,22 +246,39 @@ GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
  */
 GDRC_API void gdrc_mr_put(struct gdrc_ctx *ctx, struct gdrc_mr *mr);
 
+/* What a pointer is (gdrc_ptr_query, gdrc_mr_info.kind). */
+enum gdrc_ptr_kind {
+	GDRC_PTR_HOST = 0,        /* host memory CUDA does not know */
+	GDRC_PTR_HOST_PINNED = 1, /* cuMemHostAlloc'd or host-registered */
+	GDRC_PTR_DEVICE = 2,      /* cuMemAlloc / cudaMalloc */
+	GDRC_PTR_POOL = 3,        /* stream-ordered pool (cuMemAllocAsync) */
+	GDRC_PTR_VMM = 4,         /* cuMemCreate + cuMemMap */
+	GDRC_PTR_MANAGED = 5,     /* unified memory: never registered */
+};
+
 /* Bits of gdrc_mr_info.flags. */
 #define GDRC_MR_INFO_CACHED (1u << 0)      /* findable by gdrc_mr_get */
 #define GDRC_MR_INFO_INVALIDATED (1u << 1) /* removed; valid until put */
+#define GDRC_MR_INFO_SYNC_MEMOPS (1u << 2) /* set on the allocation */
+#define GDRC_MR_INFO_SYNC_MEMOPS_CTX (1u << 3) /* set on its context */
+#define GDRC_MR_INFO_NO_SYNC_MEMOPS (1u << 4)  /* could not be set */
+#define GDRC_MR_INFO_TAG_CHECKED (1u << 5) /* hits check the BUFFER_ID */
 
 struct gdrc_mr_info {
-	uint64_t id;       /* unique in the process, never reused */
-	uintptr_t addr;    /* start of the range actually registered */
-	size_t length;     /* its length */
-	int mem_type;      /* enum gdrc_mem_type */
-	int backend;       /* enum gdrc_backend */
-	int device;        /* CUDA device ordinal; -1 for host memory */
-	uint32_t access;   /* GDRC_ACCESS_* actually registered */
-	uint32_t lkey;     /* 0 with the none backend */
-	uint32_t rkey;     /* 0 with the none backend */
-	uint32_t flags;    /* GDRC_MR_INFO_* */
-	uint32_t reserved; /* zero */
+	uint64_t id;        /* unique in the process, never reused */
+	uintptr_t addr;     /* start of the range actually registered */
+	size_t length;      /* its length */
+	int mem_type;       /* enum gdrc_mem_type */
+	int backend;        /* enum gdrc_backend */
+	int device;         /* CUDA device ordinal; -1 for host memory */
+	uint32_t access;    /* GDRC_ACCESS_* actually registered */
+	uint32_t lkey;      /* 0 with the none backend */
+	uint32_t rkey;      /* 0 with the none backend */
+	uint32_t flags;     /* GDRC_MR_INFO_* */
+	int kind;           /* enum gdrc_ptr_kind */
+	uint64_t buffer_id; /* GPU: the allocation's BUFFER_ID; else 0 */
+	uintptr_t key_addr; /* the range hits are served for: the */
+	size_t key_length;  /* allocation (GPU) or addr/length (host) */
 };
 
 /**
@@ -260,6 +295,47 @@ GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
 GDRC_API uint32_t gdrc_mr_lkey(const struct gdrc_mr *mr);
 /** @return the remote key of a held registration (0 if mr is NULL). */
 GDRC_API uint32_t gdrc_mr_rkey(const struct gdrc_mr *mr);
+
+/* ====================================================================
+ * GPU memory
+ * ==================================================================== */
+
+/* Bits of gdrc_ptr_info.flags. */
+#define GDRC_PTR_INFO_CACHED (1u << 0) /* answered from a registration */
+
+struct gdrc_ptr_info {
+	int mem_type;         /* enum gdrc_mem_type */
+	int kind;             /* enum gdrc_ptr_kind */
+	int device;           /* CUDA ordinal; -1 for host memory */
+	uint32_t flags;       /* GDRC_PTR_INFO_* */
+	uint64_t buffer_id;   /* CU_POINTER_ATTRIBUTE_BUFFER_ID; 0 if none */
+	uintptr_t alloc_base; /* the allocation holding ptr; 0 for plain */
+	size_t alloc_size;    /* host memory */
+};
+
+/**
+ * What is this pointer?  Answered from a cached registration when one
+ * covers ptr (validated like a hit), else with one
+ * cuPointerGetAttributes call; without a CUDA driver, everything is
+ * GDRC_PTR_HOST.
+ *
+ * @return GDRC_OK; GDRC_ERR_INVALID_PARAM for a NULL ctx, ptr or info_p;
+ *         GDRC_ERR_CUDA if the driver failed; GDRC_ERR_FORK.
+ * Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *ctx, const void *ptr,
+				      struct gdrc_ptr_info *info_p);
+
+/**
+ * Is GPU support on for this context?
+ * @param [out] reason_p  set to why not (a static string), or NULL when
+ *                        it is on; may be NULL.
+ * @return GDRC_OK when on; GDRC_ERR_NO_DEVICE when the driver could not
+ *         be loaded, has no device, or GDRC_CUDA_LIBRARY=none;
+ *         GDRC_ERR_INVALID_PARAM for a NULL ctx.  Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_gpu_status(struct gdrc_ctx *ctx,
+				       const char **reason_p);
 
 /* ====================================================================
  * Invalidation
@@ -305,6 +381,10 @@ enum gdrc_stat {
 	GDRC_STAT_MEM_EVENTS,        /* host unmap events received */
 	GDRC_STAT_INVQ_MERGES,       /* events merged into a wider one */
 	GDRC_STAT_LIMIT_REJECTS,     /* gets refused with GDRC_ERR_LIMIT */
+	GDRC_STAT_INV_TAG_CHECK,     /* invalidations by a BUFFER_ID mismatch */
+	GDRC_STAT_TAG_CHECKS,        /* BUFFER_ID queries made on hits */
+	GDRC_STAT_SYNC_MEMOPS_SET,   /* allocations given SYNC_MEMOPS */
+	GDRC_STAT_CLASSIFY_CALLS,    /* cuPointerGetAttributes on misses */
 	GDRC_STAT_COUNT
 };
 

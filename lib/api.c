@@ -13,11 +13,14 @@
  * Lock order: registry_lock, then a cache's locks (cache.h).
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache/cache.h"
+#include "classify/classify.h"
 #include "config/config.h"
+#include "cuda/cuda_loader.h"
 #include "gdrc_int.h"
 #include "hooks/hooks.h"
 #include "log/log.h"
@@ -39,6 +42,8 @@
 struct gdrc_ctx {
 	struct gdrc_cache cache;  /* first: the fast path reads it */
 	struct gdrc_knobs knobs;  /* fixed after init */
+	const struct gdrc_cuda *cuda; /* NULL: no GPU support */
+	char gpu_reason[256];     /* why cuda is NULL */
 	int hooks_slot;           /* subscription, or -1 */
 	int registry_slot;        /* index in registry[] */
 };
@@ -174,6 +179,33 @@ static int host_caching(const struct gdrc_knobs *knobs)
 	return 0;
 }
 
+/* The cache's tag check: is the region's allocation still there? */
+static int ctx_tag_ok(void *arg, const struct gdrc_mr *r)
+{
+	return gdrc_classify_tag_ok(arg, r->start, r->buffer_id);
+}
+
+static void gpu_setup(struct gdrc_ctx *ctx)
+{
+	const char *lib = ctx->knobs.cuda_library;
+
+	if (!strcmp(lib, "none")) {
+		snprintf(ctx->gpu_reason, sizeof(ctx->gpu_reason),
+			 "GDRC_CUDA_LIBRARY=none");
+		return;
+	}
+	ctx->cuda = gdrc_cuda_get(lib);
+	if (!ctx->cuda) {
+		snprintf(ctx->gpu_reason, sizeof(ctx->gpu_reason), "%s",
+			 gdrc_cuda_reason());
+		return;
+	}
+	if (ctx->knobs.validate == GDRC_KNOB_VALIDATE_HOOKS)
+		gdrc_warn("GDRC_VALIDATE=hooks trusts free interception, which "
+			  "does not cover CUDA frees yet: report them with "
+			  "gdrc_invalidate");
+}
+
 static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 			       const struct gdrc_config *cfg)
 {
@@ -199,6 +231,9 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 	p.max_bytes = ctx->knobs.max_bytes;
 	p.check = ctx->knobs.check;
 	p.cache_host = host_caching(&ctx->knobs);
+	gpu_setup(ctx);
+	p.tag_ok = ctx_tag_ok;
+	p.tag_arg = (void *)ctx->cuda;
 	return gdrc_cache_init(&ctx->cache, &p);
 }
 
@@ -290,6 +325,94 @@ static int range_ok(const void *addr, size_t len)
 	       len <= UINTPTR_MAX - GDRC_MAX_ROUNDING - start;
 }
 
+/*
+ * Fill req for GPU memory: the whole allocation is the key range (hits
+ * inside it are served), unless it is larger than GDRC_WHOLE_ALLOC_MAX,
+ * in which case the request rounded to GPU pages, within the allocation.
+ * SYNC_MEMOPS is set here, before any registration of the allocation is
+ * handed out.
+ */
+static gdrc_status_t req_gpu(struct gdrc_ctx *ctx, const struct gdrc_class *cls,
+			     struct gdrc_cache_req *req)
+{
+	const struct gdrc_ptr_info *info = &cls->info;
+	uintptr_t alloc_end = info->alloc_base + info->alloc_size;
+	int did_set;
+
+	if (info->kind == GDRC_PTR_MANAGED) {
+		gdrc_debug("%#lx is managed memory: not registered",
+			   (unsigned long)req->start);
+		return GDRC_ERR_UNSUPPORTED;
+	}
+	if (req->end > alloc_end) {
+		gdrc_error("%#lx+%lu runs past its cuda allocation (%#lx+%zu)",
+			   (unsigned long)req->start,
+			   (unsigned long)(req->end - req->start),
+			   (unsigned long)info->alloc_base, info->alloc_size);
+		return GDRC_ERR_UNSUPPORTED;
+	}
+	req->mem_type = GDRC_MEM_CUDA;
+	req->kind = info->kind;
+	req->device = info->device;
+	req->buffer_id = info->buffer_id;
+	req->alloc_start = info->alloc_base;
+	req->alloc_end = alloc_end;
+	req->reg_align = GDRC_GPU_PAGE_SIZE;
+	req->tag_check = ctx->knobs.validate != GDRC_KNOB_VALIDATE_HOOKS;
+	if (info->alloc_size <= ctx->knobs.whole_alloc_max) {
+		req->key_start = info->alloc_base;
+		req->key_end = alloc_end;
+	} else {
+		req->key_start = gdrc_align_down(req->start, GDRC_GPU_PAGE_SIZE);
+		req->key_end = gdrc_align_up(req->end, GDRC_GPU_PAGE_SIZE);
+		if (req->key_start < info->alloc_base)
+			req->key_start = info->alloc_base;
+		if (req->key_end > alloc_end)
+			req->key_end = alloc_end;
+	}
+	req->info_flags = gdrc_classify_sync_memops(ctx->cuda, cls, &did_set);
+	if (did_set)
+		gdrc_cache_stat_add(&ctx->cache, GDRC_STAT_SYNC_MEMOPS_SET, 1);
+	if (req->tag_check)
+		req->info_flags |= GDRC_MR_INFO_TAG_CHECKED;
+	return GDRC_OK;
+}
+
+/* Not found by the fast path: the tree, then classify and register. */
+static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
+				 uintptr_t end, uint32_t access,
+				 uint32_t flags, struct gdrc_mr **mr_p)
+{
+	struct gdrc_cache_req req = {
+		.start = start, .end = end, .access = access, .flags = flags,
+		.mem_type = GDRC_MEM_HOST, .kind = GDRC_PTR_HOST, .device = -1,
+	};
+	struct gdrc_class cls;
+	gdrc_status_t status;
+	int ret;
+
+	hooks_check();
+	if (!(flags & GDRC_GET_UNCACHED)) {
+		ret = gdrc_cache_lookup(&ctx->cache, start, end, access, 1,
+					mr_p);
+		if (ret)
+			return ret < 0 ? (gdrc_status_t)ret : GDRC_OK;
+	}
+	if (ctx->cuda) {
+		gdrc_cache_stat_add(&ctx->cache, GDRC_STAT_CLASSIFY_CALLS, 1);
+		status = gdrc_classify(ctx->cuda, start, &cls);
+		if (status)
+			return status;
+		req.kind = cls.info.kind;
+		if (cls.info.mem_type == GDRC_MEM_CUDA) {
+			status = req_gpu(ctx, &cls, &req);
+			if (status)
+				return status;
+		}
+	}
+	return gdrc_cache_get_miss(&ctx->cache, &req, mr_p);
+}
+
 GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
 				   size_t len, uint32_t access, uint32_t flags,
 				   struct gdrc_mr **mr_p)
@@ -310,9 +433,7 @@ GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
 			return GDRC_OK;
 		}
 	}
-	hooks_check();
-	return gdrc_cache_get_slow(&ctx->cache, start, end, access, flags,
-				   mr_p);
+	return mr_get_slow(ctx, start, end, access, flags, mr_p);
 }
 
 GDRC_API void gdrc_mr_put(struct gdrc_ctx *ctx, struct gdrc_mr *mr)
@@ -340,8 +461,13 @@ GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
 				 memory_order_acquire);
 	memset(info_p, 0, sizeof(*info_p));
 	info_p->id = mr->id;
-	info_p->addr = mr->start;
-	info_p->length = mr->end - mr->start;
+	info_p->addr = mr->reg_start;
+	info_p->length = mr->reg_end - mr->reg_start;
+	info_p->key_addr = mr->start;
+	info_p->key_length = mr->end - mr->start;
+	info_p->kind = mr->kind;
+	info_p->buffer_id = mr->buffer_id;
+	info_p->flags = mr->info_flags;
 	info_p->mem_type = mr->mem_type;
 	info_p->backend = mr->cache->p.ops->backend;
 	info_p->device = mr->device;
@@ -363,6 +489,50 @@ GDRC_API uint32_t gdrc_mr_lkey(const struct gdrc_mr *mr)
 GDRC_API uint32_t gdrc_mr_rkey(const struct gdrc_mr *mr)
 {
 	return mr ? mr->rkey : 0;
+}
+
+GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *ctx, const void *ptr,
+				      struct gdrc_ptr_info *info_p)
+{
+	uintptr_t p = (uintptr_t)ptr;
+	struct gdrc_class cls;
+	gdrc_status_t status;
+	struct gdrc_mr *r;
+	int ret;
+
+	if (!ctx || !ptr || !info_p || !range_ok(ptr, 1))
+		return GDRC_ERR_INVALID_PARAM;
+	ret = gdrc_cache_lookup(&ctx->cache, p, p + 1, 0, 0, &r);
+	if (ret < 0)
+		return (gdrc_status_t)ret;
+	if (ret) {
+		memset(info_p, 0, sizeof(*info_p));
+		info_p->mem_type = r->mem_type;
+		info_p->kind = r->kind;
+		info_p->device = r->device;
+		info_p->flags = GDRC_PTR_INFO_CACHED;
+		info_p->buffer_id = r->buffer_id;
+		info_p->alloc_base = r->alloc_start;
+		info_p->alloc_size = r->alloc_end - r->alloc_start;
+		gdrc_cache_put(&ctx->cache, r);
+		return GDRC_OK;
+	}
+	if (ctx->cuda)
+		gdrc_cache_stat_add(&ctx->cache, GDRC_STAT_CLASSIFY_CALLS, 1);
+	status = gdrc_classify(ctx->cuda, p, &cls);
+	if (!status)
+		*info_p = cls.info;
+	return status;
+}
+
+GDRC_API gdrc_status_t gdrc_gpu_status(struct gdrc_ctx *ctx,
+				       const char **reason_p)
+{
+	if (!ctx)
+		return GDRC_ERR_INVALID_PARAM;
+	if (reason_p)
+		*reason_p = ctx->cuda ? NULL : ctx->gpu_reason;
+	return ctx->cuda ? GDRC_OK : GDRC_ERR_NO_DEVICE;
 }
 
 GDRC_API gdrc_status_t gdrc_invalidate(struct gdrc_ctx *ctx, const void *addr,

@@ -190,7 +190,7 @@ static void slab_free(struct gdrc_cache *c, struct gdrc_mr *r)
 static void region_publish(struct gdrc_cache *c, struct gdrc_mr *r)
 {
 	uint64_t w = atomic_load_explicit(&r->word, memory_order_relaxed);
-	uint64_t len = r->end - r->start;
+	uint64_t len = r->reg_end - r->reg_start;
 	uint64_t pinned, max;
 
 	while (!atomic_compare_exchange_weak_explicit(
@@ -223,7 +223,7 @@ static int region_claim_dead(struct gdrc_cache *c, struct gdrc_mr *r)
 			    &r->word, &w, w | REGION_DEAD,
 			    memory_order_acq_rel, memory_order_acquire)) {
 			atomic_fetch_sub_explicit(&c->pinned_bytes,
-						  r->end - r->start,
+						  r->reg_end - r->reg_start,
 						  memory_order_relaxed);
 			atomic_fetch_sub_explicit(&c->nalive, 1,
 						  memory_order_relaxed);
@@ -237,8 +237,8 @@ static int region_claim_dead(struct gdrc_cache *c, struct gdrc_mr *r)
 static void region_release(struct gdrc_cache *c, struct gdrc_mr *r)
 {
 	struct gdrc_pin_reg reg = {
-		.addr = r->start,
-		.length = r->end - r->start,
+		.addr = r->reg_start,
+		.length = r->reg_end - r->reg_start,
 		.access = r->access,
 		.mem_type = r->mem_type,
 		.handle = r->handle,
@@ -468,6 +468,7 @@ struct collect {
 	uintptr_t end;
 	uint32_t access;
 	int subsume;          /* collect only regions inside [start, end) */
+	const struct gdrc_cache_req *req; /* subsume, stale: the memory */
 };
 
 /* Overlap walks may not change the tree: collect, then remove. */
@@ -478,7 +479,8 @@ static int collect_fn(struct gdrc_itree_node *node, void *arg)
 
 	if (col->subsume &&
 	    (r->start < col->start || r->end > col->end ||
-	     (r->access & ~col->access)))
+	     (r->access & ~col->access) || r->mem_type != col->req->mem_type ||
+	     r->buffer_id != col->req->buffer_id))
 		return 0;
 	r->free_next = col->list;
 	col->list = r;
@@ -565,21 +567,31 @@ static void unlock_and_release(struct gdrc_cache *c, struct cache_defer *d)
  * Lookup
  * ==================================================================== */
 
-static int access_ok_fn(struct gdrc_itree_node *node, void *arg)
+struct cover_arg {
+	uint32_t access;
+	int mem_type;       /* with buffer_id: the identity a region must */
+	uint64_t buffer_id; /* have; mem_type < 0 accepts any */
+};
+
+static int cover_ok_fn(struct gdrc_itree_node *node, void *arg)
 {
 	const struct gdrc_mr *r = gdrc_container_of(node, struct gdrc_mr,
 						    node);
+	const struct cover_arg *a = arg;
 
-	return !(*(const uint32_t *)arg & ~r->access);
+	if (a->access & ~r->access)
+		return 0;
+	return a->mem_type < 0 ||
+	       (r->mem_type == a->mem_type && r->buffer_id == a->buffer_id);
 }
 
 static struct gdrc_mr *find_cover(struct gdrc_cache *c, uintptr_t start,
-				  uintptr_t end, uint32_t access)
+				  uintptr_t end, const struct cover_arg *a)
 {
 	struct gdrc_itree_node *node;
 
-	node = gdrc_itree_find_cover(&c->tree, start, end, access_ok_fn,
-				     &access);
+	node = gdrc_itree_find_cover(&c->tree, start, end, cover_ok_fn,
+				     (void *)a);
 	return node ? gdrc_container_of(node, struct gdrc_mr, node) : NULL;
 }
 
@@ -591,21 +603,74 @@ static void hit(struct gdrc_cache *c, struct gdrc_mr *r)
 
 	atomic_fetch_add_explicit(&r->word, 1, memory_order_acquire);
 	atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
+}
+
+/* Count a hit and let the fast path find r next time. */
+static void hit_done(struct gdrc_cache *c, struct gdrc_mr *r)
+{
 	tls_count_hit(c);
 	tls_remember(c, r);
 }
 
-static struct gdrc_mr *get_tree(struct gdrc_cache *c, uintptr_t start,
-				uintptr_t end, uint32_t access)
+/* Remove one region if it is still cached (tag check failed). */
+static void invalidate_region(struct gdrc_cache *c, struct gdrc_mr *r,
+			      int source)
 {
+	struct cache_defer d = { 0 };
+
+	pthread_rwlock_wrlock(&c->lock);
+	drain(c, &d);
+	if (!(atomic_load_explicit(&r->word, memory_order_acquire) &
+	      REGION_INVALID)) {
+		region_remove(c, r, GDRC_STAT_MISS_INVALIDATED, &d);
+		stat_add(c, GDRC_STAT_INVALIDATIONS, 1);
+		stat_add(c, source, 1);
+	}
+	unlock_and_release(c, &d);
+}
+
+/* Outside the lock: does a GPU region still hold its allocation? */
+static int tag_valid(struct gdrc_cache *c, struct gdrc_mr *r)
+{
+	int shard;
+
+	if (!r->tag_check)
+		return 1;
+	shard = tls_shard();
+	gdrc_shard_inc(&c->shards[shard].tag_checks, shard);
+	if (c->p.tag_ok(c->p.tag_arg, r))
+		return 1;
+	invalidate_region(c, r, GDRC_STAT_INV_TAG_CHECK);
+	gdrc_cache_unref(c, r);
+	return 0;
+}
+
+void gdrc_cache_stat_add(struct gdrc_cache *c, int stat, uint64_t n)
+{
+	stat_add(c, stat, n);
+}
+
+int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		      uint32_t access, int count_hit, struct gdrc_mr **mr_p)
+{
+	struct cover_arg a = { .access = access, .mem_type = -1 };
 	struct gdrc_mr *r;
 
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return GDRC_ERR_FORK;
+	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
+		return 0; /* the miss path drains first */
 	pthread_rwlock_rdlock(&c->lock);
-	r = find_cover(c, start, end, access);
+	r = find_cover(c, start, end, &a);
 	if (r)
 		hit(c, r);
 	pthread_rwlock_unlock(&c->lock);
-	return r;
+	if (!r || !tag_valid(c, r))
+		return 0;
+	if (count_hit)
+		hit_done(c, r);
+	*mr_p = r;
+	return 1;
 }
 
 /* ====================================================================
@@ -613,12 +678,22 @@ static struct gdrc_mr *get_tree(struct gdrc_cache *c, uintptr_t start,
  * ==================================================================== */
 
 struct miss_plan {
-	uintptr_t start; /* range and access to register */
+	uintptr_t start;  /* key range */
 	uintptr_t end;
+	uintptr_t reg_start; /* registered range */
+	uintptr_t reg_end;
 	uint32_t access;
-	int cause;       /* GDRC_STAT_MISS_* */
-	int cached;      /* insert into the tree */
+	int cause;        /* GDRC_STAT_MISS_* */
+	int cached;       /* insert into the tree */
+	const struct gdrc_cache_req *req;
 };
+
+/* Same memory as the request: same kind of memory, same allocation. */
+static int same_identity(const struct gdrc_mr *r,
+			 const struct gdrc_cache_req *req)
+{
+	return r->mem_type == req->mem_type && r->buffer_id == req->buffer_id;
+}
 
 static int widen_fn(struct gdrc_itree_node *node, void *arg)
 {
@@ -626,6 +701,8 @@ static int widen_fn(struct gdrc_itree_node *node, void *arg)
 						    node);
 	struct miss_plan *plan = arg;
 
+	if (!same_identity(r, plan->req))
+		return 0;
 	if (r->start < plan->start)
 		plan->start = r->start;
 	if (r->end > plan->end)
@@ -634,30 +711,74 @@ static int widen_fn(struct gdrc_itree_node *node, void *arg)
 	return 0;
 }
 
-/*
- * Decide the range to register and why it missed.  A cached region that
- * covers the range with too few rights, or that overlaps it, is merged
- * into the new one (range and rights), and retired once the new one is
- * in; only overlapping, never merely adjacent, ranges merge, since one
- * registration must not span two allocations.
- */
-static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan)
+static int stale_fn(struct gdrc_itree_node *node, void *arg)
 {
-	uintptr_t start = plan->start, end = plan->end;
+	struct gdrc_mr *r = gdrc_container_of(node, struct gdrc_mr, node);
+	struct collect *col = arg;
 
+	if (same_identity(r, col->req))
+		return 0;
+	r->free_next = col->list;
+	col->list = r;
+	return 0;
+}
+
+static int overlap_any_fn(struct gdrc_itree_node *node, void *arg)
+{
+	(void)node;
+	(void)arg;
+	return 1;
+}
+
+/*
+ * Decide what to register and why it missed.
+ *
+ * A cached region of other memory overlapping the request is stale:
+ * allocations never overlap, so a region whose identity (memory type,
+ * BUFFER_ID) differs from what the driver reports here now was made for
+ * memory freed since (a free no hook saw).  It is dropped.
+ *
+ * A region of the same memory that covers the range with too few rights,
+ * or overlaps without covering, is merged into the new one (ranges and
+ * rights), and retired once the new one is in; only overlapping, never
+ * merely adjacent, ranges merge, since one registration must not span two
+ * allocations.  GPU merges stay inside the allocation.
+ */
+static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan,
+		      struct cache_defer *d)
+{
+	const struct gdrc_cache_req *req = plan->req;
+	struct cover_arg any = { .mem_type = req->mem_type,
+				 .buffer_id = req->buffer_id };
+	struct collect stale = { .req = req };
+	unsigned n;
+
+	gdrc_itree_overlap(&c->tree, plan->start, plan->end, stale_fn,
+			   &stale);
+	n = remove_collected(c, &stale, GDRC_STAT_MISS_INVALIDATED, d);
+	stat_add(c, GDRC_STAT_INVALIDATIONS, n);
+	stat_add(c, GDRC_STAT_INV_TAG_CHECK, n);
 	if (!plan->cached) {
 		plan->cause = GDRC_STAT_MISS_UNCACHED;
-		return;
-	}
-	if (gdrc_itree_find_cover(&c->tree, start, end, NULL, NULL))
+	} else if (find_cover(c, plan->start, plan->end, &any)) {
 		plan->cause = GDRC_STAT_MISS_ACCESS;
-	else if (gdrc_itree_overlap(&c->tree, start, end,
-				    access_ok_fn,
-				    &(uint32_t){ 0 }))
+	} else if (gdrc_itree_overlap(&c->tree, plan->start, plan->end,
+				      overlap_any_fn, NULL)) {
 		plan->cause = GDRC_STAT_MISS_TOO_SMALL;
-	else
-		plan->cause = ghost_cause(c, start, end);
-	gdrc_itree_overlap(&c->tree, start, end, widen_fn, plan);
+	} else {
+		plan->cause = n ? GDRC_STAT_MISS_INVALIDATED :
+				  ghost_cause(c, plan->start, plan->end);
+	}
+	if (plan->cached)
+		gdrc_itree_overlap(&c->tree, plan->start, plan->end, widen_fn,
+				   plan);
+	if (req->mem_type == GDRC_MEM_HOST) {
+		plan->reg_start = plan->start;
+		plan->reg_end = plan->end;
+	} else {
+		plan->reg_start = gdrc_align_down(plan->start, req->reg_align);
+		plan->reg_end = gdrc_align_up(plan->end, req->reg_align);
+	}
 }
 
 static gdrc_status_t reg_with_retry(struct gdrc_cache *c,
@@ -682,11 +803,12 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 				   const struct miss_plan *plan,
 				   struct gdrc_mr **r_p)
 {
+	const struct gdrc_cache_req *req = plan->req;
 	struct gdrc_pin_reg reg = {
-		.addr = plan->start,
-		.length = plan->end - plan->start,
+		.addr = plan->reg_start,
+		.length = plan->reg_end - plan->reg_start,
 		.access = plan->access,
-		.mem_type = GDRC_MEM_HOST,
+		.mem_type = req->mem_type,
 	};
 	gdrc_status_t status;
 	struct gdrc_mr *r;
@@ -704,11 +826,19 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 					  memory_order_relaxed);
 	r->start = plan->start;
 	r->end = plan->end;
+	r->reg_start = plan->reg_start;
+	r->reg_end = plan->reg_end;
 	r->access = plan->access;
 	r->lkey = reg.lkey;
 	r->rkey = reg.rkey;
-	r->mem_type = GDRC_MEM_HOST;
-	r->device = -1;
+	r->mem_type = req->mem_type;
+	r->kind = req->kind;
+	r->device = req->device;
+	r->tag_check = req->tag_check;
+	r->buffer_id = req->buffer_id;
+	r->alloc_start = req->alloc_start;
+	r->alloc_end = req->alloc_end;
+	r->info_flags = req->info_flags;
 	r->was_cached = 0;
 	r->cache = c;
 	r->handle = reg.handle;
@@ -720,10 +850,33 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 /* Retries when unmaps keep racing with the registration. */
 #define MISS_STALE_RETRIES 3
 
-static gdrc_status_t get_miss(struct gdrc_cache *c, uintptr_t start,
-			      uintptr_t end, uint32_t access, uint32_t flags,
-			      struct gdrc_mr **mr_p)
+static void plan_init(struct gdrc_cache *c, const struct gdrc_cache_req *req,
+		      struct miss_plan *plan)
 {
+	*plan = (struct miss_plan){
+		.access = req->access,
+		.cached = !(req->flags & GDRC_GET_UNCACHED) &&
+			  (req->mem_type != GDRC_MEM_HOST ||
+			   atomic_load_explicit(&c->cache_host,
+						memory_order_relaxed)),
+		.req = req,
+	};
+	if (req->mem_type == GDRC_MEM_HOST) {
+		plan->start = gdrc_align_down(req->start, c->page_size);
+		plan->end = gdrc_align_up(req->end, c->page_size);
+	} else {
+		plan->start = req->key_start;
+		plan->end = req->key_end;
+	}
+}
+
+gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
+				  const struct gdrc_cache_req *req,
+				  struct gdrc_mr **mr_p)
+{
+	struct cover_arg want = { .access = req->access,
+				  .mem_type = req->mem_type,
+				  .buffer_id = req->buffer_id };
 	struct gdrc_inflight inflight = { 0 };
 	struct cache_defer d = { 0 };
 	struct collect col = { 0 };
@@ -732,37 +885,33 @@ static gdrc_status_t get_miss(struct gdrc_cache *c, uintptr_t start,
 	gdrc_status_t status;
 	int tries = 0;
 
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return GDRC_ERR_FORK;
 again:
-	plan = (struct miss_plan){
-		.start = gdrc_align_down(start, c->page_size),
-		.end = gdrc_align_up(end, c->page_size),
-		.access = access,
-		.cached = atomic_load_explicit(&c->cache_host,
-					       memory_order_relaxed) &&
-			  !(flags & GDRC_GET_UNCACHED),
-	};
+	plan_init(c, req, &plan);
 	pthread_rwlock_wrlock(&c->lock);
 	drain(c, &d);
 	if (plan.cached) {
-		found = find_cover(c, start, end, access);
+		found = find_cover(c, req->start, req->end, &want);
 		if (found) {
 			hit(c, found);
 			unlock_and_release(c, &d);
+			hit_done(c, found);
 			*mr_p = found;
 			return GDRC_OK;
 		}
 	}
-	plan_miss(c, &plan);
-	if (evict(c, plan.cached, plan.end - plan.start, &d)) {
+	plan_miss(c, &plan, &d);
+	if (evict(c, plan.cached, plan.reg_end - plan.reg_start, &d)) {
 		stat_add(c, GDRC_STAT_LIMIT_REJECTS, 1);
 		unlock_and_release(c, &d);
 		gdrc_debug("%#lx+%lu exceeds the cache limits",
-			   (unsigned long)plan.start,
-			   (unsigned long)(plan.end - plan.start));
+			   (unsigned long)plan.reg_start,
+			   (unsigned long)(plan.reg_end - plan.reg_start));
 		return GDRC_ERR_LIMIT;
 	}
 	c->reserved_regions += plan.cached;
-	c->reserved_bytes += plan.end - plan.start;
+	c->reserved_bytes += plan.reg_end - plan.reg_start;
 	inflight = (struct gdrc_inflight){
 		.next = c->inflight, .start = plan.start, .end = plan.end,
 	};
@@ -781,7 +930,7 @@ again:
 		}
 	}
 	c->reserved_regions -= plan.cached;
-	c->reserved_bytes -= plan.end - plan.start;
+	c->reserved_bytes -= plan.reg_end - plan.reg_start;
 	if (status) {
 		unlock_and_release(c, &d);
 		return status;
@@ -799,47 +948,30 @@ again:
 	if (plan.cached) {
 		/* Another thread may have cached the same range meanwhile:
 		 * serve that (a hit) and drop ours. */
-		found = find_cover(c, start, end, access);
+		found = find_cover(c, req->start, req->end, &want);
 		if (found) {
 			hit(c, found);
 			unlock_and_release(c, &d);
+			hit_done(c, found);
 			gdrc_cache_unref(c, r);
 			*mr_p = found;
 			return GDRC_OK;
 		}
 		col = (struct collect){ .start = plan.start, .end = plan.end,
-					.access = plan.access, .subsume = 1 };
+					.access = plan.access, .subsume = 1,
+					.req = req };
 		gdrc_itree_overlap(&c->tree, plan.start, plan.end, collect_fn,
 				   &col);
 		remove_collected(c, &col, 0, &d);
 		region_insert(c, r);
-		tls_remember(c, r);
 	}
 	stat_add(c, GDRC_STAT_MISSES, 1);
 	stat_add(c, plan.cause, 1);
 	unlock_and_release(c, &d);
+	if (plan.cached)
+		tls_remember(c, r);
 	*mr_p = r;
 	return GDRC_OK;
-}
-
-gdrc_status_t gdrc_cache_get_slow(struct gdrc_cache *c, uintptr_t start,
-				  uintptr_t end, uint32_t access,
-				  uint32_t flags, struct gdrc_mr **mr_p)
-{
-	struct gdrc_mr *r;
-
-	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
-		return GDRC_ERR_FORK;
-	if (atomic_load_explicit(&c->cache_host, memory_order_relaxed) &&
-	    !(flags & GDRC_GET_UNCACHED) &&
-	    !atomic_load_explicit(&c->invq.pending, memory_order_acquire)) {
-		r = get_tree(c, start, end, access);
-		if (r) {
-			*mr_p = r;
-			return GDRC_OK;
-		}
-	}
-	return get_miss(c, start, end, access, flags, mr_p);
 }
 
 /* ====================================================================
@@ -897,6 +1029,8 @@ void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values)
 			&c->shards[i].hits, memory_order_relaxed);
 		values[GDRC_STAT_PUTS] += atomic_load_explicit(
 			&c->shards[i].puts, memory_order_relaxed);
+		values[GDRC_STAT_TAG_CHECKS] += atomic_load_explicit(
+			&c->shards[i].tag_checks, memory_order_relaxed);
 	}
 	pthread_rwlock_rdlock(&c->lock);
 	values[GDRC_STAT_REGIONS] = c->nregions;

@@ -63,13 +63,21 @@ struct gdrc_mr {
 	_Atomic uint64_t word;   /* refcount | REGION_INVALID | REGION_DEAD */
 	_Atomic uint64_t stamp;  /* cache tick at its last get (LRU) */
 	uint64_t id;             /* fixed: unique in the process */
-	uintptr_t start;         /* fixed: registered range [start, end) */
-	uintptr_t end;           /* fixed */
+	uintptr_t start;         /* fixed: key range [start, end): hits */
+	uintptr_t end;           /* fixed   inside it are served */
+	uintptr_t reg_start;     /* fixed: range registered (pinned); */
+	uintptr_t reg_end;       /* fixed   GPU: 64 KiB rounded, may be wider */
 	uint32_t access;         /* fixed: GDRC_ACCESS_* registered */
 	uint32_t lkey;           /* fixed */
 	uint32_t rkey;           /* fixed */
 	int mem_type;            /* fixed: enum gdrc_mem_type */
+	int kind;                /* fixed: enum gdrc_ptr_kind */
 	int device;              /* fixed: CUDA ordinal or -1 */
+	int tag_check;           /* fixed: hits check the BUFFER_ID */
+	uint64_t buffer_id;      /* fixed: GPU allocation identity, else 0 */
+	uintptr_t alloc_start;   /* fixed: GPU: the whole allocation */
+	uintptr_t alloc_end;     /* fixed */
+	uint32_t info_flags;     /* fixed: GDRC_MR_INFO_SYNC_MEMOPS* */
 	int was_cached;          /* fixed: inserted into the tree */
 	struct gdrc_cache *cache;  /* fixed: owner */
 	void *handle;            /* fixed: backend object */
@@ -115,6 +123,7 @@ extern __thread struct gdrc_tls gdrc_tls_cur
 struct gdrc_shard {
 	_Atomic uint64_t hits;
 	_Atomic uint64_t puts;
+	_Atomic uint64_t tag_checks;
 } GDRC_ALIGNED_CL;
 
 struct gdrc_cache_params {
@@ -124,6 +133,34 @@ struct gdrc_cache_params {
 	void *be;                      /* backend argument (the PD) */
 	int cache_host;                /* 0: host registrations uncached */
 	int check;                     /* invariant checks after changes */
+	/* Tag check of a GPU hit (regions with tag_check): 1 if r's
+	 * allocation is still there.  Called without any cache lock. */
+	int (*tag_ok)(void *arg, const struct gdrc_mr *r);
+	void *tag_arg;
+};
+
+/*
+ * What a miss registers.  Host memory: the cache rounds [start, end) to
+ * pages and merges overlapping host registrations itself (key and reg
+ * fields ignored).  GPU memory: the caller classified the pointer and
+ * chose both ranges.
+ */
+struct gdrc_cache_req {
+	uintptr_t start;     /* requested range */
+	uintptr_t end;
+	uint32_t access;     /* normalised GDRC_ACCESS_* */
+	uint32_t flags;      /* GDRC_GET_* */
+	int mem_type;        /* enum gdrc_mem_type */
+	int kind;            /* enum gdrc_ptr_kind */
+	int device;          /* -1 for host memory */
+	int tag_check;       /* validate hits with tag_ok */
+	uint64_t buffer_id;  /* GPU allocation identity, else 0 */
+	uint32_t info_flags; /* GDRC_MR_INFO_SYNC_MEMOPS* */
+	uintptr_t key_start; /* GPU: the allocation, or the request */
+	uintptr_t key_end;   /*      rounded to 64 KiB within it */
+	uintptr_t alloc_start; /* GPU: the allocation, to bound merges */
+	uintptr_t alloc_end;
+	uintptr_t reg_align; /* GPU: registrations round out to this */
 };
 
 /* Miss-cause memory: recently removed ranges (under cache->lock). */
@@ -187,12 +224,20 @@ void gdrc_cache_cleanup(struct gdrc_cache *c);
 void gdrc_cache_cleanup_forked(struct gdrc_cache *c);
 
 /*
- * Get a region covering [start, end) (start < end, not rounded) with
- * access (normalised).  flags: GDRC_GET_*.  See gdrc_mr_get for status.
+ * The tree path: a cached region whose key range covers [start, end)
+ * with access, validated by its tag check.  No CUDA call under the lock.
+ * @return 1 with a reference in *mr_p; 0 if none; GDRC_ERR_FORK.
  */
-gdrc_status_t gdrc_cache_get_slow(struct gdrc_cache *c, uintptr_t start,
-				  uintptr_t end, uint32_t access,
-				  uint32_t flags, struct gdrc_mr **mr_p);
+int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		      uint32_t access, int count_hit, struct gdrc_mr **mr_p);
+
+/* Count n events under a slow-path counter (enum gdrc_stat). */
+void gdrc_cache_stat_add(struct gdrc_cache *c, int stat, uint64_t n);
+
+/* The miss path: see gdrc_mr_get for the statuses. */
+gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
+				  const struct gdrc_cache_req *req,
+				  struct gdrc_mr **mr_p);
 
 /* Drop a reference; releases the region if it was the last one of an
  * invalidated region. */
@@ -264,19 +309,25 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		old = atomic_fetch_add_explicit(&r->word, 1,
 						memory_order_acquire);
 		if (gdrc_unlikely((old & (REGION_INVALID | REGION_DEAD)) ||
-				  r->id != e->id)) {
-			e->uid = 0;
-			gdrc_cache_unref(c, r);
-			return NULL;
+				  r->id != e->id))
+			goto miss;
+		s = &c->shards[t->shard];
+		if (r->tag_check) {
+			gdrc_shard_inc(&s->tag_checks, t->shard);
+			if (!c->p.tag_ok(c->p.tag_arg, r))
+				goto miss; /* the slow path drops it */
 		}
 		tick = atomic_load_explicit(&c->tick, memory_order_relaxed);
 		if (atomic_load_explicit(&r->stamp, memory_order_relaxed) !=
 		    tick)
 			atomic_store_explicit(&r->stamp, tick,
 					      memory_order_relaxed);
-		s = &c->shards[t->shard];
 		gdrc_shard_inc(&s->hits, t->shard);
 		return r;
+miss:
+		e->uid = 0;
+		gdrc_cache_unref(c, r);
+		return NULL;
 	}
 	return NULL;
 }

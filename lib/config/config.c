@@ -114,6 +114,12 @@ gdrc_status_t gdrc_config_parse(size_t i, const char *value,
 		if (!ret)
 			*(int *)field = (int)level;
 		break;
+	case GDRC_KNOB_STRING:
+		if (*value && strlen(value) < GDRC_KNOB_STR_MAX) {
+			strcpy(field, value);
+			ret = 0;
+		}
+		break;
 	}
 	if (ret) {
 		gdrc_error("invalid value '%s' for %s: %s", value, d->name,

@@ -27,6 +27,14 @@ enum gdrc_knob_backend {
 	GDRC_KNOB_BACKEND_NONE = 2,  /* track only, register nothing */
 };
 
+enum gdrc_knob_validate {
+	GDRC_KNOB_VALIDATE_AUTO = 0,   /* always, until a kernel channel */
+	GDRC_KNOB_VALIDATE_ALWAYS = 1, /* BUFFER_ID check on every GPU hit */
+	GDRC_KNOB_VALIDATE_HOOKS = 2,  /* trust free interception; no check */
+};
+
+#define GDRC_KNOB_STR_MAX 256
+
 /* Effective values of every knob. */
 struct gdrc_knobs {
 	int log_level;        /* enum gdrc_log_level */
@@ -36,6 +44,9 @@ struct gdrc_knobs {
 	int backend;          /* enum gdrc_knob_backend */
 	int stats;            /* print counters at fini */
 	int check;            /* check invariants after every change */
+	char cuda_library[GDRC_KNOB_STR_MAX]; /* "none": no GPU support */
+	int validate;         /* enum gdrc_knob_validate */
+	uint64_t whole_alloc_max; /* bytes */
 };
 
 enum gdrc_knob_type {
@@ -43,6 +54,7 @@ enum gdrc_knob_type {
 	GDRC_KNOB_BOOL,   /* 1/0, y/n, yes/no, on/off, true/false */
 	GDRC_KNOB_CHOICE, /* one word of a '|'-separated list */
 	GDRC_KNOB_LEVEL,  /* a log level name or 0..4 */
+	GDRC_KNOB_STRING, /* any text shorter than GDRC_KNOB_STR_MAX */
 };
 
 struct gdrc_knob_desc {

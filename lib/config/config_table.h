@@ -41,6 +41,20 @@ static const struct gdrc_knob_desc gdrc_knob_table[] = {
 	GDRC_KNOB("GDRC_CHECK", "0", GDRC_KNOB_BOOL, NULL, check,
 		  "check the cache's invariants after every change (slow; "
 		  "for debugging)"),
+	GDRC_KNOB("GDRC_CUDA_LIBRARY", "libcuda.so.1", GDRC_KNOB_STRING, NULL,
+		  cuda_library,
+		  "the CUDA driver library to load at run time; none turns "
+		  "GPU support off"),
+	GDRC_KNOB("GDRC_VALIDATE", "auto", GDRC_KNOB_CHOICE,
+		  "auto|always|hooks", validate,
+		  "always: check a GPU hit's BUFFER_ID against the driver; "
+		  "hooks: trust free interception and make no CUDA call on a "
+		  "hit; auto: always, unless a kernel invalidation channel "
+		  "covers the registration"),
+	GDRC_KNOB("GDRC_WHOLE_ALLOC_MAX", "64M", GDRC_KNOB_UINT, NULL,
+		  whole_alloc_max,
+		  "GPU allocations up to this size are registered whole; "
+		  "larger ones by the requested range rounded to 64 KiB"),
 };
 
 #endif /* GDRC_CONFIG_TABLE_H */

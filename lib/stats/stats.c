@@ -31,6 +31,10 @@ static const char *const stat_names[GDRC_STAT_COUNT] = {
 	[GDRC_STAT_MEM_EVENTS] = "mem_events",
 	[GDRC_STAT_INVQ_MERGES] = "invq_merges",
 	[GDRC_STAT_LIMIT_REJECTS] = "limit_rejects",
+	[GDRC_STAT_INV_TAG_CHECK] = "inv_tag_check",
+	[GDRC_STAT_TAG_CHECKS] = "tag_checks",
+	[GDRC_STAT_SYNC_MEMOPS_SET] = "sync_memops_set",
+	[GDRC_STAT_CLASSIFY_CALLS] = "classify_calls",
 };
 
 GDRC_API const char *gdrc_stat_name(enum gdrc_stat stat)

@@ -42,7 +42,9 @@ set(_allow_hooks "^hooks/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_pin "^pin/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_cache "^cache/" "^gdrc_int\\.h$" "^log/log\\.h$"
 	"^itree/itree\\.h$" "^pin/pin\\.h$")
-set(_modules log itree stats config hooks pin cache)
+set(_allow_cuda "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
+set(_allow_classify "^classify/" "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
+set(_modules log itree stats config hooks pin cache cuda classify)
 
 file(GLOB_RECURSE _files RELATIVE "${SRC}" "${SRC}/*.c" "${SRC}/*.h")
 list(SORT _files)

@@ -539,7 +539,26 @@ static void test_config_env_invalid_load_fails_logged(void **state)
 	unset_all();
 }
 
-/* Whichever knob is bad, the log line names that knob. */
+static void test_config_string_empty_or_too_long_rejected(void **state)
+{
+	size_t i = knob_index("GDRC_CUDA_LIBRARY");
+	char longval[GDRC_KNOB_STR_MAX + 1];
+	struct gdrc_knobs k;
+
+	(void)state;
+	memset(&k, 0, sizeof(k));
+	assert_int_equal(gdrc_config_parse(i, "/opt/libcuda.so", &k), GDRC_OK);
+	assert_string_equal(k.cuda_library, "/opt/libcuda.so");
+	assert_int_equal(gdrc_config_parse(i, "", &k), GDRC_ERR_INVALID_PARAM);
+	memset(longval, 'x', sizeof(longval) - 1);
+	longval[sizeof(longval) - 1] = '\0';
+	assert_int_equal(gdrc_config_parse(i, longval, &k),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_string_equal(k.cuda_library, "/opt/libcuda.so");
+}
+
+/* Whichever knob is bad, the log line names that knob.  (A string knob
+ * takes any text; its bad value is the empty string.) */
 static void test_config_env_each_invalid_knob_named(void **state)
 {
 	struct gdrc_knobs k;
@@ -547,6 +566,9 @@ static void test_config_env_each_invalid_knob_named(void **state)
 	(void)state;
 	for (size_t i = 0; i < gdrc_config_count(); i++) {
 		const char *name = gdrc_config_desc(i)->name;
+
+		if (gdrc_config_desc(i)->type == GDRC_KNOB_STRING)
+			continue;
 
 		unset_all();
 		assert_int_equal(setenv(name, "bogus-value", 1), 0);
@@ -905,6 +927,7 @@ int main(void)
 		T(test_config_level_invalid_rejected_unchanged),
 		T(test_config_env_invalid_load_fails_logged),
 		T(test_config_env_each_invalid_knob_named),
+		T(test_config_string_empty_or_too_long_rejected),
 		T(test_config_init_env_invalid_ctx_untouched),
 		T(test_config_init_unknown_field_invalid),
 		T(test_config_cfg_max_regions_overrides_env),

@@ -347,28 +347,31 @@ static void fill_values(uint64_t *v)
 static void test_status_format_text_names_values(void **state)
 {
 	uint64_t v[GDRC_STAT_COUNT];
-	char out[DUMP_MAX];
+	char out[DUMP_MAX], want[96];
 
 	(void)state;
 	fill_values(v);
 	dump_full(format_values, v, GDRC_DUMP_TEXT, out);
 	check_text(out, v);
 	assert_non_null(strstr(out, "hits 0\n"));
-	assert_non_null(strstr(out, "limit_rejects 18446744073709551615\n"));
+	snprintf(want, sizeof(want), "%s 18446744073709551615\n",
+		 gdrc_stat_name(GDRC_STAT_COUNT - 1));
+	assert_non_null(strstr(out, want));
 }
 
 static void test_status_format_json_object(void **state)
 {
 	uint64_t v[GDRC_STAT_COUNT];
-	char out[DUMP_MAX];
+	char out[DUMP_MAX], want[96];
 
 	(void)state;
 	fill_values(v);
 	dump_full(format_values, v, GDRC_DUMP_JSON, out);
 	check_json(out, v);
 	assert_non_null(strstr(out, "\"hits\": 0"));
-	assert_non_null(
-		strstr(out, "\"limit_rejects\": 18446744073709551615}"));
+	snprintf(want, sizeof(want), "\"%s\": 18446744073709551615}",
+		 gdrc_stat_name(GDRC_STAT_COUNT - 1));
+	assert_non_null(strstr(out, want));
 }
 
 static void test_status_format_small_buffer_limit(void **state)

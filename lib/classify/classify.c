@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * classify.c - pointer classification, SYNC_MEMOPS and the tag check.
+ *
+ * What the driver does (measured on an H200, research/gpu-probe.md):
+ * every address inside one allocation has the same BUFFER_ID, a free and
+ * reallocation at the same address gets a new one, and a freed address
+ * answers CUDA_ERROR_INVALID_VALUE; a malloc'd pointer answers success
+ * with memory type 0 to cuPointerGetAttributes.  Stream-ordered pools
+ * report a mempool handle; VMM mappings accept
+ * cuMemRetainAllocationHandle and refuse the SYNC_MEMOPS pointer
+ * attribute (CUDA_ERROR_NOT_SUPPORTED); managed memory reports
+ * IS_MANAGED.
+ *
+ * Locks: classify_lock protects the SYNC_MEMOPS sets and is held across
+ * the driver calls that set it, so two threads never both pay for it.
+ * Callers: api.c.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "classify.h"
+#include "gdrc_int.h"
+#include "log/log.h"
+
+/* uthash must not exit() on allocation failure: it tells us instead. */
+static int sync_oom;
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(elt) (sync_oom = 1)
+#include <uthash.h>
+
+/* Entries kept before the sets are cleared (see classify.h). */
+#define CLASSIFY_SYNC_MAX 65536
+
+struct sync_entry {
+	uint64_t key;      /* BUFFER_ID, or the CUcontext for ctx flags */
+	uint32_t how;      /* GDRC_MR_INFO_SYNC_MEMOPS* */
+	UT_hash_handle hh;
+};
+
+static pthread_mutex_t classify_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sync_entry *sync_allocs;   /* by BUFFER_ID; classify_lock */
+static struct sync_entry *sync_ctxs;     /* by CUcontext; classify_lock */
+static unsigned sync_count;              /* classify_lock */
+
+static gdrc_status_t cuda_fail(const struct gdrc_cuda *cu, const char *call,
+			       CUresult res, uintptr_t addr)
+{
+	gdrc_error("%s on %#lx failed: %s", call, (unsigned long)addr,
+		   gdrc_cuda_err(cu, res));
+	return GDRC_ERR_CUDA;
+}
+
+static int classify_is_vmm(const struct gdrc_cuda *cu, uintptr_t addr)
+{
+	CUmemGenericAllocationHandle h;
+
+	if (cu->cuMemRetainAllocationHandle(&h, (void *)addr) != CUDA_SUCCESS)
+		return 0;
+	cu->cuMemRelease(h);
+	return 1;
+}
+
+gdrc_status_t gdrc_classify(const struct gdrc_cuda *cu, uintptr_t addr,
+			    struct gdrc_class *cls)
+{
+	int attrs[] = {
+		CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+		CU_POINTER_ATTRIBUTE_BUFFER_ID,
+		CU_POINTER_ATTRIBUTE_IS_MANAGED,
+		CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+		CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+		CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+		CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+		CU_POINTER_ATTRIBUTE_CONTEXT,
+	};
+	unsigned memtype = 0;
+	unsigned long long buffer_id = 0;
+	int managed = 0, ordinal = -1;
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	CUmemoryPool pool = NULL;
+	CUcontext ctx = NULL;
+	void *data[] = { &memtype, &buffer_id, &managed, &ordinal,
+			 &base,    &size,      &pool,    &ctx };
+	struct gdrc_ptr_info *info = &cls->info;
+	CUresult res;
+
+	memset(cls, 0, sizeof(*cls));
+	info->mem_type = GDRC_MEM_HOST;
+	info->kind = GDRC_PTR_HOST;
+	info->device = -1;
+	if (!cu)
+		return GDRC_OK;
+
+	res = cu->cuPointerGetAttributes(GDRC_ARRAY_SIZE(attrs), attrs, data,
+					 (CUdeviceptr)addr);
+	if (res != CUDA_SUCCESS)
+		return cuda_fail(cu, "cuPointerGetAttributes", res, addr);
+	info->buffer_id = buffer_id;
+	if (memtype != CU_MEMORYTYPE_DEVICE) {
+		/* Plain host memory reads as type 0 and no BUFFER_ID. */
+		if (buffer_id) {
+			info->kind = GDRC_PTR_HOST_PINNED;
+			info->alloc_base = (uintptr_t)base;
+			info->alloc_size = size;
+		}
+		return GDRC_OK;
+	}
+	info->mem_type = GDRC_MEM_CUDA;
+	info->device = ordinal;
+	info->alloc_base = (uintptr_t)base;
+	info->alloc_size = size;
+	cls->cu_ctx = ctx;
+	if (managed)
+		info->kind = GDRC_PTR_MANAGED;
+	else if (pool)
+		info->kind = GDRC_PTR_POOL;
+	else if (classify_is_vmm(cu, addr))
+		info->kind = GDRC_PTR_VMM;
+	else
+		info->kind = GDRC_PTR_DEVICE;
+	if (!buffer_id || !size || base > addr || addr - base >= size) {
+		gdrc_error("cuda reports an odd allocation for %#lx: base "
+			   "%#llx size %zu buffer id %llu",
+			   (unsigned long)addr, (unsigned long long)base, size,
+			   buffer_id);
+		return GDRC_ERR_CUDA;
+	}
+	return GDRC_OK;
+}
+
+/* Under classify_lock.  Remember key -> how, clearing when too many. */
+static void sync_remember(struct sync_entry **set, uint64_t key, uint32_t how)
+{
+	struct sync_entry *e, *tmp;
+
+	if (++sync_count > CLASSIFY_SYNC_MAX) {
+		HASH_ITER(hh, sync_allocs, e, tmp) {
+			HASH_DEL(sync_allocs, e);
+			free(e);
+		}
+		HASH_ITER(hh, sync_ctxs, e, tmp) {
+			HASH_DEL(sync_ctxs, e);
+			free(e);
+		}
+		sync_count = 1;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return; /* only costs setting it again next time */
+	e->key = key;
+	e->how = how;
+	sync_oom = 0;
+	HASH_ADD(hh, *set, key, sizeof(e->key), e);
+	if (sync_oom)
+		free(e);
+}
+
+/* Under classify_lock: the context flag, once per context. */
+static uint32_t sync_ctx(const struct gdrc_cuda *cu, CUcontext ctx)
+{
+	uint64_t key = (uintptr_t)ctx;
+	struct sync_entry *e;
+	unsigned flags = 0;
+	CUcontext popped;
+	uint32_t how = GDRC_MR_INFO_NO_SYNC_MEMOPS;
+
+	HASH_FIND(hh, sync_ctxs, &key, sizeof(key), e);
+	if (e)
+		return e->how;
+	if (ctx && cu->cuCtxGetFlags && cu->cuCtxSetFlags &&
+	    cu->cuCtxPushCurrent(ctx) == CUDA_SUCCESS) {
+		if (cu->cuCtxGetFlags(&flags) == CUDA_SUCCESS &&
+		    ((flags & CU_CTX_SYNC_MEMOPS) ||
+		     cu->cuCtxSetFlags(flags | CU_CTX_SYNC_MEMOPS) ==
+			     CUDA_SUCCESS))
+			how = GDRC_MR_INFO_SYNC_MEMOPS_CTX;
+		cu->cuCtxPopCurrent(&popped);
+	}
+	if (how == GDRC_MR_INFO_NO_SYNC_MEMOPS)
+		gdrc_warn("cannot make memory operations synchronous on cuda "
+			  "context %p: registrations there report "
+			  "GDRC_MR_INFO_NO_SYNC_MEMOPS", (void *)ctx);
+	sync_remember(&sync_ctxs, key, how);
+	return how;
+}
+
+uint32_t gdrc_classify_sync_memops(const struct gdrc_cuda *cu,
+				   const struct gdrc_class *cls,
+				   int *did_set_p)
+{
+	uint64_t key = cls->info.buffer_id;
+	struct sync_entry *e;
+	unsigned one = 1;
+	uint32_t how;
+	CUresult res;
+
+	*did_set_p = 0;
+	pthread_mutex_lock(&classify_lock);
+	HASH_FIND(hh, sync_allocs, &key, sizeof(key), e);
+	if (e) {
+		how = e->how;
+		goto out;
+	}
+	res = cu->cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+					(CUdeviceptr)cls->info.alloc_base);
+	if (res == CUDA_SUCCESS) {
+		how = GDRC_MR_INFO_SYNC_MEMOPS;
+		*did_set_p = 1;
+	} else {
+		if (res != CUDA_ERROR_NOT_SUPPORTED)
+			gdrc_debug("SYNC_MEMOPS on %#lx: %s",
+				   (unsigned long)cls->info.alloc_base,
+				   gdrc_cuda_err(cu, res));
+		how = sync_ctx(cu, cls->cu_ctx);
+		*did_set_p = how == GDRC_MR_INFO_SYNC_MEMOPS_CTX;
+	}
+	sync_remember(&sync_allocs, key, how);
+out:
+	pthread_mutex_unlock(&classify_lock);
+	return how;
+}
+
+int gdrc_classify_tag_ok(const struct gdrc_cuda *cu, uintptr_t addr,
+			 uint64_t buffer_id)
+{
+	unsigned long long now = 0;
+
+	return cu->cuPointerGetAttribute(&now, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+					 (CUdeviceptr)addr) == CUDA_SUCCESS &&
+	       now == buffer_id;
+}

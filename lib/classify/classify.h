@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * classify.h - what is this pointer, and preparing GPU allocations for
+ * RDMA.
+ *
+ * One cuPointerGetAttributes call answers kind, device, BUFFER_ID and
+ * the allocation's extent; VMM memory needs one more call
+ * (cuMemRetainAllocationHandle).  Only misses and gdrc_ptr_query call
+ * this, never a hit.  SYNC_MEMOPS is set once per allocation: a
+ * process-wide set of BUFFER_IDs already prepared, under classify_lock,
+ * bounded (cleared when it grows past CLASSIFY_SYNC_MAX, which only costs
+ * setting the attribute again: it is idempotent).
+ *
+ * Never called from hook context or under a cache lock.
+ * Depends on cuda/ and log/.
+ */
+#ifndef GDRC_CLASSIFY_H
+#define GDRC_CLASSIFY_H
+
+#include <stdint.h>
+
+#include <gdrcache.h>
+
+#include "cuda/cuda_loader.h"
+
+struct gdrc_class {
+	struct gdrc_ptr_info info; /* the public answer */
+	CUcontext cu_ctx;          /* the allocation's context, or NULL */
+};
+
+/*
+ * Classify addr.  Without a driver (cu NULL): plain host memory.
+ * @return GDRC_OK; GDRC_ERR_CUDA (logged) if the driver failed.
+ */
+gdrc_status_t gdrc_classify(const struct gdrc_cuda *cu, uintptr_t addr,
+			    struct gdrc_class *cls);
+
+/*
+ * Make a GPU allocation's memory operations synchronous for RDMA, once
+ * per allocation: the pointer attribute where supported, else (VMM) the
+ * context flag CU_CTX_SYNC_MEMOPS where the driver has cuCtxSetFlags.
+ * @return a GDRC_MR_INFO_SYNC_MEMOPS* bit saying how (or that it could
+ *         not be done); *did_set_p is 1 if this call set it.
+ */
+uint32_t gdrc_classify_sync_memops(const struct gdrc_cuda *cu,
+				   const struct gdrc_class *cls,
+				   int *did_set_p);
+
+/*
+ * Tag check: is the allocation at addr still the one with buffer_id?
+ * One cuPointerGetAttribute call; a freed address fails it.
+ */
+int gdrc_classify_tag_ok(const struct gdrc_cuda *cu, uintptr_t addr,
+			 uint64_t buffer_id);
+
+#endif /* GDRC_CLASSIFY_H */

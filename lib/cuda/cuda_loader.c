@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * cuda_loader.c - load the CUDA driver at run time.
+ *
+ * The driver is optional: without libcuda, without a device, or when
+ * cuInit fails, the library works for host memory only and keeps the
+ * reason.  Entry points are resolved by their exported names, with the
+ * _v2 suffix where the driver ABI has one, so the build needs no CUDA
+ * toolkit.  One process-wide table under cuda_lock.  Once loaded, the
+ * driver stays loaded for the life of the process: libcuda does not
+ * support being unloaded (its threads and atexit handlers stay), and a
+ * later GDRC_CUDA_LIBRARY naming another file is ignored.
+ *
+ * Never called from hook context.  Callers: api.c (gdrc_init/fini) and
+ * classify/ (through the table).
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_loader.h"
+#include "gdrc_int.h"
+#include "log/log.h"
+
+static pthread_mutex_t cuda_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Under cuda_lock: */
+static struct gdrc_cuda cuda_table;
+static void *cuda_handle;
+static int cuda_loaded;
+static char cuda_why[256] = "the CUDA driver was not asked for";
+
+struct cuda_sym {
+	const char *name;
+	size_t offset; /* in struct gdrc_cuda */
+	int optional;
+};
+
+#define CUDA_SYM(field, name, opt)                                          \
+	{ name, offsetof(struct gdrc_cuda, field), opt }
+
+static const struct cuda_sym cuda_syms[] = {
+	CUDA_SYM(cuInit, "cuInit", 0),
+	CUDA_SYM(cuDriverGetVersion, "cuDriverGetVersion", 0),
+	CUDA_SYM(cuDeviceGetCount, "cuDeviceGetCount", 0),
+	CUDA_SYM(cuDeviceGetAttribute, "cuDeviceGetAttribute", 0),
+	CUDA_SYM(cuGetErrorName, "cuGetErrorName", 0),
+	CUDA_SYM(cuPointerGetAttribute, "cuPointerGetAttribute", 0),
+	CUDA_SYM(cuPointerGetAttributes, "cuPointerGetAttributes", 0),
+	CUDA_SYM(cuPointerSetAttribute, "cuPointerSetAttribute", 0),
+	CUDA_SYM(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle",
+		 0),
+	CUDA_SYM(cuMemRelease, "cuMemRelease", 0),
+	CUDA_SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2", 0),
+	CUDA_SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2", 0),
+	CUDA_SYM(cuCtxGetFlags, "cuCtxGetFlags", 1),
+	CUDA_SYM(cuCtxSetFlags, "cuCtxSetFlags", 1),
+};
+
+const char *gdrc_cuda_err(const struct gdrc_cuda *cu, CUresult res)
+{
+	static __thread char buf[32];
+	const char *name = NULL;
+
+	if (cu && cu->cuGetErrorName &&
+	    cu->cuGetErrorName(res, &name) == CUDA_SUCCESS && name)
+		return name;
+	snprintf(buf, sizeof(buf), "CUresult %d", res);
+	return buf;
+}
+
+/* Under cuda_lock.  @return 0, or -1 with cuda_why set. */
+static int cuda_open(const char *path)
+{
+	struct gdrc_cuda t = { 0 };
+	CUresult res;
+
+	cuda_handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!cuda_handle) {
+		snprintf(cuda_why, sizeof(cuda_why), "cannot load %s: %s",
+			 path, dlerror());
+		return -1;
+	}
+	for (size_t i = 0; i < GDRC_ARRAY_SIZE(cuda_syms); i++) {
+		void *fn = dlsym(cuda_handle, cuda_syms[i].name);
+
+		if (!fn && !cuda_syms[i].optional) {
+			snprintf(cuda_why, sizeof(cuda_why),
+				 "%s lacks %s: driver too old", path,
+				 cuda_syms[i].name);
+			goto err_close;
+		}
+		memcpy((char *)&t + cuda_syms[i].offset, &fn, sizeof(fn));
+	}
+	res = t.cuInit(0);
+	if (res != CUDA_SUCCESS) {
+		snprintf(cuda_why, sizeof(cuda_why), "cuInit failed: %s",
+			 gdrc_cuda_err(&t, res));
+		goto err_close;
+	}
+	res = t.cuDriverGetVersion(&t.driver_version);
+	if (res == CUDA_SUCCESS)
+		res = t.cuDeviceGetCount(&t.device_count);
+	if (res != CUDA_SUCCESS || t.device_count <= 0) {
+		snprintf(cuda_why, sizeof(cuda_why), "no CUDA device (%s)",
+			 res ? gdrc_cuda_err(&t, res) : "count 0");
+		goto err_close;
+	}
+	cuda_table = t;
+	gdrc_debug("cuda driver %d loaded from %s, %d device(s)",
+		   t.driver_version, path, t.device_count);
+	return 0;
+
+err_close:
+	dlclose(cuda_handle);
+	cuda_handle = NULL;
+	return -1;
+}
+
+const struct gdrc_cuda *gdrc_cuda_get(const char *path)
+{
+	const struct gdrc_cuda *cu = NULL;
+
+	pthread_mutex_lock(&cuda_lock);
+	if (!cuda_loaded && !cuda_open(path ? path : "libcuda.so.1")) {
+		cuda_loaded = 1;
+		cuda_why[0] = '\0';
+	}
+	if (cuda_loaded)
+		cu = &cuda_table;
+	else
+		gdrc_info("gpu support off: %s", cuda_why);
+	pthread_mutex_unlock(&cuda_lock);
+	return cu;
+}
+
+const char *gdrc_cuda_reason(void)
+{
+	const char *why;
+
+	pthread_mutex_lock(&cuda_lock);
+	why = cuda_loaded ? NULL : cuda_why;
+	pthread_mutex_unlock(&cuda_lock);
+	return why;
+}

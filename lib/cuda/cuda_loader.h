@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_loader.h - the CUDA driver, loaded at run time.
+ *
+ * dlopen("libcuda.so.1") (or GDRC_CUDA_LIBRARY), resolve the entry points
+ * into one table, cuInit(0), count devices.  Process-wide, under a mutex:
+ * the first gdrc_init that wants CUDA loads it, and it stays loaded (the
+ * driver does not support being unloaded).  Without a driver or a device the
+ * library still works for host memory; gdrc_cuda_reason() says why GPU
+ * support is off.
+ *
+ * Depends only on log/ and cuda_types.h.
+ */
+#ifndef GDRC_CUDA_LOADER_H
+#define GDRC_CUDA_LOADER_H
+
+#include <gdrcache.h>
+
+#include "cuda/cuda_types.h"
+
+/* Entry points; optional ones (NULL when the driver lacks them) say so. */
+struct gdrc_cuda {
+	CUresult (*cuInit)(unsigned flags);
+	CUresult (*cuDriverGetVersion)(int *version);
+	CUresult (*cuDeviceGetCount)(int *count);
+	CUresult (*cuDeviceGetAttribute)(int *value, int attr, CUdevice dev);
+	CUresult (*cuGetErrorName)(CUresult res, const char **name);
+	CUresult (*cuPointerGetAttribute)(void *data, int attr,
+					  CUdeviceptr ptr);
+	CUresult (*cuPointerGetAttributes)(unsigned n, int *attrs,
+					   void **data, CUdeviceptr ptr);
+	CUresult (*cuPointerSetAttribute)(const void *value, int attr,
+					  CUdeviceptr ptr);
+	CUresult (*cuMemRetainAllocationHandle)(
+		CUmemGenericAllocationHandle *handle, void *addr);
+	CUresult (*cuMemRelease)(CUmemGenericAllocationHandle handle);
+	CUresult (*cuCtxPushCurrent)(CUcontext ctx);
+	CUresult (*cuCtxPopCurrent)(CUcontext *ctx);
+	CUresult (*cuCtxGetFlags)(unsigned *flags);  /* optional */
+	CUresult (*cuCtxSetFlags)(unsigned flags);   /* optional, 12.1+ */
+	int driver_version;                          /* cuDriverGetVersion */
+	int device_count;
+};
+
+/*
+ * Load the driver once per process; later calls return the same table
+ * (a failed load is retried).  path: NULL for "libcuda.so.1".
+ * @return the table, or NULL when GPU support is off (reason logged at
+ *         info and kept for gdrc_cuda_reason).  Thread safe.
+ */
+const struct gdrc_cuda *gdrc_cuda_get(const char *path);
+
+/* Why the last gdrc_cuda_get failed; NULL if the driver is loaded. */
+const char *gdrc_cuda_reason(void);
+
+/* "CUDA_ERROR_..." for res, or "CUresult <n>". */
+const char *gdrc_cuda_err(const struct gdrc_cuda *cu, CUresult res);
+
+#endif /* GDRC_CUDA_LOADER_H */

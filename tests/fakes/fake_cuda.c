@@ -1,0 +1,1211 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * fake_cuda.c - a fake CUDA driver, libgdrc_fakecuda.so.  Test-only.
+ *
+ * What it fakes: the driver entry points libgdrcache resolves (see
+ * lib/cuda/cuda_loader.h) plus cuMemGetAddressRange_v2, over a simulated
+ * set of devices, contexts and allocations that the tests create through
+ * the fake_cuda_* control API (fake_cuda.h).  Behaviour follows what the
+ * real driver did on an H200 (docs in shared/research/gpu-probe.md):
+ *   - device allocations live in 64 GiB of PROT_NONE address space
+ *     reserved once, so they never collide with host memory; nothing
+ *     ever touches them;
+ *   - cuMemAlloc below 64 KiB is sub-allocated 512 B apart inside one
+ *     64 KiB page; larger ones take fresh 64 KiB-aligned VA;
+ *   - every allocation gets a new BUFFER_ID (from 900, never reused),
+ *     and freeing then allocating the same kind and size gives back the
+ *     most recently freed VA (LIFO), as the real allocator does;
+ *   - stream-ordered (pool) and VMM allocations have no context, as the
+ *     CUDA documentation says for pools and UCX relies on for both;
+ *   - an unknown address (malloc'd host memory, freed VA) makes
+ *     cuPointerGetAttributes succeed with zeros, and cuPointerGetAttribute
+ *     and cuPointerSetAttribute fail with CUDA_ERROR_INVALID_VALUE;
+ *   - VMM memory refuses SYNC_MEMOPS with CUDA_ERROR_NOT_SUPPORTED.
+ * Pinned host memory (FAKE_HOST_PINNED) is real RW anonymous memory, so
+ * tests may touch it; fake_cuda_free munmaps it.
+ *
+ * What it does not fake: any data movement, kernels, streams, memcpy,
+ * dma-buf export, nvidia_p2p, real context semantics beyond a per-thread
+ * stack of one context per device, or cuGetProcAddress.  The loader
+ * resolves symbols with dlsym, so none is needed.
+ *
+ * Also: call counting and failure injection per entry point, and
+ * cuInit's result set by the test.  All state sits under one mutex; the
+ * only per-thread state is the current-context stack, which a reset
+ * invalidates through a generation number.  mmap and munmap run with the
+ * mutex dropped, so a munmap hook that calls back into the driver cannot
+ * deadlock.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cuda/cuda_types.h"
+#include "fake_cuda.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define CTX_STACK_MAX 32	/* deeper pushes fail with OUT_OF_MEMORY */
+#define CTX_VALID_FLAGS 0xffU	/* CU_CTX_SCHED_* .. CU_CTX_SYNC_MEMOPS */
+#define FREED_MAX 4096	/* freed VAs remembered for reuse */
+#define HANDLE_TAG 0xfa4e000000000000ULL
+
+/* ====================================================================
+ * State
+ * ==================================================================== */
+
+#define FAKE_CUDA_ENTRY_POINTS(X)	\
+	X(cuInit)			\
+	X(cuDriverGetVersion)		\
+	X(cuDeviceGetCount)		\
+	X(cuDeviceGetAttribute)		\
+	X(cuGetErrorName)		\
+	X(cuPointerGetAttribute)	\
+	X(cuPointerGetAttributes)	\
+	X(cuPointerSetAttribute)	\
+	X(cuMemRetainAllocationHandle)	\
+	X(cuMemRelease)			\
+	X(cuMemGetAddressRange_v2)	\
+	X(cuCtxPushCurrent_v2)		\
+	X(cuCtxPopCurrent_v2)		\
+	X(cuCtxGetFlags)		\
+	X(cuCtxSetFlags)
+
+enum fn_id {
+#define X(name) FN_##name,
+	FAKE_CUDA_ENTRY_POINTS(X)
+#undef X
+	FN_COUNT
+};
+
+static const char *const fn_names[FN_COUNT] = {
+#define X(name) [FN_##name] = #name,
+	FAKE_CUDA_ENTRY_POINTS(X)
+#undef X
+};
+
+struct fn_state {
+	unsigned long calls;
+	CUresult fail_err;
+	int fail_left;		/* -1: forever */
+};
+
+/* The opaque driver types, defined here: their addresses are handles. */
+struct CUctx_st {
+	unsigned flags;
+};
+
+struct CUmemPoolHandle_st {
+	char unused;
+};
+
+struct fake_alloc {
+	CUdeviceptr start;
+	size_t size;		/* RANGE_SIZE: as asked (VMM: mapped size) */
+	size_t span;		/* VA it occupies: size rounded up */
+	enum fake_cuda_kind kind;
+	int device;
+	unsigned long long buffer_id;
+	int sync_count;		/* successful SYNC_MEMOPS sets */
+	bool sync_on;		/* last SYNC_MEMOPS value set */
+	CUmemGenericAllocationHandle handle;	/* VMM only */
+};
+
+/* A freed allocation whose VA the next like allocation takes again. */
+struct freed_va {
+	CUdeviceptr start;
+	size_t size;
+	enum fake_cuda_kind kind;
+	int device;
+};
+
+struct handle_ref {
+	CUmemGenericAllocationHandle handle;
+	int refs;
+};
+
+/* The 64 KiB page that small DEVICE / POOL allocations are cut from. */
+struct small_page {
+	CUdeviceptr start;	/* 0: none open */
+	size_t used;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct {
+	int ndevices;
+	bool initialised;
+	CUresult init_result;
+	unsigned gen;		/* bumped by reset: drops every context stack */
+	unsigned long long next_buffer_id;
+
+	CUdeviceptr va_base, va_end, va_next;
+
+	struct fake_alloc *allocs;	/* sorted by start, disjoint spans */
+	size_t nallocs, allocs_cap;
+	struct freed_va *freed;		/* a stack: most recent last */
+	size_t nfreed, freed_cap;
+	struct handle_ref *handles;
+	size_t nhandles, handles_cap;
+	struct small_page small[2][FAKE_CUDA_MAX_DEVICES];	/* DEVICE, POOL */
+
+	struct fn_state fn[FN_COUNT];
+	struct CUctx_st ctx[FAKE_CUDA_MAX_DEVICES];
+	struct CUmemPoolHandle_st pool[FAKE_CUDA_MAX_DEVICES];
+} st = {
+	.ndevices = 1,
+	.next_buffer_id = FAKE_CUDA_FIRST_BUFFER_ID,
+};
+
+static __thread struct {
+	unsigned gen;
+	int depth;
+	CUcontext stack[CTX_STACK_MAX];
+} tls;
+
+static void lock_state(void)
+{
+	pthread_mutex_lock(&lock);
+}
+
+static void unlock_state(void)
+{
+	pthread_mutex_unlock(&lock);
+}
+
+static void *grow(void *arr, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap;
+	void *p;
+
+	if (need <= *cap)
+		return arr;
+	ncap = *cap ? *cap * 2 : 16;
+	while (ncap < need)
+		ncap *= 2;
+	p = realloc(arr, ncap * elem);
+	if (!p) {
+		fprintf(stderr, "fake_cuda: out of memory\n");
+		abort();
+	}
+	*cap = ncap;
+	return p;
+}
+
+static int clamp_devices(int n)
+{
+	if (n < 0)
+		return 0;
+	return n > FAKE_CUDA_MAX_DEVICES ? FAKE_CUDA_MAX_DEVICES : n;
+}
+
+/* Reserve the device VA range on first use; lock held. */
+static void ensure_va(void)
+{
+	void *p;
+
+	if (st.va_base)
+		return;
+	p = mmap(NULL, FAKE_CUDA_VA_SIZE, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		perror("fake_cuda: reserving device VA");
+		abort();
+	}
+	/* Start on a 2 MiB boundary so every kind's alignment is easy. */
+	st.va_base = ALIGN_UP((CUdeviceptr)(uintptr_t)p,
+			      FAKE_CUDA_VMM_GRANULARITY);
+	st.va_end = (CUdeviceptr)(uintptr_t)p + FAKE_CUDA_VA_SIZE;
+	st.va_next = st.va_base;
+}
+
+/* ====================================================================
+ * The allocation table
+ * ==================================================================== */
+
+/* Index of the last allocation starting at or below p, or -1. */
+static long find_le(CUdeviceptr p)
+{
+	long lo = 0, hi = (long)st.nallocs - 1, best = -1;
+
+	while (lo <= hi) {
+		long mid = lo + (hi - lo) / 2;
+
+		if (st.allocs[mid].start <= p) {
+			best = mid;
+			lo = mid + 1;
+		} else {
+			hi = mid - 1;
+		}
+	}
+	return best;
+}
+
+/* The allocation whose [start, start + size) holds p, or NULL. */
+static struct fake_alloc *lookup(CUdeviceptr p)
+{
+	long i = find_le(p);
+
+	if (i < 0 || p - st.allocs[i].start >= st.allocs[i].size)
+		return NULL;
+	return &st.allocs[i];
+}
+
+/* Whether any allocation's span meets [va, va + span). */
+static bool range_taken(CUdeviceptr va, size_t span)
+{
+	long i;
+
+	if (!va || !span || va + span < va)
+		return true;
+	i = find_le(va + span - 1);
+	return i >= 0 && st.allocs[i].start + st.allocs[i].span > va;
+}
+
+static struct fake_alloc *insert_alloc(CUdeviceptr start, size_t size,
+				       size_t span, enum fake_cuda_kind kind,
+				       int device)
+{
+	long pos = find_le(start) + 1;
+	struct fake_alloc *a;
+
+	st.allocs = grow(st.allocs, &st.allocs_cap, st.nallocs + 1,
+			 sizeof(*st.allocs));
+	memmove(&st.allocs[pos + 1], &st.allocs[pos],
+		(st.nallocs - pos) * sizeof(*st.allocs));
+	st.nallocs++;
+	a = &st.allocs[pos];
+	memset(a, 0, sizeof(*a));
+	a->start = start;
+	a->size = size;
+	a->span = span;
+	a->kind = kind;
+	a->device = device;
+	a->buffer_id = st.next_buffer_id++;
+	if (kind == FAKE_VMM)
+		a->handle = HANDLE_TAG | a->buffer_id;
+	return a;
+}
+
+static void remove_alloc(struct fake_alloc *a)
+{
+	size_t pos = a - st.allocs;
+
+	memmove(a, a + 1, (st.nallocs - pos - 1) * sizeof(*a));
+	st.nallocs--;
+}
+
+/* Pop the most recently freed VA fit for a like allocation, or 0. */
+static CUdeviceptr take_freed(enum fake_cuda_kind kind, size_t size,
+			      size_t span, int device)
+{
+	size_t i = st.nfreed;
+
+	while (i-- > 0) {
+		struct freed_va *f = &st.freed[i];
+		CUdeviceptr va = f->start;
+
+		if (f->kind != kind || f->size != size || f->device != device)
+			continue;
+		memmove(f, f + 1, (st.nfreed - i - 1) * sizeof(*f));
+		st.nfreed--;
+		if (!range_taken(va, span))	/* else alloc_at took it */
+			return va;
+	}
+	return 0;
+}
+
+/* Fresh span bytes of device VA aligned to align, or 0; lock held. */
+static CUdeviceptr va_fresh(size_t span, size_t align)
+{
+	CUdeviceptr va = ALIGN_UP(st.va_next, align);
+
+	while (va < st.va_end && st.va_end - va >= span) {
+		long i = find_le(va + span - 1);
+
+		if (i < 0 || st.allocs[i].start + st.allocs[i].span <= va) {
+			st.va_next = va + span;
+			return va;
+		}
+		va = ALIGN_UP(st.allocs[i].start + st.allocs[i].span, align);
+	}
+	return 0;
+}
+
+/* A slot in the open 64 KiB page of (kind, device), or 0. */
+static CUdeviceptr va_small(enum fake_cuda_kind kind, int device,
+			    size_t span)
+{
+	struct small_page *pg = &st.small[kind == FAKE_POOL][device];
+
+	for (;;) {
+		CUdeviceptr va;
+
+		if (!pg->start || pg->used + span > GDRC_GPU_PAGE_SIZE) {
+			pg->start = va_fresh(GDRC_GPU_PAGE_SIZE,
+					     GDRC_GPU_PAGE_SIZE);
+			pg->used = 0;
+			if (!pg->start)
+				return 0;
+		}
+		va = pg->start + pg->used;
+		pg->used += span;
+		if (!range_taken(va, span))	/* else skip an alloc_at */
+			return va;
+	}
+}
+
+/* Size as RANGE_SIZE reports it and the VA span, for kind; false if bad. */
+static bool alloc_geometry(enum fake_cuda_kind kind, size_t size,
+			   size_t *rsize, size_t *span)
+{
+	size_t gran;
+
+	if (!size || size > FAKE_CUDA_VA_SIZE)
+		return false;
+	switch (kind) {
+	case FAKE_DEVICE:
+	case FAKE_POOL:
+		gran = size < GDRC_GPU_PAGE_SIZE ? FAKE_CUDA_SUBALLOC_STRIDE
+						 : GDRC_GPU_PAGE_SIZE;
+		*rsize = size;
+		*span = ALIGN_UP(size, gran);
+		return true;
+	case FAKE_MANAGED:
+		*rsize = size;
+		*span = ALIGN_UP(size, GDRC_GPU_PAGE_SIZE);
+		return true;
+	case FAKE_VMM:
+		*rsize = ALIGN_UP(size, FAKE_CUDA_VMM_GRANULARITY);
+		*span = *rsize;
+		return true;
+	case FAKE_HOST_PINNED:
+		*rsize = size;
+		*span = ALIGN_UP(size, (size_t)sysconf(_SC_PAGESIZE));
+		return true;
+	}
+	return false;
+}
+
+/* Map pinned host memory, at va exactly if va != 0; 0 on failure. */
+static CUdeviceptr host_map(CUdeviceptr va, size_t span)
+{
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+	void *p;
+
+	if (va)
+		flags |= MAP_FIXED_NOREPLACE;
+	p = mmap((void *)(uintptr_t)va, span, PROT_READ | PROT_WRITE, flags,
+		 -1, 0);
+	if (p == MAP_FAILED)
+		return 0;
+	if (va && (CUdeviceptr)(uintptr_t)p != va) {
+		/* A kernel without MAP_FIXED_NOREPLACE took it as a hint. */
+		munmap(p, span);
+		return 0;
+	}
+	return (CUdeviceptr)(uintptr_t)p;
+}
+
+static CUdeviceptr alloc_host(size_t size, size_t span, int device,
+			      CUdeviceptr at)
+{
+	CUdeviceptr va, want = at;
+
+	lock_state();
+	if (device >= st.ndevices) {
+		unlock_state();
+		return 0;
+	}
+	if (!want)
+		want = take_freed(FAKE_HOST_PINNED, size, span, device);
+	unlock_state();
+
+	va = host_map(want, span);
+	if (!va && !at && want)
+		va = host_map(0, span);
+	if (!va)
+		return 0;
+
+	lock_state();
+	if (range_taken(va, span) || device >= st.ndevices) {
+		/* A device kind forced here, or a reset shrank the devices. */
+		unlock_state();
+		munmap((void *)(uintptr_t)va, span);
+		return 0;
+	}
+	insert_alloc(va, size, span, FAKE_HOST_PINNED, device);
+	unlock_state();
+	return va;
+}
+
+static CUdeviceptr do_alloc(enum fake_cuda_kind kind, size_t size,
+			    int device, CUdeviceptr at)
+{
+	size_t rsize, span;
+	CUdeviceptr va = 0;
+
+	if (!alloc_geometry(kind, size, &rsize, &span) || device < 0)
+		return 0;
+	if (kind == FAKE_HOST_PINNED) {
+		if (at % (CUdeviceptr)sysconf(_SC_PAGESIZE))
+			return 0;
+		return alloc_host(rsize, span, device, at);
+	}
+
+	lock_state();
+	if (device >= st.ndevices)
+		goto out;
+	ensure_va();
+	if (at) {
+		va = range_taken(at, span) ? 0 : at;
+		goto found;
+	}
+	va = take_freed(kind, rsize, span, device);
+	if (va)
+		goto found;
+	if (span < GDRC_GPU_PAGE_SIZE)
+		va = va_small(kind, device, span);
+	else if (kind == FAKE_VMM)
+		va = va_fresh(span, FAKE_CUDA_VMM_GRANULARITY);
+	else
+		va = va_fresh(span, GDRC_GPU_PAGE_SIZE);
+found:
+	if (va)
+		insert_alloc(va, rsize, span, kind, device);
+out:
+	unlock_state();
+	return va;
+}
+
+/* ====================================================================
+ * Control API
+ * ==================================================================== */
+
+void fake_cuda_reset(int ndevices)
+{
+	struct { CUdeviceptr start; size_t span; } *unmap = NULL;
+	size_t i, n = 0;
+
+	lock_state();
+	if (st.nallocs) {
+		unmap = malloc(st.nallocs * sizeof(*unmap));
+		if (!unmap) {
+			fprintf(stderr, "fake_cuda: out of memory\n");
+			abort();
+		}
+	}
+	for (i = 0; i < st.nallocs; i++) {
+		if (st.allocs[i].kind != FAKE_HOST_PINNED)
+			continue;
+		unmap[n].start = st.allocs[i].start;
+		unmap[n].span = st.allocs[i].span;
+		n++;
+	}
+	st.nallocs = 0;
+	st.nfreed = 0;
+	st.nhandles = 0;
+	memset(st.small, 0, sizeof(st.small));
+	memset(st.fn, 0, sizeof(st.fn));
+	memset(st.ctx, 0, sizeof(st.ctx));
+	st.va_next = st.va_base;
+	st.ndevices = clamp_devices(ndevices);
+	st.initialised = false;
+	st.init_result = CUDA_SUCCESS;
+	st.gen++;
+	unlock_state();
+
+	for (i = 0; i < n; i++)
+		munmap((void *)(uintptr_t)unmap[i].start, unmap[i].span);
+	free(unmap);
+}
+
+CUdeviceptr fake_cuda_alloc(enum fake_cuda_kind kind, size_t size, int device)
+{
+	return do_alloc(kind, size, device, 0);
+}
+
+CUdeviceptr fake_cuda_alloc_at(enum fake_cuda_kind kind, size_t size,
+			       int device, CUdeviceptr va)
+{
+	if (!va)
+		return 0;
+	return do_alloc(kind, size, device, va);
+}
+
+int fake_cuda_free(CUdeviceptr p)
+{
+	struct fake_alloc *a;
+	struct freed_va f;
+	bool host;
+	size_t span;
+
+	lock_state();
+	a = lookup(p);
+	if (!a || a->start != p) {
+		unlock_state();
+		return -1;
+	}
+	f.start = a->start;
+	f.size = a->size;
+	f.kind = a->kind;
+	f.device = a->device;
+	host = a->kind == FAKE_HOST_PINNED;
+	span = a->span;
+	remove_alloc(a);
+	if (st.nfreed == FREED_MAX) {	/* forget the oldest quarter */
+		st.nfreed -= FREED_MAX / 4;
+		memmove(st.freed, st.freed + FREED_MAX / 4,
+			st.nfreed * sizeof(*st.freed));
+	}
+	st.freed = grow(st.freed, &st.freed_cap, st.nfreed + 1,
+			sizeof(*st.freed));
+	st.freed[st.nfreed++] = f;
+	unlock_state();
+
+	if (host)
+		munmap((void *)(uintptr_t)p, span);
+	return 0;
+}
+
+unsigned long long fake_cuda_buffer_id(CUdeviceptr p)
+{
+	struct fake_alloc *a;
+	unsigned long long id;
+
+	lock_state();
+	a = lookup(p);
+	id = a ? a->buffer_id : 0;
+	unlock_state();
+	return id;
+}
+
+int fake_cuda_sync_memops_count(CUdeviceptr p)
+{
+	struct fake_alloc *a;
+	int n;
+
+	lock_state();
+	a = lookup(p);
+	n = a ? a->sync_count : -1;
+	unlock_state();
+	return n;
+}
+
+int fake_cuda_retained_handles(void)
+{
+	size_t i;
+	int n = 0;
+
+	lock_state();
+	for (i = 0; i < st.nhandles; i++)
+		n += st.handles[i].refs;
+	unlock_state();
+	return n;
+}
+
+unsigned fake_cuda_ctx_flags(int device)
+{
+	unsigned flags = 0;
+
+	lock_state();
+	if (device >= 0 && device < FAKE_CUDA_MAX_DEVICES)
+		flags = st.ctx[device].flags;
+	unlock_state();
+	return flags;
+}
+
+CUcontext fake_cuda_ctx(int device)
+{
+	if (device < 0 || device >= FAKE_CUDA_MAX_DEVICES)
+		return NULL;
+	return &st.ctx[device];
+}
+
+CUmemoryPool fake_cuda_pool(int device)
+{
+	if (device < 0 || device >= FAKE_CUDA_MAX_DEVICES)
+		return NULL;
+	return &st.pool[device];
+}
+
+void fake_cuda_set_init_result(CUresult r)
+{
+	lock_state();
+	st.init_result = r;
+	unlock_state();
+}
+
+void fake_cuda_set_device_count(int n)
+{
+	lock_state();
+	st.ndevices = clamp_devices(n);
+	unlock_state();
+}
+
+static enum fn_id fn_lookup(const char *name)
+{
+	size_t i, len = name ? strlen(name) : 0;
+
+	for (i = 0; name && i < FN_COUNT; i++) {
+		if (!strcmp(fn_names[i], name))
+			return (enum fn_id)i;
+		if (!strncmp(fn_names[i], name, len) &&
+		    !strcmp(fn_names[i] + len, "_v2"))
+			return (enum fn_id)i;
+	}
+	fprintf(stderr, "fake_cuda: no entry point named \"%s\"\n",
+		name ? name : "(null)");
+	abort();
+}
+
+void fake_cuda_fail(const char *fn_name, CUresult err, int count)
+{
+	enum fn_id fn = fn_lookup(fn_name);
+
+	lock_state();
+	st.fn[fn].fail_err = err;
+	st.fn[fn].fail_left = count < 0 ? -1 : count;
+	unlock_state();
+}
+
+unsigned long fake_cuda_calls(const char *fn_name)
+{
+	enum fn_id fn = fn_lookup(fn_name);
+	unsigned long n;
+
+	lock_state();
+	n = st.fn[fn].calls;
+	unlock_state();
+	return n;
+}
+
+void fake_cuda_calls_reset(void)
+{
+	size_t i;
+
+	lock_state();
+	for (i = 0; i < FN_COUNT; i++)
+		st.fn[i].calls = 0;
+	unlock_state();
+}
+
+/* ====================================================================
+ * Entry points
+ * ==================================================================== */
+
+/*
+ * Count a call of fn and say whether it goes ahead: an injected failure
+ * first, then CUDA_ERROR_NOT_INITIALIZED where fn needs cuInit.  Lock
+ * held.
+ */
+static CUresult enter(enum fn_id fn, bool need_init)
+{
+	struct fn_state *s = &st.fn[fn];
+
+	s->calls++;
+	if (s->fail_left) {
+		if (s->fail_left > 0)
+			s->fail_left--;
+		return s->fail_err;
+	}
+	if (need_init && !st.initialised)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuInit(unsigned flags)
+{
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuInit, false);
+	if (rc)
+		goto out;
+	if (flags)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (st.init_result != CUDA_SUCCESS)
+		rc = st.init_result;
+	else if (!st.ndevices)
+		rc = CUDA_ERROR_NO_DEVICE;
+	else
+		st.initialised = true;
+out:
+	unlock_state();
+	return rc;
+}
+
+/* Like the real one, this works before cuInit. */
+CUresult cuDriverGetVersion(int *version)
+{
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuDriverGetVersion, false);
+	if (!rc) {
+		if (version)
+			*version = FAKE_CUDA_DRIVER_VERSION;
+		else
+			rc = CUDA_ERROR_INVALID_VALUE;
+	}
+	unlock_state();
+	return rc;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuDeviceGetCount, true);
+	if (!rc) {
+		if (count)
+			*count = st.ndevices;
+		else
+			rc = CUDA_ERROR_INVALID_VALUE;
+	}
+	unlock_state();
+	return rc;
+}
+
+CUresult cuDeviceGetAttribute(int *value, int attr, CUdevice dev)
+{
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuDeviceGetAttribute, true);
+	if (rc)
+		goto out;
+	if (!value) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+	} else if (dev < 0 || dev >= st.ndevices) {
+		rc = CUDA_ERROR_INVALID_DEVICE;
+	} else {
+		switch (attr) {
+		case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+		case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED:
+		case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED:
+			*value = 1;
+			break;
+		default:
+			rc = CUDA_ERROR_INVALID_VALUE;
+		}
+	}
+out:
+	unlock_state();
+	return rc;
+}
+
+static const struct {
+	CUresult code;
+	const char *name;
+} err_names[] = {
+#define E(x) { x, #x }
+	E(CUDA_SUCCESS),
+	E(CUDA_ERROR_INVALID_VALUE),
+	E(CUDA_ERROR_OUT_OF_MEMORY),
+	E(CUDA_ERROR_NOT_INITIALIZED),
+	E(CUDA_ERROR_DEINITIALIZED),
+	E(CUDA_ERROR_STUB_LIBRARY),
+	E(CUDA_ERROR_NO_DEVICE),
+	E(CUDA_ERROR_INVALID_DEVICE),
+	E(CUDA_ERROR_INVALID_CONTEXT),
+	E(CUDA_ERROR_NOT_FOUND),
+	E(CUDA_ERROR_NOT_SUPPORTED),
+#undef E
+};
+
+/* Like the real one, this works before cuInit. */
+CUresult cuGetErrorName(CUresult res, const char **name)
+{
+	CUresult rc;
+	size_t i;
+
+	lock_state();
+	rc = enter(FN_cuGetErrorName, false);
+	unlock_state();
+	if (rc)
+		return rc;
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (i = 0; i < ARRAY_SIZE(err_names); i++) {
+		if (err_names[i].code == res) {
+			*name = err_names[i].name;
+			return CUDA_SUCCESS;
+		}
+	}
+	*name = NULL;
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Bytes an attribute's value takes, 0 for one the fake does not know. */
+static size_t attr_size(int attr)
+{
+	switch (attr) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+		return sizeof(CUcontext);
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		return sizeof(unsigned);
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		return sizeof(CUdeviceptr);
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+		return sizeof(void *);
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+		return sizeof(unsigned long long);
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		return sizeof(CUdeviceptr);
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+		return sizeof(size_t);
+	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+		return sizeof(CUmemoryPool);
+	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+	case CU_POINTER_ATTRIBUTE_MAPPED:
+	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+		return sizeof(int);
+	}
+	return 0;
+}
+
+/* Store attr of ptr in a (NULL: an unknown address, all zeros) at data. */
+static void fill_attr(const struct fake_alloc *a, int attr, CUdeviceptr ptr,
+		      void *data)
+{
+	union {
+		CUcontext ctx;
+		CUmemoryPool pool;
+		CUdeviceptr dptr;
+		void *p;
+		unsigned long long ull;
+		size_t sz;
+		unsigned u;
+		int i;
+	} v;
+	bool no_ctx;
+
+	memset(&v, 0, sizeof(v));
+	if (!a)
+		goto store;
+	no_ctx = a->kind == FAKE_POOL || a->kind == FAKE_VMM;
+	switch (attr) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+		v.ctx = no_ctx ? NULL : &st.ctx[a->device];
+		break;
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		v.u = a->kind == FAKE_HOST_PINNED ? CU_MEMORYTYPE_HOST
+						  : CU_MEMORYTYPE_DEVICE;
+		break;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		v.dptr = ptr;
+		break;
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+		v.p = (void *)(uintptr_t)ptr;
+		break;
+	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+		v.i = a->sync_on;
+		break;
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+		v.ull = a->buffer_id;
+		break;
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+		v.i = a->kind == FAKE_MANAGED;
+		break;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		v.i = a->device;
+		break;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		v.dptr = a->start;
+		break;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+		v.sz = a->size;
+		break;
+	case CU_POINTER_ATTRIBUTE_MAPPED:
+		v.i = 1;
+		break;
+	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+		v.i = a->kind == FAKE_DEVICE || a->kind == FAKE_POOL ||
+		      a->kind == FAKE_VMM;
+		break;
+	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+		v.pool = a->kind == FAKE_POOL ? &st.pool[a->device] : NULL;
+		break;
+	}
+store:
+	memcpy(data, &v, attr_size(attr));
+}
+
+CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr)
+{
+	struct fake_alloc *a;
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuPointerGetAttribute, true);
+	if (rc)
+		goto out;
+	a = lookup(ptr);
+	if (!data || !attr_size(attr) || !a)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else
+		fill_attr(a, attr, ptr, data);
+out:
+	unlock_state();
+	return rc;
+}
+
+CUresult cuPointerGetAttributes(unsigned n, int *attrs, void **data,
+				CUdeviceptr ptr)
+{
+	struct fake_alloc *a;
+	CUresult rc;
+	unsigned i;
+
+	lock_state();
+	rc = enter(FN_cuPointerGetAttributes, true);
+	if (rc)
+		goto out;
+	if (!n || !attrs || !data) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (!attr_size(attrs[i]) || !data[i]) {
+			rc = CUDA_ERROR_INVALID_VALUE;
+			goto out;
+		}
+	}
+	a = lookup(ptr);
+	for (i = 0; i < n; i++)
+		fill_attr(a, attrs[i], ptr, data[i]);
+out:
+	unlock_state();
+	return rc;
+}
+
+CUresult cuPointerSetAttribute(const void *value, int attr, CUdeviceptr ptr)
+{
+	struct fake_alloc *a;
+	CUresult rc;
+	int v;
+
+	lock_state();
+	rc = enter(FN_cuPointerSetAttribute, true);
+	if (rc)
+		goto out;
+	a = lookup(ptr);
+	if (!value || attr != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS || !a) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+	} else if (a->kind == FAKE_VMM) {
+		rc = CUDA_ERROR_NOT_SUPPORTED;
+	} else {
+		memcpy(&v, value, sizeof(v));
+		a->sync_on = v != 0;
+		a->sync_count++;
+	}
+out:
+	unlock_state();
+	return rc;
+}
+
+static struct handle_ref *find_handle(CUmemGenericAllocationHandle h)
+{
+	size_t i;
+
+	for (i = 0; i < st.nhandles; i++)
+		if (st.handles[i].handle == h)
+			return &st.handles[i];
+	return NULL;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+				     void *addr)
+{
+	struct fake_alloc *a;
+	struct handle_ref *h;
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuMemRetainAllocationHandle, true);
+	if (rc)
+		goto out;
+	a = lookup((CUdeviceptr)(uintptr_t)addr);
+	if (!handle || !a || a->kind != FAKE_VMM) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	h = find_handle(a->handle);
+	if (!h) {
+		st.handles = grow(st.handles, &st.handles_cap,
+				  st.nhandles + 1, sizeof(*st.handles));
+		h = &st.handles[st.nhandles++];
+		h->handle = a->handle;
+		h->refs = 0;
+	}
+	h->refs++;
+	*handle = a->handle;
+out:
+	unlock_state();
+	return rc;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+	struct handle_ref *h;
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuMemRelease, true);
+	if (rc)
+		goto out;
+	h = find_handle(handle);
+	if (!h) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (--h->refs == 0)
+		*h = st.handles[--st.nhandles];
+out:
+	unlock_state();
+	return rc;
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size,
+				 CUdeviceptr p)
+{
+	struct fake_alloc *a;
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuMemGetAddressRange_v2, true);
+	if (rc)
+		goto out;
+	a = lookup(p);
+	if (!a) {
+		rc = CUDA_ERROR_NOT_FOUND;
+		goto out;
+	}
+	if (base)
+		*base = a->start;
+	if (size)
+		*size = a->size;
+out:
+	unlock_state();
+	return rc;
+}
+
+/* This thread's current context, NULL if none; lock held. */
+static CUcontext current_ctx(void)
+{
+	if (tls.gen != st.gen) {
+		tls.gen = st.gen;
+		tls.depth = 0;
+	}
+	return tls.depth ? tls.stack[tls.depth - 1] : NULL;
+}
+
+/* The device whose context ctx is, -1 if none (of those present). */
+static int ctx_device(CUcontext ctx)
+{
+	int i;
+
+	for (i = 0; i < st.ndevices; i++)
+		if (ctx == &st.ctx[i])
+			return i;
+	return -1;
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuCtxPushCurrent_v2, true);
+	if (rc)
+		goto out;
+	current_ctx();
+	if (!ctx)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (ctx_device(ctx) < 0)
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+	else if (tls.depth == CTX_STACK_MAX)
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	else
+		tls.stack[tls.depth++] = ctx;
+out:
+	unlock_state();
+	return rc;
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuCtxPopCurrent_v2, true);
+	if (rc)
+		goto out;
+	if (!current_ctx()) {
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+		goto out;
+	}
+	tls.depth--;
+	if (pctx)
+		*pctx = tls.stack[tls.depth];
+out:
+	unlock_state();
+	return rc;
+}
+
+CUresult cuCtxGetFlags(unsigned *flags)
+{
+	CUcontext ctx;
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuCtxGetFlags, true);
+	if (rc)
+		goto out;
+	ctx = current_ctx();
+	if (!flags)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (!ctx)
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+	else
+		*flags = ctx->flags;
+out:
+	unlock_state();
+	return rc;
+}
+
+CUresult cuCtxSetFlags(unsigned flags)
+{
+	CUcontext ctx;
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuCtxSetFlags, true);
+	if (rc)
+		goto out;
+	ctx = current_ctx();
+	if (!ctx)
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+	else if (flags & ~CTX_VALID_FLAGS)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else
+		ctx->flags = flags;
+out:
+	unlock_state();
+	return rc;
+}
