@@ -14,6 +14,7 @@
  *
  * Locks: classify_lock protects the SYNC_MEMOPS sets and is held across
  * the driver calls that set it, so two threads never both pay for it.
+ * Only allocations are remembered, never contexts (see sync_ctx).
  * Callers: api.c.
  */
 #include <pthread.h>
@@ -34,14 +35,13 @@ static int sync_oom;
 #define CLASSIFY_SYNC_MAX 65536
 
 struct sync_entry {
-	uint64_t key;      /* BUFFER_ID, or the CUcontext for ctx flags */
+	uint64_t key;      /* BUFFER_ID */
 	uint32_t how;      /* GDRC_MR_INFO_SYNC_MEMOPS* */
 	UT_hash_handle hh;
 };
 
 static pthread_mutex_t classify_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sync_entry *sync_allocs;   /* by BUFFER_ID; classify_lock */
-static struct sync_entry *sync_ctxs;     /* by CUcontext; classify_lock */
 static unsigned sync_count;              /* classify_lock */
 
 static gdrc_status_t cuda_fail(const struct gdrc_cuda *cu, const char *call,
@@ -132,17 +132,13 @@ gdrc_status_t gdrc_classify(const struct gdrc_cuda *cu, uintptr_t addr,
 }
 
 /* Under classify_lock.  Remember key -> how, clearing when too many. */
-static void sync_remember(struct sync_entry **set, uint64_t key, uint32_t how)
+static void sync_remember(uint64_t key, uint32_t how)
 {
 	struct sync_entry *e, *tmp;
 
 	if (++sync_count > CLASSIFY_SYNC_MAX) {
 		HASH_ITER(hh, sync_allocs, e, tmp) {
 			HASH_DEL(sync_allocs, e);
-			free(e);
-		}
-		HASH_ITER(hh, sync_ctxs, e, tmp) {
-			HASH_DEL(sync_ctxs, e);
 			free(e);
 		}
 		sync_count = 1;
@@ -153,37 +149,77 @@ static void sync_remember(struct sync_entry **set, uint64_t key, uint32_t how)
 	e->key = key;
 	e->how = how;
 	sync_oom = 0;
-	HASH_ADD(hh, *set, key, sizeof(e->key), e);
+	HASH_ADD(hh, sync_allocs, key, sizeof(e->key), e);
 	if (sync_oom)
 		free(e);
 }
 
-/* Under classify_lock: the context flag, once per context. */
-static uint32_t sync_ctx(const struct gdrc_cuda *cu, CUcontext ctx)
+/* Under classify_lock: set CU_CTX_SYNC_MEMOPS on ctx, made current. */
+static int sync_ctx_set(const struct gdrc_cuda *cu, CUcontext ctx)
 {
-	uint64_t key = (uintptr_t)ctx;
-	struct sync_entry *e;
 	unsigned flags = 0;
 	CUcontext popped;
+	int ok = 0;
+
+	if (!cu->cuCtxGetFlags || !cu->cuCtxSetFlags ||
+	    cu->cuCtxPushCurrent(ctx) != CUDA_SUCCESS)
+		return 0;
+	if (cu->cuCtxGetFlags(&flags) == CUDA_SUCCESS &&
+	    ((flags & CU_CTX_SYNC_MEMOPS) ||
+	     cu->cuCtxSetFlags(flags | CU_CTX_SYNC_MEMOPS) == CUDA_SUCCESS))
+		ok = 1;
+	cu->cuCtxPopCurrent(&popped);
+	return ok;
+}
+
+/*
+ * The context whose memory operations touch cls's memory.  VMM and pool
+ * memory belong to no context (the driver reports none): then the
+ * caller's current context, else the device's primary context if it is
+ * already active (retaining an inactive one would create it).
+ * @return the context; *primary_p is 1 if it was retained.
+ */
+static CUcontext sync_ctx_pick(const struct gdrc_cuda *cu,
+			       const struct gdrc_class *cls, int *primary_p)
+{
+	CUcontext ctx = cls->cu_ctx;
+	unsigned flags;
+	int active = 0;
+
+	*primary_p = 0;
+	if (ctx)
+		return ctx;
+	if (cu->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx)
+		return ctx;
+	if (cu->cuDevicePrimaryCtxGetState(cls->info.device, &flags,
+					   &active) != CUDA_SUCCESS ||
+	    !active ||
+	    cu->cuDevicePrimaryCtxRetain(&ctx, cls->info.device) !=
+		    CUDA_SUCCESS)
+		return NULL;
+	*primary_p = 1;
+	return ctx;
+}
+
+/*
+ * Under classify_lock: the context flag.  Not remembered per context: a
+ * destroyed context's address may come back as a new context without
+ * the flag.  It runs once per allocation anyway.
+ */
+static uint32_t sync_ctx(const struct gdrc_cuda *cu, const struct gdrc_class *cls)
+{
+	int primary;
+	CUcontext ctx = sync_ctx_pick(cu, cls, &primary);
 	uint32_t how = GDRC_MR_INFO_NO_SYNC_MEMOPS;
 
-	HASH_FIND(hh, sync_ctxs, &key, sizeof(key), e);
-	if (e)
-		return e->how;
-	if (ctx && cu->cuCtxGetFlags && cu->cuCtxSetFlags &&
-	    cu->cuCtxPushCurrent(ctx) == CUDA_SUCCESS) {
-		if (cu->cuCtxGetFlags(&flags) == CUDA_SUCCESS &&
-		    ((flags & CU_CTX_SYNC_MEMOPS) ||
-		     cu->cuCtxSetFlags(flags | CU_CTX_SYNC_MEMOPS) ==
-			     CUDA_SUCCESS))
-			how = GDRC_MR_INFO_SYNC_MEMOPS_CTX;
-		cu->cuCtxPopCurrent(&popped);
-	}
-	if (how == GDRC_MR_INFO_NO_SYNC_MEMOPS)
+	if (ctx && sync_ctx_set(cu, ctx))
+		how = GDRC_MR_INFO_SYNC_MEMOPS_CTX;
+	else
 		gdrc_warn("cannot make memory operations synchronous on cuda "
-			  "context %p: registrations there report "
-			  "GDRC_MR_INFO_NO_SYNC_MEMOPS", (void *)ctx);
-	sync_remember(&sync_ctxs, key, how);
+			  "device %d: its registrations report "
+			  "GDRC_MR_INFO_NO_SYNC_MEMOPS", cls->info.device);
+	if (primary)
+		cu->cuDevicePrimaryCtxRelease(cls->info.device);
 	return how;
 }
 
@@ -214,10 +250,10 @@ uint32_t gdrc_classify_sync_memops(const struct gdrc_cuda *cu,
 			gdrc_debug("SYNC_MEMOPS on %#lx: %s",
 				   (unsigned long)cls->info.alloc_base,
 				   gdrc_cuda_err(cu, res));
-		how = sync_ctx(cu, cls->cu_ctx);
+		how = sync_ctx(cu, cls);
 		*did_set_p = how == GDRC_MR_INFO_SYNC_MEMOPS_CTX;
 	}
-	sync_remember(&sync_allocs, key, how);
+	sync_remember(key, how);
 out:
 	pthread_mutex_unlock(&classify_lock);
 	return how;

@@ -53,6 +53,10 @@ static const struct cuda_sym cuda_syms[] = {
 	CUDA_SYM(cuMemRelease, "cuMemRelease", 0),
 	CUDA_SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2", 0),
 	CUDA_SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2", 0),
+	CUDA_SYM(cuCtxGetCurrent, "cuCtxGetCurrent", 0),
+	CUDA_SYM(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", 0),
+	CUDA_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 0),
+	CUDA_SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 0),
 	CUDA_SYM(cuCtxGetFlags, "cuCtxGetFlags", 1),
 	CUDA_SYM(cuCtxSetFlags, "cuCtxSetFlags", 1),
 };

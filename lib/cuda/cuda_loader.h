@@ -36,6 +36,11 @@ struct gdrc_cuda {
 	CUresult (*cuMemRelease)(CUmemGenericAllocationHandle handle);
 	CUresult (*cuCtxPushCurrent)(CUcontext ctx);
 	CUresult (*cuCtxPopCurrent)(CUcontext *ctx);
+	CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
+	CUresult (*cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned *flags,
+					       int *active);
+	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
 	CUresult (*cuCtxGetFlags)(unsigned *flags);  /* optional */
 	CUresult (*cuCtxSetFlags)(unsigned flags);   /* optional, 12.1+ */
 	int driver_version;                          /* cuDriverGetVersion */

@@ -29,6 +29,16 @@
  *               For UCX one rcache is shared by all threads.
  *   f. machine  CPU model, CPUs, date (UTC), library, compiler and UCX
  *               versions.
+ *   g. gpu      only when a CUDA driver and a device are there (else one
+ *               "skipped" line): the bare cuPointerGetAttribute(BUFFER_ID)
+ *               that a validated GPU hit adds; GPU hits with
+ *               GDRC_VALIDATE=always (ratio to that bare query) and =hooks
+ *               (ratio to the host hit of a.); the miss cost (get + put +
+ *               invalidate) on device, pool and pinned host memory; and
+ *               gdrc_ptr_query classifying an unregistered device pointer.
+ *               The driver is opened at run time (GDRC_CUDA_LIBRARY,
+ *               default libcuda.so.1, as the library does): building needs
+ *               no CUDA toolkit.
  *
  * How each number is taken
  *   Warm up, then time the loop 5 times with CLOCK_MONOTONIC: "best" is
@@ -44,9 +54,12 @@
  *   gdrc-bench                full run (under a minute on 2 cores)
  *   gdrc-bench --quick        10x fewer iterations, n up to 100000 (CI)
  *   gdrc-bench --json PATH    also write the results as one JSON object
+ *   gdrc-bench --gpu-only     only a. (the host hit g. compares with)
+ *                             and g., for quick runs on a GPU machine
  *   Run it on an idle machine and compare numbers of one run only.  It
  *   checks no speed: it exits 0 when every call succeeded, 1 when a
- *   libgdrcache (or UCX, or system) call failed, 2 on a bad option.
+ *   libgdrcache (or UCX, or CUDA, or system) call failed, 2 on a bad
+ *   option.  No driver or no GPU is not a failure: g. is skipped.
  *
  * Reading the output
  *   Compare "best" (the least disturbed repetition); "median" shows the
@@ -59,21 +72,28 @@
  *   Insert times for small n include the first allocations of a context.
  *
  * JSON (--json PATH): one object with keys "machine" (object), "quick",
- * "hit_ns", "hit_rotate4_ns", "ucx_hit_ns", "ratio_hit_vs_ucx",
- * "miss_ns", "uncached_ns", "lookup": [{"n", "insert_ns",
- * "random_hit_ns", "same_hit_ns"}], "threads": [{"mode": "shared" or
- * "private", "threads", "oversubscribed", "mops", "ratio", "ucx_mops",
- * "ucx_ratio"}].  Each number is the best repetition; the same key with
- * "_median" appended holds the median.  UCX values are null when UCX is
- * not built.
+ * "gpu_only", "hit_ns", "hit_rotate4_ns", "ucx_hit_ns",
+ * "ratio_hit_vs_ucx", "miss_ns", "uncached_ns", "lookup": [{"n",
+ * "insert_ns", "random_hit_ns", "same_hit_ns"}], "threads": [{"mode":
+ * "shared" or "private", "threads", "oversubscribed", "mops", "ratio",
+ * "ucx_mops", "ucx_ratio"}], "gpu": {"device", "driver" (as
+ * cuDriverGetVersion says, e.g. 13000), "tag_query_ns", "hit_always_ns",
+ * "ratio_always_vs_tag", "hit_hooks_ns", "ratio_hooks_vs_host_hit",
+ * "miss_device_ns", "miss_pool_ns", "miss_host_pinned_ns",
+ * "classify_ns"} or null when g. was skipped.  Each number is the best
+ * repetition; the same key with "_median" appended holds the median.
+ * UCX values are null when UCX is not built; with --gpu-only, those of
+ * b. to e. are null or empty.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dlfcn.h>
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +132,10 @@
 #define BENCH_UCX_THR_ITERS 500000UL	/* e: per thread, UCX */
 #define BENCH_LOOKUP_MAX_N 1000000UL
 #define BENCH_LOOKUP_QUICK_N 100000UL
+#define BENCH_GPU_CALL_ITERS 1000000UL	/* g: loops making a driver call */
+#define BENCH_GPU_MISS_ITERS 100000UL	/* g: misses */
+#define BENCH_GPU_BUF (1UL << 20)	/* g: each allocation, 1 MiB */
+#define BENCH_GPU_OFFSET 4096UL		/* g: where in it a get starts */
 
 #define bench_unlikely(x) __builtin_expect(!!(x), 0)
 
@@ -150,6 +174,21 @@ struct bench_machine {
 	const char *ucx_events;    /* ucm events of the rcache */
 };
 
+/* g.  ran 0: skipped, for the reason in skip. */
+struct bench_gpu_res {
+	int ran;
+	char skip[256];
+	char device[256];
+	int driver;			/* cuDriverGetVersion, e.g. 13000 */
+	struct bench_res tag_query;	/* bare cuPointerGetAttribute */
+	struct bench_res hit_always;	/* GDRC_VALIDATE=always */
+	struct bench_res hit_hooks;	/* GDRC_VALIDATE=hooks */
+	struct bench_res miss_device;	/* cuMemAlloc */
+	struct bench_res miss_pool;	/* cuMemAllocAsync */
+	struct bench_res miss_host_pinned; /* cuMemHostAlloc */
+	struct bench_res classify;	/* gdrc_ptr_query, not registered */
+};
+
 struct bench_results {
 	struct bench_machine machine;
 	struct bench_res hit;
@@ -162,11 +201,13 @@ struct bench_results {
 	int nlookup;
 	struct bench_thr_res thr[2 * BENCH_MAX_THR_ROWS];
 	int nthr;
+	struct bench_gpu_res gpu;
 };
 
 struct bench_opts {
 	int quick;
 	int ucx_child; /* --ucx-default-child: only UCX's hit, then exit */
+	int gpu_only;  /* --gpu-only: a. and g. */
 	const char *json;
 	uint64_t div; /* 10 with --quick, else 1 */
 };

@@ -80,7 +80,11 @@
 	X(cuCtxPushCurrent_v2)		\
 	X(cuCtxPopCurrent_v2)		\
 	X(cuCtxGetFlags)		\
-	X(cuCtxSetFlags)
+	X(cuCtxSetFlags)		\
+	X(cuCtxGetCurrent)		\
+	X(cuDevicePrimaryCtxGetState)	\
+	X(cuDevicePrimaryCtxRetain)	\
+	X(cuDevicePrimaryCtxRelease_v2)
 
 enum fn_id {
 #define X(name) FN_##name,
@@ -146,6 +150,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	int ndevices;
 	bool initialised;
+	bool primary_inactive;	/* fake_cuda_set_primary_active(0) */
+	int primary_refs[FAKE_CUDA_MAX_DEVICES]; /* retains not released */
 	CUresult init_result;
 	unsigned gen;		/* bumped by reset: drops every context stack */
 	unsigned long long next_buffer_id;
@@ -519,6 +525,8 @@ void fake_cuda_reset(int ndevices)
 	memset(st.small, 0, sizeof(st.small));
 	memset(st.fn, 0, sizeof(st.fn));
 	memset(st.ctx, 0, sizeof(st.ctx));
+	memset(st.primary_refs, 0, sizeof(st.primary_refs));
+	st.primary_inactive = false;
 	st.va_next = st.va_base;
 	st.ndevices = clamp_devices(ndevices);
 	st.initialised = false;
@@ -1208,4 +1216,92 @@ CUresult cuCtxSetFlags(unsigned flags)
 out:
 	unlock_state();
 	return rc;
+}
+
+/*
+ * The current context, and the devices' primary contexts: the context of
+ * device d doubles as its primary context, active unless a test said
+ * otherwise (fake_cuda_set_primary_active).
+ */
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuCtxGetCurrent, true);
+	if (!rc && !pctx)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc)
+		*pctx = current_ctx();
+	unlock_state();
+	return rc;
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned *flags,
+				    int *active)
+{
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuDevicePrimaryCtxGetState, true);
+	if (!rc && (dev < 0 || dev >= st.ndevices))
+		rc = CUDA_ERROR_INVALID_DEVICE;
+	if (!rc && (!flags || !active))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc) {
+		*flags = st.ctx[dev].flags;
+		*active = !st.primary_inactive;
+	}
+	unlock_state();
+	return rc;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuDevicePrimaryCtxRetain, true);
+	if (!rc && (dev < 0 || dev >= st.ndevices))
+		rc = CUDA_ERROR_INVALID_DEVICE;
+	if (!rc && !pctx)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc) {
+		*pctx = &st.ctx[dev];
+		st.primary_refs[dev]++;
+	}
+	unlock_state();
+	return rc;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuDevicePrimaryCtxRelease_v2, true);
+	if (!rc && (dev < 0 || dev >= st.ndevices || !st.primary_refs[dev]))
+		rc = CUDA_ERROR_INVALID_DEVICE;
+	if (!rc)
+		st.primary_refs[dev]--;
+	unlock_state();
+	return rc;
+}
+
+void fake_cuda_set_primary_active(int active)
+{
+	lock_state();
+	st.primary_inactive = !active;
+	unlock_state();
+}
+
+int fake_cuda_primary_refs(int device)
+{
+	int n;
+
+	lock_state();
+	n = device >= 0 && device < FAKE_CUDA_MAX_DEVICES ?
+		    st.primary_refs[device] : -1;
+	unlock_state();
+	return n;
 }

@@ -60,11 +60,19 @@ int fake_cuda_retained_handles(void);
 /* Flags of device's context (0 for a bad ordinal). */
 unsigned fake_cuda_ctx_flags(int device);
 
-/* The context of device (one per device), NULL for a bad ordinal. */
+/* The context of device (one per device, 0..7; only those of present
+ * devices can be pushed), NULL outside 0..7. */
 CUcontext fake_cuda_ctx(int device);
 
-/* The memory pool of device (MEMPOOL_HANDLE of FAKE_POOL), NULL if bad. */
+/* The memory pool of device (MEMPOOL_HANDLE of FAKE_POOL), NULL
+ * outside 0..7. */
 CUmemoryPool fake_cuda_pool(int device);
+
+/* Whether every device's primary context reads as active (default 1). */
+void fake_cuda_set_primary_active(int active);
+
+/* cuDevicePrimaryCtxRetain calls on device not yet released. */
+int fake_cuda_primary_refs(int device);
 
 /* What cuInit returns from now on (CUDA_SUCCESS by default). */
 void fake_cuda_set_init_result(CUresult r);
@@ -84,7 +92,8 @@ void fake_cuda_calls_reset(void);
 
 /*
  * The driver entry points the fake exports, for tests that call them
- * directly.  Same ABI as the real ones (enums are int here).
+ * directly.  Same ABI as the real ones (enums are int here).  Define
+ * FAKE_CUDA_NO_DRIVER_PROTOTYPES to leave them out.
  */
 #ifndef FAKE_CUDA_NO_DRIVER_PROTOTYPES
 CUresult cuInit(unsigned flags);
@@ -105,6 +114,11 @@ CUresult cuCtxPushCurrent_v2(CUcontext ctx);
 CUresult cuCtxPopCurrent_v2(CUcontext *ctx);
 CUresult cuCtxGetFlags(unsigned *flags);
 CUresult cuCtxSetFlags(unsigned flags);
+CUresult cuCtxGetCurrent(CUcontext *ctx);
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned *flags,
+				    int *active);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 #endif
 
 #endif /* GDRC_FAKE_CUDA_H */

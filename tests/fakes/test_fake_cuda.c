@@ -1,0 +1,906 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_fake_cuda.c - unit tests for the fake CUDA driver itself.
+ *
+ * Other tests trust libgdrc_fakecuda.so to behave like the real driver
+ * did on an H200 (shared/research/gpu-probe.md); these check that it
+ * does: sub-allocation of small cuMemAlloc blocks, VA reuse with a new
+ * BUFFER_ID, what unknown (host or freed) addresses return, VMM, pool,
+ * managed and pinned host memory, failure injection and call counts,
+ * CUDA_ERROR_NOT_INITIALIZED before cuInit, per-thread context stacks
+ * and flags, thread safety, and that dlopen of the file the test links
+ * gives the same instance.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fake_cuda.h"
+
+#define KiB 1024UL
+#define MiB (1024UL * KiB)
+
+/* ====================================================================
+ * Helpers
+ * ==================================================================== */
+
+static int setup(void **state)
+{
+	(void)state;
+	fake_cuda_reset(1);
+	return cuInit(0) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static unsigned long long buffer_id_of(CUdeviceptr p, CUresult *rc)
+{
+	unsigned long long id = 0xdeadULL;
+
+	*rc = cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p);
+	return id;
+}
+
+static size_t range_size_of(CUdeviceptr p)
+{
+	size_t size = 0;
+
+	assert_int_equal(cuPointerGetAttribute(&size,
+			 CU_POINTER_ATTRIBUTE_RANGE_SIZE, p), CUDA_SUCCESS);
+	return size;
+}
+
+static void *attr_ptr(CUdeviceptr p, int attr)
+{
+	void *v = (void *)(uintptr_t)0x1234;
+
+	assert_int_equal(cuPointerGetAttribute(&v, attr, p), CUDA_SUCCESS);
+	return v;
+}
+
+static int attr_int(CUdeviceptr p, int attr)
+{
+	int v = -77;
+
+	assert_int_equal(cuPointerGetAttribute(&v, attr, p), CUDA_SUCCESS);
+	return v;
+}
+
+/* ====================================================================
+ * Initialisation and device queries
+ * ==================================================================== */
+
+static void test_fake_cuda_before_init_not_initialized(void **state)
+{
+	unsigned long long id;
+	const char *name;
+	unsigned flags;
+	int n, v;
+
+	(void)state;
+	fake_cuda_reset(1);
+	assert_int_equal(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+	assert_int_equal(cuDeviceGetAttribute(&v,
+			 CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, 0),
+			 CUDA_ERROR_NOT_INITIALIZED);
+	assert_int_equal(cuPointerGetAttribute(&id,
+			 CU_POINTER_ATTRIBUTE_BUFFER_ID, 0x1000),
+			 CUDA_ERROR_NOT_INITIALIZED);
+	assert_int_equal(cuCtxPushCurrent_v2(fake_cuda_ctx(0)),
+			 CUDA_ERROR_NOT_INITIALIZED);
+	assert_int_equal(cuCtxGetFlags(&flags), CUDA_ERROR_NOT_INITIALIZED);
+	assert_int_equal(cuMemRelease(1), CUDA_ERROR_NOT_INITIALIZED);
+	/* As in the real driver, these two need no cuInit. */
+	assert_int_equal(cuDriverGetVersion(&v), CUDA_SUCCESS);
+	assert_int_equal(v, 13000);
+	assert_int_equal(cuGetErrorName(CUDA_ERROR_NO_DEVICE, &name),
+			 CUDA_SUCCESS);
+	assert_string_equal(name, "CUDA_ERROR_NO_DEVICE");
+
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	assert_int_equal(cuDeviceGetCount(&n), CUDA_SUCCESS);
+	assert_int_equal(n, 1);
+	assert_int_equal(fake_cuda_calls("cuDeviceGetCount"), 2);
+}
+
+static void test_fake_cuda_init_result_set_returned(void **state)
+{
+	int n;
+
+	(void)state;
+	fake_cuda_reset(1);
+	fake_cuda_set_init_result(CUDA_ERROR_STUB_LIBRARY);
+	assert_int_equal(cuInit(0), CUDA_ERROR_STUB_LIBRARY);
+	assert_int_equal(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+
+	fake_cuda_set_init_result(CUDA_SUCCESS);
+	assert_int_equal(cuInit(1), CUDA_ERROR_INVALID_VALUE);
+	fake_cuda_set_device_count(0);
+	assert_int_equal(cuInit(0), CUDA_ERROR_NO_DEVICE);
+	fake_cuda_set_device_count(3);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	assert_int_equal(cuDeviceGetCount(&n), CUDA_SUCCESS);
+	assert_int_equal(n, 3);
+	assert_int_equal(fake_cuda_calls("cuInit"), 4);
+}
+
+static void test_fake_cuda_device_attributes_one(void **state)
+{
+	static const int attrs[] = {
+		CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED,
+		CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
+		CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+	};
+	size_t i;
+	int v;
+
+	(void)state;
+	for (i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+		v = 0;
+		assert_int_equal(cuDeviceGetAttribute(&v, attrs[i], 0),
+				 CUDA_SUCCESS);
+		assert_int_equal(v, 1);
+	}
+	assert_int_equal(cuDeviceGetAttribute(&v, attrs[0], 1),
+			 CUDA_ERROR_INVALID_DEVICE);
+	assert_int_equal(cuDeviceGetAttribute(&v, attrs[0], -1),
+			 CUDA_ERROR_INVALID_DEVICE);
+	assert_int_equal(cuDeviceGetAttribute(&v, 12345, 0),
+			 CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_fake_cuda_error_names_known_codes(void **state)
+{
+	const char *name;
+
+	(void)state;
+	assert_int_equal(cuGetErrorName(CUDA_SUCCESS, &name), CUDA_SUCCESS);
+	assert_string_equal(name, "CUDA_SUCCESS");
+	assert_int_equal(cuGetErrorName(1, &name), CUDA_SUCCESS);
+	assert_string_equal(name, "CUDA_ERROR_INVALID_VALUE");
+	assert_int_equal(cuGetErrorName(801, &name), CUDA_SUCCESS);
+	assert_string_equal(name, "CUDA_ERROR_NOT_SUPPORTED");
+	assert_int_equal(cuGetErrorName(34, &name), CUDA_SUCCESS);
+	assert_string_equal(name, "CUDA_ERROR_STUB_LIBRARY");
+	assert_int_equal(cuGetErrorName(4242, &name),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_null(name);
+}
+
+/* ====================================================================
+ * Allocations
+ * ==================================================================== */
+
+static void test_fake_cuda_small_allocs_512_apart_one_page(void **state)
+{
+	CUdeviceptr a, b, base = 0;
+	unsigned long long ida, idb;
+	size_t size = 0;
+	CUresult rc;
+
+	(void)state;
+	a = fake_cuda_alloc(FAKE_DEVICE, 256, 0);
+	b = fake_cuda_alloc(FAKE_DEVICE, 256, 0);
+	assert_true(a && b);
+	assert_int_equal(b - a, 512);
+	assert_int_equal(a / GDRC_GPU_PAGE_SIZE, b / GDRC_GPU_PAGE_SIZE);
+
+	ida = buffer_id_of(a, &rc);
+	assert_int_equal(rc, CUDA_SUCCESS);
+	idb = buffer_id_of(b + 100, &rc);
+	assert_int_equal(rc, CUDA_SUCCESS);
+	assert_true(ida >= 900 && idb >= 900);
+	assert_int_not_equal(ida, idb);
+
+	assert_int_equal(range_size_of(a), 256);
+	assert_int_equal(range_size_of(b + 255), 256);
+	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, b + 17),
+			 CUDA_SUCCESS);
+	assert_int_equal(base, b);
+	assert_int_equal(size, 256);
+	/* The gap between them belongs to neither. */
+	buffer_id_of(a + 256, &rc);
+	assert_int_equal(rc, CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_fake_cuda_large_alloc_64k_aligned_one_id(void **state)
+{
+	CUdeviceptr p, base = 0;
+	unsigned long long id;
+	size_t size = 0;
+	CUresult rc;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_DEVICE, 1 * MiB, 0);
+	assert_true(p);
+	assert_int_equal(p % GDRC_GPU_PAGE_SIZE, 0);
+	id = buffer_id_of(p, &rc);
+	assert_int_equal(rc, CUDA_SUCCESS);
+	assert_int_equal(buffer_id_of(p + 4096, &rc), id);
+	assert_int_equal(fake_cuda_buffer_id(p + MiB - 1), id);
+	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, p + 12345),
+			 CUDA_SUCCESS);
+	assert_int_equal(base, p);
+	assert_int_equal(size, MiB);
+	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, p + MiB),
+			 CUDA_ERROR_NOT_FOUND);
+	assert_int_equal(attr_ptr(p + 5, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR),
+			 (void *)(uintptr_t)p);
+	assert_int_equal(attr_int(p, CU_POINTER_ATTRIBUTE_MAPPED), 1);
+	assert_int_equal(attr_int(p,
+			 CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE), 1);
+}
+
+static void test_fake_cuda_free_realloc_same_va_new_id(void **state)
+{
+	static const enum fake_cuda_kind kinds[] = {
+		FAKE_DEVICE, FAKE_POOL, FAKE_VMM, FAKE_MANAGED,
+	};
+	static const size_t sizes[] = { 256, 1 * MiB };
+	size_t k, s;
+
+	(void)state;
+	for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		for (s = 0; s < 2; s++) {
+			unsigned long long id, id2;
+			CUdeviceptr p, q;
+			CUresult rc;
+
+			p = fake_cuda_alloc(kinds[k], sizes[s], 0);
+			assert_true(p);
+			id = buffer_id_of(p, &rc);
+			assert_int_equal(rc, CUDA_SUCCESS);
+			assert_int_equal(fake_cuda_free(p), 0);
+
+			buffer_id_of(p, &rc);
+			assert_int_equal(rc, CUDA_ERROR_INVALID_VALUE);
+			assert_int_equal(fake_cuda_buffer_id(p), 0);
+
+			q = fake_cuda_alloc(kinds[k], sizes[s], 0);
+			assert_int_equal(q, p);
+			id2 = buffer_id_of(q, &rc);
+			assert_int_equal(rc, CUDA_SUCCESS);
+			assert_true(id2 > id);
+			assert_int_equal(fake_cuda_free(q), 0);
+		}
+	}
+}
+
+static void test_fake_cuda_free_lifo_most_recent_first(void **state)
+{
+	CUdeviceptr a, b, c;
+
+	(void)state;
+	a = fake_cuda_alloc(FAKE_DEVICE, 2 * MiB, 0);
+	b = fake_cuda_alloc(FAKE_DEVICE, 2 * MiB, 0);
+	assert_int_equal(fake_cuda_free(a), 0);
+	assert_int_equal(fake_cuda_free(b), 0);
+	/* Another size does not take them. */
+	c = fake_cuda_alloc(FAKE_DEVICE, 4 * MiB, 0);
+	assert_true(c != a && c != b);
+	assert_int_equal(fake_cuda_alloc(FAKE_DEVICE, 2 * MiB, 0), b);
+	assert_int_equal(fake_cuda_alloc(FAKE_DEVICE, 2 * MiB, 0), a);
+}
+
+static void test_fake_cuda_free_not_start_fails(void **state)
+{
+	CUdeviceptr p;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	assert_int_equal(fake_cuda_free(p + 64), -1);
+	assert_int_equal(fake_cuda_free(0x1000), -1);
+	assert_int_equal(fake_cuda_free(p), 0);
+	assert_int_equal(fake_cuda_free(p), -1);
+}
+
+static void test_fake_cuda_alloc_bad_args_zero(void **state)
+{
+	(void)state;
+	assert_int_equal(fake_cuda_alloc(FAKE_DEVICE, 0, 0), 0);
+	assert_int_equal(fake_cuda_alloc(FAKE_DEVICE, MiB, 1), 0);
+	assert_int_equal(fake_cuda_alloc(FAKE_DEVICE, MiB, -1), 0);
+	assert_int_equal(fake_cuda_alloc(FAKE_HOST_PINNED, MiB, 1), 0);
+	assert_int_equal(fake_cuda_alloc(FAKE_DEVICE, FAKE_CUDA_VA_SIZE * 2,
+					 0), 0);
+}
+
+static void test_fake_cuda_alloc_at_taken_fails(void **state)
+{
+	CUdeviceptr p, q, r;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	assert_true(p);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_DEVICE, 4096, 0, p), 0);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_DEVICE, MiB, 0, p + MiB / 2),
+			 0);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_DEVICE, MiB, 0, p - 4096),
+			 0);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_DEVICE, MiB, 0, 0), 0);
+
+	/* Force the VA the next fresh allocation would get: it moves on. */
+	q = fake_cuda_alloc_at(FAKE_DEVICE, MiB, 0, p + MiB);
+	assert_int_equal(q, p + MiB);
+	r = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	assert_true(r >= q + MiB);
+
+	/* A forced VA the allocator remembered as freed is not handed out. */
+	assert_int_equal(fake_cuda_free(r), 0);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_POOL, 4096, 0, r), r);
+	assert_true(fake_cuda_alloc(FAKE_DEVICE, MiB, 0) != r);
+
+	/* Pinned host memory cannot go into the device VA range. */
+	assert_int_equal(fake_cuda_alloc_at(FAKE_HOST_PINNED, 4096, 0,
+					    r + 64 * KiB), 0);
+}
+
+static void test_fake_cuda_small_skips_forced_va(void **state)
+{
+	CUdeviceptr a, b;
+
+	(void)state;
+	a = fake_cuda_alloc(FAKE_DEVICE, 256, 0);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_DEVICE, 256, 0, a + 512),
+			 a + 512);
+	b = fake_cuda_alloc(FAKE_DEVICE, 256, 0);
+	assert_int_equal(b, a + 1024);
+}
+
+/* ====================================================================
+ * Pointer attributes
+ * ==================================================================== */
+
+static void test_fake_cuda_host_pointer_attributes_success_zero(void **state)
+{
+	int attrs[] = {
+		CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+		CU_POINTER_ATTRIBUTE_BUFFER_ID,
+		CU_POINTER_ATTRIBUTE_CONTEXT,
+		CU_POINTER_ATTRIBUTE_IS_MANAGED,
+		CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+	};
+	unsigned memtype = 77;
+	unsigned long long id = 77;
+	CUcontext ctx = fake_cuda_ctx(0);
+	int managed = 77, one = 1;
+	size_t size = 77;
+	void *data[] = { &memtype, &id, &ctx, &managed, &size };
+	char *host = malloc(4096);
+	CUdeviceptr hp = (CUdeviceptr)(uintptr_t)host;
+	CUresult rc;
+
+	(void)state;
+	assert_non_null(host);
+	assert_int_equal(cuPointerGetAttributes(5, attrs, data, hp),
+			 CUDA_SUCCESS);
+	assert_int_equal(memtype, 0);
+	assert_int_equal(id, 0);
+	assert_null(ctx);
+	assert_int_equal(managed, 0);
+	assert_int_equal(size, 0);
+
+	buffer_id_of(hp, &rc);
+	assert_int_equal(rc, CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuPointerGetAttribute(&memtype,
+			 CU_POINTER_ATTRIBUTE_MEMORY_TYPE, hp),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuPointerSetAttribute(&one,
+			 CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, hp),
+			 CUDA_ERROR_INVALID_VALUE);
+	free(host);
+}
+
+static void test_fake_cuda_freed_va_attributes_success_zero(void **state)
+{
+	int attrs[] = {
+		CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+		CU_POINTER_ATTRIBUTE_BUFFER_ID,
+	};
+	unsigned memtype = 77;
+	unsigned long long id = 77;
+	void *data[] = { &memtype, &id };
+	CUdeviceptr p;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	assert_int_equal(cuPointerGetAttributes(2, attrs, data, p),
+			 CUDA_SUCCESS);
+	assert_int_equal(memtype, CU_MEMORYTYPE_DEVICE);
+	assert_int_equal(id, fake_cuda_buffer_id(p));
+	assert_int_equal(fake_cuda_free(p), 0);
+	assert_int_equal(cuPointerGetAttributes(2, attrs, data, p),
+			 CUDA_SUCCESS);
+	assert_int_equal(memtype, 0);
+	assert_int_equal(id, 0);
+}
+
+static void test_fake_cuda_device_attributes_all_filled(void **state)
+{
+	int attrs[] = {
+		CU_POINTER_ATTRIBUTE_CONTEXT,
+		CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+		CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+		CU_POINTER_ATTRIBUTE_HOST_POINTER,
+		CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+		CU_POINTER_ATTRIBUTE_BUFFER_ID,
+		CU_POINTER_ATTRIBUTE_IS_MANAGED,
+		CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+		CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+		CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+		CU_POINTER_ATTRIBUTE_MAPPED,
+		CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE,
+		CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+	};
+	CUcontext ctx = NULL;
+	unsigned memtype = 0;
+	CUdeviceptr dptr = 0, start = 0;
+	void *hptr = NULL;
+	int sync = -1, managed = -1, ordinal = -1, mapped = -1, gdr = -1;
+	unsigned long long id = 0;
+	size_t size = 0;
+	CUmemoryPool pool = (CUmemoryPool)(uintptr_t)1;
+	void *data[] = { &ctx, &memtype, &dptr, &hptr, &sync, &id, &managed,
+			 &ordinal, &start, &size, &mapped, &gdr, &pool };
+	CUdeviceptr p;
+
+	(void)state;
+	fake_cuda_reset(2);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	p = fake_cuda_alloc(FAKE_DEVICE, 3 * MiB + 5, 1);
+	assert_true(p);
+	assert_int_equal(cuPointerGetAttributes(13, attrs, data, p + 99),
+			 CUDA_SUCCESS);
+	assert_ptr_equal(ctx, fake_cuda_ctx(1));
+	assert_non_null(ctx);
+	assert_ptr_not_equal(fake_cuda_ctx(0), fake_cuda_ctx(1));
+	assert_int_equal(memtype, CU_MEMORYTYPE_DEVICE);
+	assert_int_equal(dptr, p + 99);
+	assert_ptr_equal(hptr, (void *)(uintptr_t)(p + 99));
+	assert_int_equal(sync, 0);
+	assert_int_equal(id, fake_cuda_buffer_id(p));
+	assert_int_equal(managed, 0);
+	assert_int_equal(ordinal, 1);
+	assert_int_equal(start, p);
+	assert_int_equal(size, 3 * MiB + 5);
+	assert_int_equal(mapped, 1);
+	assert_int_equal(gdr, 1);
+	assert_null(pool);
+}
+
+static void test_fake_cuda_unknown_attribute_invalid_value(void **state)
+{
+	int attrs[] = { CU_POINTER_ATTRIBUTE_BUFFER_ID, 5 };
+	unsigned long long id = 0, other = 0;
+	void *data[] = { &id, &other };
+	CUdeviceptr p;
+	int one = 1;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	assert_int_equal(cuPointerGetAttributes(2, attrs, data, p),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuPointerGetAttribute(&id, 99, p),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuPointerGetAttribute(NULL,
+			 CU_POINTER_ATTRIBUTE_BUFFER_ID, p),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuPointerSetAttribute(&one,
+			 CU_POINTER_ATTRIBUTE_BUFFER_ID, p),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuPointerGetAttributes(0, attrs, data, p),
+			 CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_fake_cuda_sync_memops_counted(void **state)
+{
+	CUdeviceptr p;
+	int one = 1;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	assert_int_equal(fake_cuda_sync_memops_count(p), 0);
+	assert_int_equal(attr_int(p, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS), 0);
+	assert_int_equal(cuPointerSetAttribute(&one,
+			 CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p + 100),
+			 CUDA_SUCCESS);
+	assert_int_equal(cuPointerSetAttribute(&one,
+			 CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p), CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_sync_memops_count(p + 7), 2);
+	assert_int_equal(attr_int(p, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS), 1);
+	assert_int_equal(fake_cuda_sync_memops_count(0x1000), -1);
+}
+
+static void test_fake_cuda_vmm_sync_memops_not_supported(void **state)
+{
+	CUmemGenericAllocationHandle h = 0, h2 = 0;
+	CUdeviceptr p, d;
+	int one = 1;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_VMM, 3 * MiB, 0);
+	assert_true(p);
+	assert_int_equal(p % FAKE_CUDA_VMM_GRANULARITY, 0);
+	assert_int_equal(range_size_of(p), 4 * MiB);
+	assert_int_equal(attr_int(p, CU_POINTER_ATTRIBUTE_MEMORY_TYPE),
+			 CU_MEMORYTYPE_DEVICE);
+	assert_true(fake_cuda_buffer_id(p) >= 900);
+	assert_null(attr_ptr(p, CU_POINTER_ATTRIBUTE_CONTEXT));
+	assert_int_equal(cuPointerSetAttribute(&one,
+			 CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p), 801);
+	assert_int_equal(fake_cuda_sync_memops_count(p), 0);
+
+	assert_int_equal(cuMemRetainAllocationHandle(&h,
+			 (void *)(uintptr_t)(p + MiB)), CUDA_SUCCESS);
+	assert_int_equal(cuMemRetainAllocationHandle(&h2,
+			 (void *)(uintptr_t)p), CUDA_SUCCESS);
+	assert_true(h != 0);
+	assert_int_equal(h, h2);
+	assert_int_equal(fake_cuda_retained_handles(), 2);
+	assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
+	assert_int_equal(cuMemRelease(h), CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_retained_handles(), 0);
+	assert_int_equal(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+
+	d = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	assert_int_equal(cuMemRetainAllocationHandle(&h,
+			 (void *)(uintptr_t)d), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_fake_cuda_pool_handle_non_null_no_context(void **state)
+{
+	CUdeviceptr p, q, d;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_POOL, MiB, 0);
+	q = fake_cuda_alloc(FAKE_POOL, 256, 0);
+	d = fake_cuda_alloc(FAKE_DEVICE, 256, 0);
+	assert_true(p && q && d);
+	assert_non_null(fake_cuda_pool(0));
+	assert_ptr_equal(attr_ptr(p, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE),
+			 fake_cuda_pool(0));
+	assert_ptr_equal(attr_ptr(q, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE),
+			 fake_cuda_pool(0));
+	assert_null(attr_ptr(p, CU_POINTER_ATTRIBUTE_CONTEXT));
+	assert_int_equal(attr_int(p, CU_POINTER_ATTRIBUTE_MEMORY_TYPE),
+			 CU_MEMORYTYPE_DEVICE);
+	/* Pool and cuMemAlloc blocks do not share a page. */
+	assert_int_not_equal(q / GDRC_GPU_PAGE_SIZE, d / GDRC_GPU_PAGE_SIZE);
+	assert_null(attr_ptr(d, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE));
+	assert_ptr_equal(attr_ptr(d, CU_POINTER_ATTRIBUTE_CONTEXT),
+			 fake_cuda_ctx(0));
+}
+
+static void test_fake_cuda_managed_is_managed_one(void **state)
+{
+	CUdeviceptr p;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_MANAGED, MiB, 0);
+	assert_true(p);
+	assert_int_equal(attr_int(p, CU_POINTER_ATTRIBUTE_MEMORY_TYPE),
+			 CU_MEMORYTYPE_DEVICE);
+	assert_int_equal(attr_int(p, CU_POINTER_ATTRIBUTE_IS_MANAGED), 1);
+	assert_int_equal(attr_int(p,
+			 CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE), 0);
+	assert_true(fake_cuda_buffer_id(p) >= 900);
+}
+
+static void test_fake_cuda_host_pinned_memtype_host_writable(void **state)
+{
+	CUdeviceptr p, q;
+	char *h;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_HOST_PINNED, 10000, 0);
+	assert_true(p);
+	assert_int_equal(p % 4096, 0);
+	h = (char *)(uintptr_t)p;
+	memset(h, 0xab, 10000);
+	assert_int_equal(h[9999], (char)0xab);
+	assert_int_equal(attr_int(p + 10, CU_POINTER_ATTRIBUTE_MEMORY_TYPE),
+			 CU_MEMORYTYPE_HOST);
+	assert_true(fake_cuda_buffer_id(p + 9999) >= 900);
+	assert_int_equal(range_size_of(p), 10000);
+	assert_int_equal(attr_int(p, CU_POINTER_ATTRIBUTE_IS_MANAGED), 0);
+	assert_int_equal(fake_cuda_free(p), 0);
+	assert_int_equal(fake_cuda_buffer_id(p), 0);
+
+	/* Forced at a free host address. */
+	q = fake_cuda_alloc(FAKE_HOST_PINNED, 4096, 0);
+	assert_true(q);
+	assert_int_equal(fake_cuda_free(q), 0);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_HOST_PINNED, 4096, 0, q), q);
+	((char *)(uintptr_t)q)[0] = 1;
+	assert_int_equal(fake_cuda_alloc_at(FAKE_HOST_PINNED, 4096, 0, q), 0);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_HOST_PINNED, 4096, 0, q + 1),
+			 0);
+}
+
+/* ====================================================================
+ * Failure injection and call counts
+ * ==================================================================== */
+
+static void test_fake_cuda_fail_injection_then_success(void **state)
+{
+	CUdeviceptr p;
+	CUresult rc;
+	int i;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	fake_cuda_calls_reset();
+	fake_cuda_fail("cuPointerGetAttribute", CUDA_ERROR_OUT_OF_MEMORY, 2);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(buffer_id_of(p, &rc), 0xdeadULL);
+		assert_int_equal(rc, CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	assert_int_equal(buffer_id_of(p, &rc), fake_cuda_buffer_id(p));
+	assert_int_equal(rc, CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_calls("cuPointerGetAttribute"), 3);
+	assert_int_equal(fake_cuda_calls("cuPointerGetAttributes"), 0);
+
+	fake_cuda_fail("cuPointerGetAttribute", CUDA_ERROR_DEINITIALIZED, -1);
+	for (i = 0; i < 5; i++) {
+		buffer_id_of(p, &rc);
+		assert_int_equal(rc, CUDA_ERROR_DEINITIALIZED);
+	}
+	fake_cuda_fail("cuPointerGetAttribute", CUDA_ERROR_DEINITIALIZED, 0);
+	buffer_id_of(p, &rc);
+	assert_int_equal(rc, CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_calls("cuPointerGetAttribute"), 9);
+
+	fake_cuda_calls_reset();
+	assert_int_equal(fake_cuda_calls("cuPointerGetAttribute"), 0);
+}
+
+static void test_fake_cuda_fail_injection_v2_alias(void **state)
+{
+	(void)state;
+	fake_cuda_fail("cuCtxPushCurrent", CUDA_ERROR_INVALID_CONTEXT, 1);
+	assert_int_equal(cuCtxPushCurrent_v2(fake_cuda_ctx(0)),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(cuCtxPushCurrent_v2(fake_cuda_ctx(0)), CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_calls("cuCtxPushCurrent_v2"), 2);
+	assert_int_equal(fake_cuda_calls("cuCtxPushCurrent"), 2);
+	assert_int_equal(cuCtxPopCurrent_v2(NULL), CUDA_SUCCESS);
+
+	/* cuInit itself can be made to fail. */
+	fake_cuda_reset(1);
+	fake_cuda_fail("cuInit", CUDA_ERROR_NO_DEVICE, 1);
+	assert_int_equal(cuInit(0), CUDA_ERROR_NO_DEVICE);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+}
+
+/* ====================================================================
+ * Contexts
+ * ==================================================================== */
+
+static void test_fake_cuda_ctx_flags_push_set_pop(void **state)
+{
+	CUcontext c = NULL;
+	unsigned flags = 7;
+
+	(void)state;
+	fake_cuda_reset(2);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	assert_int_equal(cuCtxGetFlags(&flags), CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(cuCtxSetFlags(CU_CTX_SYNC_MEMOPS),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(cuCtxPopCurrent_v2(&c), CUDA_ERROR_INVALID_CONTEXT);
+
+	assert_int_equal(cuCtxPushCurrent_v2(fake_cuda_ctx(0)), CUDA_SUCCESS);
+	assert_int_equal(cuCtxGetFlags(&flags), CUDA_SUCCESS);
+	assert_int_equal(flags, 0);
+	assert_int_equal(cuCtxSetFlags(CU_CTX_SYNC_MEMOPS), CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_ctx_flags(0), CU_CTX_SYNC_MEMOPS);
+	assert_int_equal(fake_cuda_ctx_flags(1), 0);
+
+	assert_int_equal(cuCtxPushCurrent_v2(fake_cuda_ctx(1)), CUDA_SUCCESS);
+	assert_int_equal(cuCtxGetFlags(&flags), CUDA_SUCCESS);
+	assert_int_equal(flags, 0);
+	assert_int_equal(cuCtxPopCurrent_v2(&c), CUDA_SUCCESS);
+	assert_ptr_equal(c, fake_cuda_ctx(1));
+	assert_int_equal(cuCtxGetFlags(&flags), CUDA_SUCCESS);
+	assert_int_equal(flags, CU_CTX_SYNC_MEMOPS);
+	assert_int_equal(cuCtxPopCurrent_v2(&c), CUDA_SUCCESS);
+	assert_ptr_equal(c, fake_cuda_ctx(0));
+	assert_int_equal(cuCtxPopCurrent_v2(&c), CUDA_ERROR_INVALID_CONTEXT);
+
+	/* Only the contexts of present devices can be pushed. */
+	assert_int_equal(cuCtxPushCurrent_v2(fake_cuda_ctx(2)),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(cuCtxPushCurrent_v2(NULL), CUDA_ERROR_INVALID_VALUE);
+
+	/* A reset drops the flags and this thread's stack. */
+	assert_int_equal(cuCtxPushCurrent_v2(fake_cuda_ctx(0)), CUDA_SUCCESS);
+	fake_cuda_reset(1);
+	assert_int_equal(fake_cuda_ctx_flags(0), 0);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	assert_int_equal(cuCtxPopCurrent_v2(&c), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+static void *other_thread_flags(void *arg)
+{
+	unsigned flags;
+
+	(void)arg;
+	return (void *)(uintptr_t)cuCtxGetFlags(&flags);
+}
+
+static void test_fake_cuda_ctx_stack_per_thread(void **state)
+{
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	assert_int_equal(cuCtxPushCurrent_v2(fake_cuda_ctx(0)), CUDA_SUCCESS);
+	assert_int_equal(pthread_create(&t, NULL, other_thread_flags, NULL),
+			 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_int_equal((uintptr_t)ret, CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(cuCtxPopCurrent_v2(NULL), CUDA_SUCCESS);
+}
+
+/* ====================================================================
+ * Reset, threads, dlopen
+ * ==================================================================== */
+
+static void test_fake_cuda_reset_drops_state_ids_rise(void **state)
+{
+	unsigned long long id;
+	CUdeviceptr p, q;
+	int n;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	id = fake_cuda_buffer_id(p);
+	fake_cuda_fail("cuDeviceGetCount", CUDA_ERROR_INVALID_VALUE, -1);
+	fake_cuda_reset(1);
+	assert_int_equal(fake_cuda_buffer_id(p), 0);
+	assert_int_equal(fake_cuda_calls("cuDeviceGetCount"), 0);
+	assert_int_equal(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	assert_int_equal(cuDeviceGetCount(&n), CUDA_SUCCESS);
+	q = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	assert_int_equal(q, p);		/* the VA range starts over */
+	assert_true(fake_cuda_buffer_id(q) > id);
+}
+
+#define NTHREADS 8
+#define NITER 2000
+
+static void *hammer(void *arg)
+{
+	int device = (int)(uintptr_t)arg % 2;
+	int i;
+
+	for (i = 0; i < NITER; i++) {
+		size_t size = (i % 3 == 0) ? 256 : (size_t)(i % 7 + 1) * 64 * KiB;
+		enum fake_cuda_kind kind = (enum fake_cuda_kind)(i % 4);
+		unsigned long long id = 0;
+		CUdeviceptr p = fake_cuda_alloc(kind, size, device);
+		int attr = CU_POINTER_ATTRIBUTE_BUFFER_ID;
+		void *data[] = { &id };
+
+		if (!p)
+			return (void *)1;
+		if (cuPointerGetAttributes(1, &attr, data, p + size - 1) ||
+		    id != fake_cuda_buffer_id(p))
+			return (void *)2;
+		if (cuCtxPushCurrent_v2(fake_cuda_ctx(device)) ||
+		    cuCtxPopCurrent_v2(NULL))
+			return (void *)3;
+		if (fake_cuda_free(p))
+			return (void *)4;
+	}
+	return NULL;
+}
+
+static void test_fake_cuda_threads_consistent(void **state)
+{
+	pthread_t t[NTHREADS];
+	void *ret;
+	int i;
+
+	(void)state;
+	fake_cuda_reset(2);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	for (i = 0; i < NTHREADS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, hammer,
+						(void *)(uintptr_t)i), 0);
+	for (i = 0; i < NTHREADS; i++) {
+		assert_int_equal(pthread_join(t[i], &ret), 0);
+		assert_null(ret);
+	}
+	assert_int_equal(fake_cuda_calls("cuPointerGetAttributes"),
+			 NTHREADS * NITER);
+}
+
+static void test_fake_cuda_dlopen_same_instance(void **state)
+{
+	CUresult (*init)(unsigned);
+	unsigned long long (*bid)(CUdeviceptr);
+	Dl_info info;
+	CUdeviceptr p;
+	void *h;
+
+	(void)state;
+	assert_int_not_equal(dladdr((void *)cuInit, &info), 0);
+	assert_non_null(info.dli_fname);
+	h = dlopen(info.dli_fname, RTLD_NOW | RTLD_LOCAL);
+	assert_non_null(h);
+	*(void **)&init = dlsym(h, "cuInit");
+	*(void **)&bid = dlsym(h, "fake_cuda_buffer_id");
+	assert_ptr_equal((void *)init, (void *)cuInit);
+	p = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	assert_int_equal(bid(p), fake_cuda_buffer_id(p));
+	assert_int_equal(dlclose(h), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fake_cuda_before_init_not_initialized),
+		cmocka_unit_test(test_fake_cuda_init_result_set_returned),
+		cmocka_unit_test_setup(test_fake_cuda_device_attributes_one,
+				       setup),
+		cmocka_unit_test(test_fake_cuda_error_names_known_codes),
+		cmocka_unit_test_setup(
+			test_fake_cuda_small_allocs_512_apart_one_page, setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_large_alloc_64k_aligned_one_id, setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_free_realloc_same_va_new_id, setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_free_lifo_most_recent_first, setup),
+		cmocka_unit_test_setup(test_fake_cuda_free_not_start_fails,
+				       setup),
+		cmocka_unit_test_setup(test_fake_cuda_alloc_bad_args_zero,
+				       setup),
+		cmocka_unit_test_setup(test_fake_cuda_alloc_at_taken_fails,
+				       setup),
+		cmocka_unit_test_setup(test_fake_cuda_small_skips_forced_va,
+				       setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_host_pointer_attributes_success_zero,
+			setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_freed_va_attributes_success_zero, setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_device_attributes_all_filled, setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_unknown_attribute_invalid_value, setup),
+		cmocka_unit_test_setup(test_fake_cuda_sync_memops_counted,
+				       setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_vmm_sync_memops_not_supported, setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_pool_handle_non_null_no_context, setup),
+		cmocka_unit_test_setup(test_fake_cuda_managed_is_managed_one,
+				       setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_host_pinned_memtype_host_writable,
+			setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_fail_injection_then_success, setup),
+		cmocka_unit_test_setup(test_fake_cuda_fail_injection_v2_alias,
+				       setup),
+		cmocka_unit_test(test_fake_cuda_ctx_flags_push_set_pop),
+		cmocka_unit_test_setup(test_fake_cuda_ctx_stack_per_thread,
+				       setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_reset_drops_state_ids_rise, setup),
+		cmocka_unit_test(test_fake_cuda_threads_consistent),
+		cmocka_unit_test_setup(test_fake_cuda_dlopen_same_instance,
+				       setup),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
