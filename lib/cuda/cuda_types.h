@@ -2,7 +2,7 @@
 /*
  * cuda_types.h - the few CUDA driver API types and constants libgdrcache
  * uses, declared here so that no CUDA toolkit is needed to build.  The
- * values are the driver ABI's; tests/gpu/check_cuda_types.c compares
+ * values are the driver ABI's; tests/gpu/test_cuda_types.c compares
  * every one with the real cuda.h on a machine that has it.
  *
  * Also used by the fake driver in tests/fakes.  Depends on nothing.

@@ -1087,6 +1087,587 @@ static int bench_threads(struct gdrc_ctx *ctx, void *rc, char *buf,
 }
 
 /* ====================================================================
+ * g. GPU
+ * ==================================================================== */
+
+/*
+ * The CUDA driver is opened at run time, as libgdrcache opens it, so that
+ * building the benchmark needs no CUDA toolkit.  These types and values
+ * are the driver ABI (checked by hand against cuda.h of CUDA 13.0); the
+ * entry points are the exported names, with the _v2 suffix where cuda.h
+ * maps the API name to one.  The legacy default-stream names are used:
+ * the stream here is an explicit one anyway.
+ */
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef unsigned long long CUdeviceptr;
+
+#define BENCH_CUDA_SUCCESS 0
+#define BENCH_CUDA_ERROR_STUB_LIBRARY 34
+#define BENCH_CUDA_ERROR_NO_DEVICE 100
+#define BENCH_CUDA_ERROR_NOT_SUPPORTED 801
+#define BENCH_CU_POINTER_ATTRIBUTE_BUFFER_ID 7
+#define BENCH_CU_STREAM_NON_BLOCKING 0x1
+
+struct bench_cuda {
+	CUresult (*cuInit)(unsigned flags);
+	CUresult (*cuDriverGetVersion)(int *version);
+	CUresult (*cuDeviceGetCount)(int *count);
+	CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
+	CUresult (*cuDeviceGetName)(char *name, int len, CUdevice dev);
+	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
+	CUresult (*cuCtxSetCurrent)(CUcontext ctx);
+	CUresult (*cuMemAlloc)(CUdeviceptr *p, size_t size);
+	CUresult (*cuMemFree)(CUdeviceptr p);
+	CUresult (*cuMemHostAlloc)(void **p, size_t size, unsigned flags);
+	CUresult (*cuMemFreeHost)(void *p);
+	CUresult (*cuStreamCreate)(CUstream *stream, unsigned flags);
+	CUresult (*cuStreamDestroy)(CUstream stream);
+	CUresult (*cuStreamSynchronize)(CUstream stream);
+	CUresult (*cuMemAllocAsync)(CUdeviceptr *p, size_t size,
+				    CUstream stream);
+	CUresult (*cuMemFreeAsync)(CUdeviceptr p, CUstream stream);
+	CUresult (*cuPointerGetAttribute)(void *data, int attr, CUdeviceptr p);
+	CUresult (*cuGetErrorName)(CUresult res, const char **name);
+};
+
+#define BENCH_CU_SYM(field, name) { name, offsetof(struct bench_cuda, field) }
+
+static const struct {
+	const char *name;
+	size_t offset;
+} bench_cu_syms[] = {
+	BENCH_CU_SYM(cuInit, "cuInit"),
+	BENCH_CU_SYM(cuDriverGetVersion, "cuDriverGetVersion"),
+	BENCH_CU_SYM(cuDeviceGetCount, "cuDeviceGetCount"),
+	BENCH_CU_SYM(cuDeviceGet, "cuDeviceGet"),
+	BENCH_CU_SYM(cuDeviceGetName, "cuDeviceGetName"),
+	BENCH_CU_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+	BENCH_CU_SYM(cuDevicePrimaryCtxRelease,
+		     "cuDevicePrimaryCtxRelease_v2"),
+	BENCH_CU_SYM(cuCtxSetCurrent, "cuCtxSetCurrent"),
+	BENCH_CU_SYM(cuMemAlloc, "cuMemAlloc_v2"),
+	BENCH_CU_SYM(cuMemFree, "cuMemFree_v2"),
+	BENCH_CU_SYM(cuMemHostAlloc, "cuMemHostAlloc"),
+	BENCH_CU_SYM(cuMemFreeHost, "cuMemFreeHost"),
+	BENCH_CU_SYM(cuStreamCreate, "cuStreamCreate"),
+	BENCH_CU_SYM(cuStreamDestroy, "cuStreamDestroy_v2"),
+	BENCH_CU_SYM(cuStreamSynchronize, "cuStreamSynchronize"),
+	BENCH_CU_SYM(cuMemAllocAsync, "cuMemAllocAsync"),
+	BENCH_CU_SYM(cuMemFreeAsync, "cuMemFreeAsync"),
+	BENCH_CU_SYM(cuPointerGetAttribute, "cuPointerGetAttribute"),
+	BENCH_CU_SYM(cuGetErrorName, "cuGetErrorName"),
+};
+
+/* The driver's entry points; filled by bench_gpu_open. */
+static struct bench_cuda bench_cu;
+
+/* What g. holds while it runs; bench_gpu_close releases all of it. */
+struct bench_gpu {
+	void *handle;		/* dlopen of the driver */
+	int inited;		/* cuInit succeeded: never dlclose then */
+	CUdevice dev;
+	CUcontext cu_ctx;	/* device 0's primary context, retained */
+	CUstream stream;	/* for the pool allocation */
+	CUdeviceptr dev_buf;	/* cuMemAlloc: tag query, hits, misses */
+	CUdeviceptr unreg_buf;	/* cuMemAlloc, never registered: classify */
+	CUdeviceptr pool_buf;	/* cuMemAllocAsync */
+	void *pinned_buf;	/* cuMemHostAlloc */
+	struct gdrc_ctx *always; /* GDRC_VALIDATE=always */
+	struct gdrc_ctx *hooks;	 /* GDRC_VALIDATE=hooks */
+	struct gdrc_ctx *plain;	 /* as the environment says: misses */
+};
+
+static const char *bench_gpu_errname(CUresult res)
+{
+	static char buf[32];
+	const char *name = NULL;
+
+	if (bench_cu.cuGetErrorName &&
+	    bench_cu.cuGetErrorName(res, &name) == BENCH_CUDA_SUCCESS && name)
+		return name;
+	snprintf(buf, sizeof(buf), "CUresult %d", res);
+	return buf;
+}
+
+/* @return 0 for CUDA_SUCCESS, else print what failed and return -1. */
+static int bench_gpu_check(CUresult res, const char *what)
+{
+	if (res == BENCH_CUDA_SUCCESS)
+		return 0;
+	fprintf(stderr, "gdrc-bench: %s failed: %s (%d)\n", what,
+		bench_gpu_errname(res), res);
+	return -1;
+}
+
+/*
+ * Open the driver libgdrcache opens (GDRC_CUDA_LIBRARY, default
+ * libcuda.so.1; with another one the cache would classify pointers with a
+ * driver that did not allocate them), initialise it and make device 0's
+ * primary context current on this thread, where everything of g. runs.
+ * @return 0: ready; 1: no usable driver or no device (a skip, the reason
+ *         in why); -1: the driver failed.
+ */
+static int bench_gpu_open(struct bench_gpu *g, struct bench_gpu_res *r,
+			  char *why, size_t len)
+{
+	const char *path = getenv("GDRC_CUDA_LIBRARY");
+	int ndev = 0;
+	CUresult res;
+
+	if (path && !strcmp(path, "none")) {
+		snprintf(why, len, "GDRC_CUDA_LIBRARY=none");
+		return 1;
+	}
+	if (!path || !*path)
+		path = "libcuda.so.1";
+	g->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!g->handle) {
+		snprintf(why, len, "no CUDA driver: %s", dlerror());
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof(bench_cu_syms) / sizeof(bench_cu_syms[0]);
+	     i++) {
+		void *fn = dlsym(g->handle, bench_cu_syms[i].name);
+
+		if (!fn) {
+			/* Too old for stream-ordered allocation (11.2). */
+			snprintf(why, len, "%s lacks %s", path,
+				 bench_cu_syms[i].name);
+			return 1;
+		}
+		memcpy((char *)&bench_cu + bench_cu_syms[i].offset, &fn,
+		       sizeof(fn));
+	}
+	res = bench_cu.cuInit(0);
+	if (res == BENCH_CUDA_ERROR_NO_DEVICE ||
+	    res == BENCH_CUDA_ERROR_STUB_LIBRARY) {
+		snprintf(why, len, "cuInit: %s", bench_gpu_errname(res));
+		return 1;
+	}
+	if (bench_gpu_check(res, "cuInit"))
+		return -1;
+	g->inited = 1;
+	if (bench_gpu_check(bench_cu.cuDriverGetVersion(&r->driver),
+			    "cuDriverGetVersion") ||
+	    bench_gpu_check(bench_cu.cuDeviceGetCount(&ndev),
+			    "cuDeviceGetCount"))
+		return -1;
+	if (ndev < 1) {
+		snprintf(why, len, "no CUDA device");
+		return 1;
+	}
+	if (bench_gpu_check(bench_cu.cuDeviceGet(&g->dev, 0), "cuDeviceGet") ||
+	    bench_gpu_check(bench_cu.cuDeviceGetName(r->device,
+						     sizeof(r->device),
+						     g->dev),
+			    "cuDeviceGetName") ||
+	    bench_gpu_check(bench_cu.cuDevicePrimaryCtxRetain(&g->cu_ctx,
+							      g->dev),
+			    "cuDevicePrimaryCtxRetain"))
+		return -1;
+	return bench_gpu_check(bench_cu.cuCtxSetCurrent(g->cu_ctx),
+			       "cuCtxSetCurrent");
+}
+
+/*
+ * A context with GDRC_VALIDATE=mode (NULL: whatever the environment
+ * says).  The knob is read by gdrc_init alone, so it is set around that
+ * call only, and the user's own value, if any, is put back.
+ */
+static int bench_gpu_ctx(const char *mode, struct gdrc_ctx **ctx_p)
+{
+	const char *old = getenv("GDRC_VALIDATE");
+	char *saved = NULL;
+	gdrc_status_t s;
+
+	if (mode && old && !(saved = strdup(old))) {
+		fprintf(stderr, "gdrc-bench: out of memory\n");
+		return -1;
+	}
+	if (mode && setenv("GDRC_VALIDATE", mode, 1)) {
+		perror("gdrc-bench: setenv GDRC_VALIDATE");
+		free(saved);
+		return -1;
+	}
+	s = gdrc_init(NULL, ctx_p);
+	if (mode) {
+		if (saved)
+			setenv("GDRC_VALIDATE", saved, 1);
+		else
+			unsetenv("GDRC_VALIDATE");
+	}
+	free(saved);
+	return bench_check(s, "gdrc_init (gpu)");
+}
+
+/* The allocations the measurements use, one of each kind. */
+static int bench_gpu_alloc(struct bench_gpu *g, struct bench_gpu_res *r)
+{
+	CUresult res;
+
+	if (bench_gpu_check(bench_cu.cuMemAlloc(&g->dev_buf, BENCH_GPU_BUF),
+			    "cuMemAlloc") ||
+	    bench_gpu_check(bench_cu.cuMemAlloc(&g->unreg_buf, BENCH_GPU_BUF),
+			    "cuMemAlloc") ||
+	    bench_gpu_check(bench_cu.cuMemHostAlloc(&g->pinned_buf,
+						    BENCH_GPU_BUF, 0),
+			    "cuMemHostAlloc") ||
+	    bench_gpu_check(bench_cu.cuStreamCreate(&g->stream,
+						    BENCH_CU_STREAM_NON_BLOCKING),
+			    "cuStreamCreate"))
+		return -1;
+	res = bench_cu.cuMemAllocAsync(&g->pool_buf, BENCH_GPU_BUF, g->stream);
+	if (res == BENCH_CUDA_ERROR_NOT_SUPPORTED) {
+		/* A device without memory pools: that row stays null. */
+		g->pool_buf = 0;
+		printf("g. (pool memory not supported on %s: no pool row)\n",
+		       r->device);
+		return 0;
+	}
+	if (bench_gpu_check(res, "cuMemAllocAsync"))
+		return -1;
+	/* The pointer is usable (and classifiable) once the allocation
+	 * has happened on the stream. */
+	return bench_gpu_check(bench_cu.cuStreamSynchronize(g->stream),
+			       "cuStreamSynchronize");
+}
+
+/* Release everything bench_gpu_open, _ctx and _alloc took; contexts
+ * first, as they describe the memory freed after them. */
+static int bench_gpu_close(struct bench_gpu *g)
+{
+	int ret = 0;
+
+	gdrc_fini(g->always);
+	gdrc_fini(g->hooks);
+	gdrc_fini(g->plain);
+	if (g->dev_buf)
+		ret |= bench_gpu_check(bench_cu.cuMemFree(g->dev_buf),
+				       "cuMemFree");
+	if (g->unreg_buf)
+		ret |= bench_gpu_check(bench_cu.cuMemFree(g->unreg_buf),
+				       "cuMemFree");
+	if (g->pool_buf)
+		ret |= bench_gpu_check(bench_cu.cuMemFreeAsync(g->pool_buf,
+							       g->stream),
+				       "cuMemFreeAsync") |
+		       bench_gpu_check(bench_cu.cuStreamSynchronize(g->stream),
+				       "cuStreamSynchronize");
+	if (g->pinned_buf)
+		ret |= bench_gpu_check(bench_cu.cuMemFreeHost(g->pinned_buf),
+				       "cuMemFreeHost");
+	if (g->stream)
+		ret |= bench_gpu_check(bench_cu.cuStreamDestroy(g->stream),
+				       "cuStreamDestroy");
+	if (g->cu_ctx)
+		ret |= bench_gpu_check(bench_cu.cuCtxSetCurrent(NULL),
+				       "cuCtxSetCurrent") |
+		       bench_gpu_check(bench_cu.cuDevicePrimaryCtxRelease(
+					       g->dev),
+				       "cuDevicePrimaryCtxRelease");
+	/* An initialised libcuda must stay loaded (it keeps threads and
+	 * exit handlers), and libgdrcache holds it too. */
+	if (g->handle && !g->inited)
+		dlclose(g->handle);
+	return ret ? -1 : 0;
+}
+
+struct bench_gpu_tag_arg {
+	CUdeviceptr addr;
+};
+
+/* The bare tag query a validated GPU hit adds. */
+static int bench_gpu_tag_loop(void *p, uint64_t iters)
+{
+	struct bench_gpu_tag_arg *a = p;
+	unsigned long long acc = 0;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		unsigned long long id = 0;
+		CUresult res;
+
+		res = bench_cu.cuPointerGetAttribute(
+			&id, BENCH_CU_POINTER_ATTRIBUTE_BUFFER_ID, a->addr);
+		if (bench_unlikely(res != BENCH_CUDA_SUCCESS))
+			return bench_gpu_check(res,
+					       "cuPointerGetAttribute(BUFFER_ID)");
+		acc += id;
+	}
+	bench_sink += acc;
+	return 0;
+}
+
+struct bench_gpu_miss_arg {
+	struct gdrc_ctx *ctx;
+	const char *addr;
+};
+
+/* get + put + gdrc_invalidate of one range: every get misses, and so
+ * classifies the pointer again. */
+static int bench_gpu_miss_loop(void *p, uint64_t iters)
+{
+	struct bench_gpu_miss_arg *a = p;
+	uintptr_t acc = 0;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		struct gdrc_mr *mr;
+		gdrc_status_t s;
+
+		s = gdrc_mr_get(a->ctx, a->addr, BENCH_RANGE, BENCH_ACCESS, 0,
+				&mr);
+		if (bench_unlikely(s != GDRC_OK))
+			return bench_check(s, "gdrc_mr_get (gpu miss)");
+		acc += (uintptr_t)mr;
+		gdrc_mr_put(a->ctx, mr);
+		s = gdrc_invalidate(a->ctx, a->addr, BENCH_RANGE);
+		if (bench_unlikely(s != GDRC_OK))
+			return bench_check(s, "gdrc_invalidate (gpu)");
+	}
+	bench_sink += acc;
+	return 0;
+}
+
+/* gdrc_ptr_query of a pointer no registration covers. */
+static int bench_gpu_classify_loop(void *p, uint64_t iters)
+{
+	struct bench_gpu_miss_arg *a = p;
+	uint64_t acc = 0;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		struct gdrc_ptr_info info;
+		gdrc_status_t s;
+
+		s = gdrc_ptr_query(a->ctx, a->addr, &info);
+		if (bench_unlikely(s != GDRC_OK))
+			return bench_check(s, "gdrc_ptr_query");
+		acc += info.buffer_id + info.flags;
+	}
+	bench_sink += acc;
+	return 0;
+}
+
+/* Warn when counter stat of ctx did not grow by expected (the number
+ * then would not measure what its label says). */
+static int bench_gpu_expect(struct gdrc_ctx *ctx, enum gdrc_stat stat,
+			    uint64_t before, uint64_t expected,
+			    const char *what)
+{
+	uint64_t now;
+
+	if (bench_counter(ctx, stat, &now))
+		return -1;
+	if (now - before != expected)
+		printf("WARNING: %s: %s grew by %llu, expected %llu\n", what,
+		       gdrc_stat_name(stat), (unsigned long long)(now - before),
+		       (unsigned long long)expected);
+	return 0;
+}
+
+/* Warn unless ctx classifies addr as kind. */
+static int bench_gpu_expect_kind(struct gdrc_ctx *ctx, const void *addr,
+				 int kind, const char *what)
+{
+	struct gdrc_ptr_info info;
+
+	if (bench_check(gdrc_ptr_query(ctx, addr, &info), "gdrc_ptr_query"))
+		return -1;
+	if (info.kind != kind)
+		printf("WARNING: %s: classified as kind %d, expected %d\n",
+		       what, info.kind, kind);
+	return 0;
+}
+
+static void bench_gpu_line(const char *label, const struct bench_res *r)
+{
+	printf("%-37s %10.2f %10.2f\n", label, r->best, r->median);
+	fflush(stdout);
+}
+
+static void bench_gpu_ratio(const char *label, const struct bench_res *num,
+			    const struct bench_res *den)
+{
+	printf("%-37s %10.3f %10.3f\n", label, num->best / den->best,
+	       num->median / den->median);
+	fflush(stdout);
+}
+
+/*
+ * Hits on addr in ctx.  The first get is the miss that classifies the
+ * allocation and caches it whole; only hits are timed.  tag_checked: the
+ * context validates hits (GDRC_VALIDATE=always), so each one must make
+ * exactly one BUFFER_ID query; otherwise none.
+ */
+static int bench_gpu_hit(struct gdrc_ctx *ctx, const char *addr,
+			 int tag_checked, uint64_t iters, const char *what,
+			 struct bench_res *r)
+{
+	struct bench_hit_arg a = { .ctx = ctx, .addr = { addr }, .mask = 0 };
+	uint64_t warm = iters / 10, m0, t0;
+	struct gdrc_mr_info info;
+	struct gdrc_mr *mr;
+	gdrc_status_t s;
+
+	if (bench_check(gdrc_mr_get(ctx, addr, BENCH_RANGE, BENCH_ACCESS, 0,
+				    &mr), "gdrc_mr_get (gpu, first)"))
+		return -1;
+	s = gdrc_mr_query(mr, &info);
+	gdrc_mr_put(ctx, mr);
+	if (bench_check(s, "gdrc_mr_query"))
+		return -1;
+	if (info.mem_type != GDRC_MEM_CUDA ||
+	    !(info.flags & GDRC_MR_INFO_TAG_CHECKED) != !tag_checked)
+		printf("WARNING: %s: registered as mem_type %d, flags %#x\n",
+		       what, info.mem_type, info.flags);
+	if (bench_counter(ctx, GDRC_STAT_MISSES, &m0) ||
+	    bench_counter(ctx, GDRC_STAT_TAG_CHECKS, &t0) ||
+	    bench_run(bench_hit_loop, &a, iters, warm, r) ||
+	    bench_expect_misses(ctx, m0, 0, what) ||
+	    bench_gpu_expect(ctx, GDRC_STAT_TAG_CHECKS, t0,
+			     tag_checked ? warm + BENCH_REPS * iters : 0,
+			     what))
+		return -1;
+	return 0;
+}
+
+/* Misses on addr, expected to be of kind: each classified once. */
+static int bench_gpu_miss(struct gdrc_ctx *ctx, const char *addr, int kind,
+			  uint64_t iters, const char *what,
+			  struct bench_res *r)
+{
+	struct bench_gpu_miss_arg a = { .ctx = ctx, .addr = addr };
+	uint64_t warm = iters / 10, m0, c0;
+
+	if (bench_gpu_expect_kind(ctx, addr, kind, what) ||
+	    bench_counter(ctx, GDRC_STAT_MISSES, &m0) ||
+	    bench_counter(ctx, GDRC_STAT_CLASSIFY_CALLS, &c0) ||
+	    bench_run(bench_gpu_miss_loop, &a, iters, warm, r) ||
+	    bench_expect_misses(ctx, m0, warm + BENCH_REPS * iters, what) ||
+	    bench_gpu_expect(ctx, GDRC_STAT_CLASSIFY_CALLS, c0,
+			     warm + BENCH_REPS * iters, what))
+		return -1;
+	bench_gpu_line(what, r);
+	return 0;
+}
+
+static int bench_gpu_measure(struct bench_gpu *g, const struct bench_opts *o,
+			     struct bench_results *res)
+{
+	struct bench_gpu_res *r = &res->gpu;
+	uint64_t calls = BENCH_GPU_CALL_ITERS / o->div;
+	uint64_t misses = BENCH_GPU_MISS_ITERS / o->div;
+	const char *hit_addr = (const char *)(uintptr_t)g->dev_buf +
+			       BENCH_GPU_OFFSET;
+	struct bench_gpu_tag_arg tag = { .addr = g->dev_buf };
+	struct bench_gpu_miss_arg cls = {
+		.ctx = g->plain,
+		.addr = (const char *)(uintptr_t)g->unreg_buf +
+			BENCH_GPU_OFFSET,
+	};
+	uint64_t c0;
+
+	/* 1. What the issue compares a validated hit with. */
+	if (bench_run(bench_gpu_tag_loop, &tag, calls, calls / 10,
+		      &r->tag_query))
+		return -1;
+	bench_gpu_line("g. bare tag query (BUFFER_ID)", &r->tag_query);
+
+	/* 2. and 3. */
+	if (bench_gpu_hit(g->always, hit_addr, 1, calls,
+			  "g. gpu hit, validate always", &r->hit_always))
+		return -1;
+	bench_gpu_line("g. gpu hit, validate always", &r->hit_always);
+	bench_gpu_ratio("g. ratio always/tag query (<= 1.15)",
+			&r->hit_always, &r->tag_query);
+	if (bench_gpu_hit(g->hooks, hit_addr, 0, BENCH_HIT_ITERS / o->div,
+			  "g. gpu hit, validate hooks", &r->hit_hooks))
+		return -1;
+	bench_gpu_line("g. gpu hit, validate hooks", &r->hit_hooks);
+	bench_gpu_ratio("g. ratio hooks/host hit of a. (~1)", &r->hit_hooks,
+			&res->hit);
+
+	/* 4. The cache's own miss cost, nothing registered (none backend):
+	 * classification, the tree, and SYNC_MEMOPS the first time an
+	 * allocation is seen (process-wide, so in some warm-up). */
+	if (bench_gpu_miss(g->plain, hit_addr, GDRC_PTR_DEVICE, misses,
+			   "g. miss, device: get+put+invalidate",
+			   &r->miss_device))
+		return -1;
+	if (g->pool_buf &&
+	    bench_gpu_miss(g->plain,
+			   (const char *)(uintptr_t)g->pool_buf +
+				   BENCH_GPU_OFFSET,
+			   GDRC_PTR_POOL, misses,
+			   "g. miss, pool: get+put+invalidate",
+			   &r->miss_pool))
+		return -1;
+	if (bench_gpu_miss(g->plain, (const char *)g->pinned_buf +
+			   BENCH_GPU_OFFSET, GDRC_PTR_HOST_PINNED, misses,
+			   "g. miss, host pinned: get+put+inval.",
+			   &r->miss_host_pinned))
+		return -1;
+
+	/* 5. Classification alone, next to the bare attribute query. */
+	if (bench_gpu_expect_kind(g->plain, cls.addr, GDRC_PTR_DEVICE,
+				  "g. classify") ||
+	    bench_counter(g->plain, GDRC_STAT_CLASSIFY_CALLS, &c0) ||
+	    bench_run(bench_gpu_classify_loop, &cls, calls, calls / 10,
+		      &r->classify) ||
+	    bench_gpu_expect(g->plain, GDRC_STAT_CLASSIFY_CALLS, c0,
+			     calls / 10 + BENCH_REPS * calls, "g. classify"))
+		return -1;
+	bench_gpu_line("g. classify: gdrc_ptr_query, unreg.", &r->classify);
+	bench_gpu_ratio("g. ratio classify/tag query", &r->classify,
+			&r->tag_query);
+	return 0;
+}
+
+/* g. @return 0 when measured or skipped, -1 when a call failed. */
+static int bench_gpu(const struct bench_opts *o, struct bench_results *res)
+{
+	struct bench_gpu_res *r = &res->gpu;
+	struct bench_gpu g = { 0 };
+	const char *why = NULL;
+	int ret;
+
+	printf("\n");
+	ret = bench_gpu_open(&g, r, r->skip, sizeof(r->skip));
+	if (ret)
+		goto out;
+	if (bench_gpu_ctx("always", &g.always) ||
+	    bench_gpu_ctx("hooks", &g.hooks) || bench_gpu_ctx(NULL, &g.plain)) {
+		ret = -1;
+		goto out;
+	}
+	/* The benchmark found a device; the library may still have GPU
+	 * support off (its own loader, its own reasons). */
+	if (gdrc_gpu_status(g.plain, &why) != GDRC_OK) {
+		snprintf(r->skip, sizeof(r->skip), "libgdrcache: %s",
+			 why ? why : "gpu support off");
+		ret = 1;
+		goto out;
+	}
+	printf("g. gpu: %s, driver %d.%d (%d), device 0\n", r->device,
+	       r->driver / 1000, r->driver % 1000 / 10, r->driver);
+	printf("%-37s %10s %10s\n", "ns per op (get+put unless said)", "best",
+	       "median");
+	ret = bench_gpu_alloc(&g, r) || bench_gpu_measure(&g, o, res) ? -1 : 0;
+	r->ran = ret == 0;
+out:
+	if (bench_gpu_close(&g))
+		ret = -1;
+	if (ret == 1) {
+		printf("g. gpu: skipped (%s)\n", r->skip);
+		ret = 0;
+	}
+	fflush(stdout);
+	return ret;
+}
+
+/* ====================================================================
  * Output
  * ==================================================================== */
 
@@ -1125,6 +1706,47 @@ static void bench_json_res(FILE *f, const char *key,
 	fputs(sep, f);
 }
 
+/* "key": num/den of the bests, "key_median": of the medians */
+static void bench_gpu_json_ratio(FILE *f, const char *key,
+				 const struct bench_res *num,
+				 const struct bench_res *den, const char *sep)
+{
+	int valid = num->valid && den->valid;
+
+	fprintf(f, "\"%s\": ", key);
+	bench_json_num(f, valid ? num->best / den->best : 0, valid);
+	fprintf(f, ", \"%s_median\": ", key);
+	bench_json_num(f, valid ? num->median / den->median : 0, valid);
+	fputs(sep, f);
+}
+
+/* "gpu": {...}, or null when g. was skipped. */
+static void bench_gpu_json(FILE *f, const struct bench_results *res)
+{
+	const struct bench_gpu_res *g = &res->gpu;
+	const char *sep = ",\n    ";
+
+	fputs("  \"gpu\": ", f);
+	if (!g->ran) {
+		fputs("null", f);
+		return;
+	}
+	fputs("{\"device\": ", f);
+	bench_json_str(f, g->device);
+	fprintf(f, ", \"driver\": %d,\n    ", g->driver);
+	bench_json_res(f, "tag_query_ns", &g->tag_query, sep);
+	bench_json_res(f, "hit_always_ns", &g->hit_always, sep);
+	bench_gpu_json_ratio(f, "ratio_always_vs_tag", &g->hit_always,
+			     &g->tag_query, sep);
+	bench_json_res(f, "hit_hooks_ns", &g->hit_hooks, sep);
+	bench_gpu_json_ratio(f, "ratio_hooks_vs_host_hit", &g->hit_hooks,
+			     &res->hit, sep);
+	bench_json_res(f, "miss_device_ns", &g->miss_device, sep);
+	bench_json_res(f, "miss_pool_ns", &g->miss_pool, sep);
+	bench_json_res(f, "miss_host_pinned_ns", &g->miss_host_pinned, sep);
+	bench_json_res(f, "classify_ns", &g->classify, "}");
+}
+
 static int bench_write_json(const char *path, const struct bench_opts *o,
 			    const struct bench_results *res)
 {
@@ -1161,7 +1783,8 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 		bench_json_str(f, m->ucx_events);
 	else
 		fputs("null", f);
-	fprintf(f, "},\n  \"quick\": %s,\n  ", o->quick ? "true" : "false");
+	fprintf(f, "},\n  \"quick\": %s, \"gpu_only\": %s,\n  ",
+		o->quick ? "true" : "false", o->gpu_only ? "true" : "false");
 	bench_json_res(f, "hit_ns", &res->hit, ",\n  ");
 	bench_json_res(f, "hit_rotate4_ns", &res->hit_rotate4, ",\n  ");
 	bench_json_res(f, "ucx_hit_ns", &res->ucx_hit, ",\n  ");
@@ -1206,7 +1829,9 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 		bench_json_num(f, t->ucx_ratio, t->ucx_mops.valid);
 		fputs("}", f);
 	}
-	fputs("\n  ]\n}\n", f);
+	fputs("\n  ],\n", f);
+	bench_gpu_json(f, res);
+	fputs("\n}\n", f);
 	if (fclose(f)) {
 		perror("gdrc-bench: --json");
 		return -1;
@@ -1263,12 +1888,15 @@ static int bench_caches_host(struct gdrc_ctx *ctx, const char *addr,
 static void bench_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: gdrc-bench [--quick] [--json PATH] [--help]\n"
+		"usage: gdrc-bench [--quick] [--gpu-only] [--json PATH] "
+		"[--help]\n"
 		"(--ucx-default-child is internal: the UCX run in a child)\n"
 		"Measure libgdrcache's cache (none backend, hooks on): hit,\n"
-		"miss, lookup as registrations grow, threaded hits; and UCX's\n"
+		"miss, lookup as registrations grow, threaded hits, GPU hits,\n"
+		"misses and classification when a GPU is there; and UCX's\n"
 		"ucs_rcache for reference when built with UCX.\n"
 		"  --quick      10x fewer iterations, n up to 100000\n"
+		"  --gpu-only   only the host hit (a.) and the GPU section (g.)\n"
 		"  --json PATH  also write the results as JSON to PATH\n"
 		"  --help       this text\n");
 }
@@ -1278,6 +1906,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 	static const struct option longopts[] = {
 		{ "quick", no_argument, NULL, 'q' },
 		{ "json", required_argument, NULL, 'j' },
+		{ "gpu-only", no_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "ucx-default-child", no_argument, NULL, 'u' },
 		{ NULL, 0, NULL, 0 },
@@ -1293,6 +1922,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 'j':
 			o->json = optarg;
+			break;
+		case 'g':
+			o->gpu_only = 1;
 			break;
 		case 'u':
 			o->ucx_child = 1;
@@ -1339,8 +1971,9 @@ int main(int argc, char **argv)
 	bench_ucx_hook_mode(argv);
 #endif
 	bench_machine_info(&res.machine);
-	printf("gdrc-bench: libgdrcache %s, %s run, none backend, hooks on\n",
-	       res.machine.version, o.quick ? "quick" : "full");
+	printf("gdrc-bench: libgdrcache %s, %s run%s, none backend, hooks on\n",
+	       res.machine.version, o.quick ? "quick" : "full",
+	       o.gpu_only ? " (--gpu-only: a. and g.)" : "");
 	printf("machine: %s, %ld CPUs online, %s\n", res.machine.cpu,
 	       res.machine.ncpu, res.machine.kernel);
 	printf("date: %s; compiler: %s; ucx: %s\n", res.machine.date,
@@ -1365,6 +1998,8 @@ int main(int argc, char **argv)
 
 	if (bench_hit(ctx, buf, &o, &res))
 		goto out;
+	if (o.gpu_only)
+		goto gpu;
 #ifdef GDRC_BENCH_HAVE_UCX
 	if (bench_ucx_create(&rc, &res.machine.ucx_events) ||
 	    bench_ucx_hit(rc, buf, &o, &res) || bench_ucx_default(&o, &res))
@@ -1374,6 +2009,9 @@ int main(int argc, char **argv)
 #endif
 	if (bench_miss(ctx, &o, &res) || bench_lookup(&o, &res) ||
 	    bench_threads(ctx, rc, buf, &o, &res))
+		goto out;
+gpu:
+	if (bench_gpu(&o, &res))
 		goto out;
 
 	printf("\ntotal time %.1f s\n",

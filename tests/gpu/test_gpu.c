@@ -1,0 +1,1259 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_gpu.c - libgdrcache against the real CUDA driver and runtime.
+ *
+ * Tests are named test_gpu_<scenario>_<allocator>, the allocators being
+ *   cumem      cuMemAlloc / cuMemFree
+ *   cudart     cudaMalloc / cudaFree
+ *   pool       cuMemAllocAsync, or cudaMallocAsync / cudaFreeAsync, on a
+ *              stream of the device's default memory pool
+ *   vmm        cuMemCreate + cuMemAddressReserve + cuMemMap
+ *   managed    cuMemAllocManaged
+ *   hostalloc  cuMemHostAlloc
+ *   malloc     plain host memory
+ * and the scenarios
+ *   status       gdrc_gpu_status: GPU support is on;
+ *   classify     gdrc_ptr_query answers each kind with the driver's own
+ *                values (BUFFER_ID, cuMemGetAddressRange, ordinal);
+ *   whole_alloc  a GPU registration covers its whole allocation, rounded
+ *                out to 64 KiB, and serves hits anywhere inside it;
+ *   range_keys   above GDRC_WHOLE_ALLOC_MAX, the request rounded to
+ *                64 KiB within the allocation;
+ *   past_end     a range running past its allocation is refused;
+ *   sync_memops  CU_POINTER_ATTRIBUTE_SYNC_MEMOPS is set once per
+ *                allocation (VMM: on the context, or not at all);
+ *   realloc      a free and reallocation at the same address is caught
+ *                by the BUFFER_ID tag check: a new registration, never
+ *                the stale one (GDRC_MEM_HOOKS=none, so that no host
+ *                hook can catch it first; "hooked" runs with the hooks);
+ *   suballoc     two small allocations sharing a 64 KiB page keep
+ *                separate registrations, and freeing one leaves the
+ *                other cached;
+ *   validate     GDRC_VALIDATE=hooks makes no driver call on a hit,
+ *                always makes one per hit;
+ *   invalidate   gdrc_invalidate of a GPU range;
+ *   second_device  memory of device 1 reports ordinal 1.
+ *
+ * libgdrcache runs with cfg NULL, i.e. the "none" backend (registrations
+ * tracked, keys 0): no NIC is needed.  Each test creates and destroys
+ * its own gdrc context; all share device 0's primary context, which the
+ * runtime uses too.  Built twice from this one source: test_gpu with the
+ * dynamic runtime (libcudart.so) and test_gpu_static with
+ * -DGDRC_TEST_STATIC_CUDART and libcudart_static.a.
+ *
+ * Run on a machine with a GPU:
+ *     ctest -L gpu            (in the build directory)
+ *     tests/gpu/test_gpu      (directly; GDRC_LOG_LEVEL=debug for detail)
+ * Without a driver or a device it prints "skipped: no GPU" and exits 77,
+ * which ctest reports as skipped; tests needing two devices skip alone.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <gdrcache.h>
+
+#ifdef GDRC_TEST_STATIC_CUDART
+#define GROUP_NAME "gpu (static cudart)"
+#else
+#define GROUP_NAME "gpu (dynamic cudart)"
+#endif
+
+#define KIB 1024ULL
+#define MIB (1024ULL * KIB)
+#define GPU_PAGE (64 * KIB)
+#define REALLOC_TRIES 64 /* allocations made to get a freed VA back */
+#define HIT_LOOPS 1000
+#define ACCESS                                                               \
+	(GDRC_ACCESS_LOCAL_WRITE | GDRC_ACCESS_REMOTE_WRITE |                \
+	 GDRC_ACCESS_REMOTE_READ)
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static CUdevice dev0;
+static CUcontext pctx0;
+static int ndevices;
+
+/* Knobs these tests depend on: cleared at start, so that the caller's
+ * environment cannot change what is asserted.  Tests set them one
+ * context at a time (ctx_open_env). */
+static const char *const knobs_cleared[] = {
+	"GDRC_VALIDATE",    "GDRC_WHOLE_ALLOC_MAX", "GDRC_MEM_HOOKS",
+	"GDRC_BACKEND",     "GDRC_CUDA_LIBRARY",    "GDRC_MAX_REGIONS",
+	"GDRC_MAX_BYTES",
+};
+
+/* GDRC_MEM_HOOKS=none: the context sees no host unmap event, so only
+ * the BUFFER_ID check can notice a GPU free. */
+static const char *const env_hooks_none[] = { "GDRC_MEM_HOOKS", "none",
+					      NULL };
+
+/* ====================================================================
+ * Checks: every CUDA and libgdrcache call is checked
+ * ==================================================================== */
+
+static const char *cu_name(CUresult res)
+{
+	const char *name = NULL;
+
+	if (cuGetErrorName(res, &name) != CUDA_SUCCESS || !name)
+		name = "unknown CUresult";
+	return name;
+}
+
+static void cu_check(CUresult res, const char *call, const char *file,
+		     int line)
+{
+	if (res == CUDA_SUCCESS)
+		return;
+	print_error("%s:%d: %s failed: %s (%d)\n", file, line, call,
+		    cu_name(res), (int)res);
+	_fail(file, line);
+}
+
+static void rt_check(cudaError_t err, const char *call, const char *file,
+		     int line)
+{
+	if (err == cudaSuccess)
+		return;
+	print_error("%s:%d: %s failed: %s (%d)\n", file, line, call,
+		    cudaGetErrorName(err), (int)err);
+	_fail(file, line);
+}
+
+static void gd_expect(gdrc_status_t got, gdrc_status_t want,
+		      const char *call, const char *file, int line)
+{
+	if (got == want)
+		return;
+	print_error("%s:%d: %s returned %s (%d), expected %s (%d)\n", file,
+		    line, call, gdrc_status_str(got), (int)got,
+		    gdrc_status_str(want), (int)want);
+	_fail(file, line);
+}
+
+#define CU(call) cu_check((call), #call, __FILE__, __LINE__)
+#define RT(call) rt_check((call), #call, __FILE__, __LINE__)
+#define GD(call) gd_expect((call), GDRC_OK, #call, __FILE__, __LINE__)
+#define GD_EXPECT(call, want)                                                \
+	gd_expect((call), (want), #call, __FILE__, __LINE__)
+
+/* ====================================================================
+ * Helpers
+ * ==================================================================== */
+
+static const void *vp(CUdeviceptr p)
+{
+	return (const void *)(uintptr_t)p;
+}
+
+static unsigned long long align_down(unsigned long long v,
+				     unsigned long long a)
+{
+	return v & ~(a - 1);
+}
+
+static unsigned long long align_up(unsigned long long v, unsigned long long a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+static int dev_attr(CUdevice_attribute attr, CUdevice dev)
+{
+	int v = 0;
+
+	CU(cuDeviceGetAttribute(&v, attr, dev));
+	return v;
+}
+
+static unsigned long long buffer_id_of(CUdeviceptr p)
+{
+	unsigned long long id = 0;
+
+	CU(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p));
+	return id;
+}
+
+/* The attribute is a boolean; read into a zeroed int either way. */
+static unsigned sync_memops_of(CUdeviceptr p)
+{
+	unsigned v = 0;
+
+	CU(cuPointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p));
+	return v;
+}
+
+static uint64_t stat_of(struct gdrc_ctx *ctx, enum gdrc_stat s)
+{
+	uint64_t v = 0;
+
+	GD(gdrc_stat_get(ctx, s, &v));
+	return v;
+}
+
+/* A context with GPU support; env: NULL or name, value, ..., NULL, set
+ * for the gdrc_init call only. */
+static struct gdrc_ctx *ctx_open_env(const char *const *env)
+{
+	struct gdrc_ctx *ctx = NULL;
+	const char *reason = NULL;
+	gdrc_status_t status;
+
+	for (size_t i = 0; env && env[i]; i += 2)
+		assert_int_equal(setenv(env[i], env[i + 1], 1), 0);
+	status = gdrc_init(NULL, &ctx);
+	for (size_t i = 0; env && env[i]; i += 2)
+		unsetenv(env[i]);
+	GD(status);
+	assert_non_null(ctx);
+	if (gdrc_gpu_status(ctx, &reason) != GDRC_OK) {
+		gdrc_fini(ctx);
+		fail_msg("libgdrcache has no GPU support: %s",
+			 reason ? reason : "(no reason)");
+	}
+	return ctx;
+}
+
+static struct gdrc_ctx *ctx_open(void)
+{
+	return ctx_open_env(NULL);
+}
+
+/* gdrc_mr_get that must succeed; info (optional) is queried. */
+static struct gdrc_mr *get(struct gdrc_ctx *ctx, CUdeviceptr addr,
+			   size_t len, struct gdrc_mr_info *info)
+{
+	struct gdrc_mr *mr = NULL;
+
+	GD(gdrc_mr_get(ctx, vp(addr), len, ACCESS, 0, &mr));
+	assert_non_null(mr);
+	if (info)
+		GD(gdrc_mr_query(mr, info));
+	return mr;
+}
+
+static void print_mr(const char *what, const struct gdrc_mr_info *i)
+{
+	print_message("    %s: id %llu buffer id %llu key %#llx+%llu "
+		      "registered %#llx+%llu kind %d device %d flags %#x\n",
+		      what, (unsigned long long)i->id,
+		      (unsigned long long)i->buffer_id,
+		      (unsigned long long)i->key_addr,
+		      (unsigned long long)i->key_length,
+		      (unsigned long long)i->addr,
+		      (unsigned long long)i->length, i->kind, i->device,
+		      i->flags);
+}
+
+/*
+ * A registration of the GPU allocation [base, base + size) registered
+ * whole: key range the allocation, registered range it rounded out to
+ * 64 KiB, and the driver's identity of it.
+ */
+static void check_whole(const struct gdrc_mr_info *i, CUdeviceptr base,
+			size_t size, int kind, int device)
+{
+	assert_int_equal(i->mem_type, GDRC_MEM_CUDA);
+	assert_int_equal(i->kind, kind);
+	assert_int_equal(i->device, device);
+	assert_int_equal(i->backend, GDRC_BACKEND_NONE);
+	assert_int_equal(i->lkey, 0);
+	assert_int_equal(i->rkey, 0);
+	assert_int_equal(i->access, ACCESS);
+	assert_int_equal(i->buffer_id, buffer_id_of(base));
+	assert_int_equal(i->key_addr, base);
+	assert_int_equal(i->key_length, size);
+	assert_int_equal(i->addr, align_down(base, GPU_PAGE));
+	assert_int_equal(i->length,
+			 align_up(base + size, GPU_PAGE) -
+				 align_down(base, GPU_PAGE));
+	assert_true(i->flags & GDRC_MR_INFO_CACHED);
+}
+
+/* gdrc_ptr_query of q, a GPU pointer of kind on device, against what the
+ * driver says of it. */
+static void query_gpu(struct gdrc_ctx *ctx, CUdeviceptr q, int kind,
+		      int device)
+{
+	struct gdrc_ptr_info pi;
+	CUdeviceptr base = 0;
+	size_t size = 0;
+
+	CU(cuMemGetAddressRange(&base, &size, q));
+	memset(&pi, 0xa5, sizeof(pi));
+	GD(gdrc_ptr_query(ctx, vp(q), &pi));
+	print_message("    %#llx: kind %d mem_type %d device %d buffer id "
+		      "%llu alloc %#llx+%llu (driver: %#llx+%llu)\n",
+		      (unsigned long long)q, pi.kind, pi.mem_type, pi.device,
+		      (unsigned long long)pi.buffer_id,
+		      (unsigned long long)pi.alloc_base,
+		      (unsigned long long)pi.alloc_size,
+		      (unsigned long long)base, (unsigned long long)size);
+	assert_int_equal(pi.kind, kind);
+	assert_int_equal(pi.mem_type, GDRC_MEM_CUDA);
+	assert_int_equal(pi.device, device);
+	assert_int_equal(pi.flags, 0); /* classified, not from the cache */
+	assert_int_not_equal(pi.buffer_id, 0);
+	assert_int_equal(pi.buffer_id, buffer_id_of(q));
+	assert_int_equal(pi.alloc_base, base);
+	assert_int_equal(pi.alloc_size, size);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_CLASSIFY_CALLS), 1);
+}
+
+/* --------------------------------------------------------------------
+ * VMM: one granule-sized mapping at a reserved VA
+ * -------------------------------------------------------------------- */
+
+struct vmm_buf {
+	CUmemAllocationProp prop;
+	CUdeviceptr va;
+	size_t size;
+	CUmemGenericAllocationHandle handle;
+};
+
+static int vmm_supported(void)
+{
+	return dev_attr(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+			dev0);
+}
+
+/* A new physical allocation mapped read-write at v->va. */
+static void vmm_map(struct vmm_buf *v)
+{
+	CUmemAccessDesc access;
+
+	memset(&access, 0, sizeof(access));
+	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	access.location.id = (int)dev0;
+	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	CU(cuMemCreate(&v->handle, v->size, &v->prop, 0));
+	CU(cuMemMap(v->va, v->size, 0, v->handle, 0));
+	CU(cuMemSetAccess(v->va, v->size, &access, 1));
+}
+
+/* Unmap and release the physical allocation; the VA stays reserved. */
+static void vmm_unmap(struct vmm_buf *v)
+{
+	CU(cuMemUnmap(v->va, v->size));
+	CU(cuMemRelease(v->handle));
+	v->handle = 0;
+}
+
+static void vmm_alloc(struct vmm_buf *v)
+{
+	CUdevice_attribute rdma;
+	size_t gran = 0;
+
+	memset(v, 0, sizeof(*v));
+	v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	v->prop.location.id = (int)dev0;
+	/* What RDMA needs; asked only where the device supports it. */
+	rdma = CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED;
+	v->prop.allocFlags.gpuDirectRDMACapable = dev_attr(rdma, dev0) ? 1 : 0;
+	CU(cuMemGetAllocationGranularity(&gran, &v->prop,
+					 CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	assert_true(gran > 0);
+	v->size = gran;
+	CU(cuMemAddressReserve(&v->va, v->size, 0, 0, 0));
+	vmm_map(v);
+	print_message("    vmm: %#llx+%llu, gpuDirectRDMACapable %d\n",
+		      (unsigned long long)v->va, (unsigned long long)v->size,
+		      v->prop.allocFlags.gpuDirectRDMACapable);
+}
+
+static void vmm_free(struct vmm_buf *v)
+{
+	vmm_unmap(v);
+	CU(cuMemAddressFree(v->va, v->size));
+}
+
+/* --------------------------------------------------------------------
+ * Allocators for the free-and-reallocate tests
+ * -------------------------------------------------------------------- */
+
+struct galloc {
+	const char *name;
+	int kind; /* enum gdrc_ptr_kind of what it allocates */
+	void (*alloc)(struct galloc *a, size_t size, CUdeviceptr *p);
+	void (*release)(struct galloc *a, CUdeviceptr p);
+	cudaStream_t stream; /* pool */
+};
+
+static void cumem_alloc(struct galloc *a, size_t size, CUdeviceptr *p)
+{
+	(void)a;
+	CU(cuMemAlloc(p, size));
+}
+
+static void cumem_release(struct galloc *a, CUdeviceptr p)
+{
+	(void)a;
+	CU(cuMemFree(p));
+}
+
+static void cudart_alloc(struct galloc *a, size_t size, CUdeviceptr *p)
+{
+	void *v = NULL;
+
+	(void)a;
+	RT(cudaMalloc(&v, size));
+	*p = (CUdeviceptr)(uintptr_t)v;
+}
+
+static void cudart_release(struct galloc *a, CUdeviceptr p)
+{
+	(void)a;
+	RT(cudaFree((void *)(uintptr_t)p));
+}
+
+/* Stream-ordered: synchronized, so the memory is there (or gone back to
+ * the pool) when the call returns. */
+static void pool_alloc(struct galloc *a, size_t size, CUdeviceptr *p)
+{
+	void *v = NULL;
+
+	RT(cudaMallocAsync(&v, size, a->stream));
+	RT(cudaStreamSynchronize(a->stream));
+	*p = (CUdeviceptr)(uintptr_t)v;
+}
+
+static void pool_release(struct galloc *a, CUdeviceptr p)
+{
+	RT(cudaFreeAsync((void *)(uintptr_t)p, a->stream));
+	RT(cudaStreamSynchronize(a->stream));
+}
+
+static struct galloc galloc_cumem = { "cumem", GDRC_PTR_DEVICE, cumem_alloc,
+				      cumem_release, NULL };
+
+/*
+ * After want was freed: allocate size bytes until want comes back (up to
+ * REALLOC_TRIES times), holding the other allocations meanwhile, then
+ * free those.  @return 1 if want is allocated again (the caller owns it).
+ */
+static int realloc_same_va(struct galloc *a, CUdeviceptr want, size_t size)
+{
+	CUdeviceptr held[REALLOC_TRIES], q = 0;
+	int n = 0, found = 0;
+
+	for (int i = 0; i < REALLOC_TRIES; i++) {
+		a->alloc(a, size, &q);
+		if (q == want) {
+			found = 1;
+			break;
+		}
+		held[n++] = q;
+	}
+	for (int i = 0; i < n; i++)
+		a->release(a, held[i]);
+	print_message("    %s: freed VA %#llx %s after %d other "
+		      "allocation(s)\n", a->name, (unsigned long long)want,
+		      found ? "came back" : "never came back", n);
+	return found;
+}
+
+/* ====================================================================
+ * Status and classification
+ * ==================================================================== */
+
+static void test_gpu_status_driver(void **state)
+{
+	struct gdrc_ctx *ctx = NULL;
+	const char *reason = "(not written)";
+
+	(void)state;
+	GD(gdrc_init(NULL, &ctx));
+	GD(gdrc_gpu_status(ctx, &reason));
+	assert_null(reason);
+	GD(gdrc_gpu_status(ctx, NULL));
+	gdrc_fini(ctx);
+}
+
+static void test_gpu_classify_cumem(void **state)
+{
+	struct gdrc_ctx *ctx;
+	CUdeviceptr p;
+
+	(void)state;
+	CU(cuMemAlloc(&p, MIB));
+	ctx = ctx_open();
+	query_gpu(ctx, p + 4096, GDRC_PTR_DEVICE, 0);
+	gdrc_fini(ctx);
+	CU(cuMemFree(p));
+}
+
+static void test_gpu_classify_pool(void **state)
+{
+	struct gdrc_ctx *ctx;
+	CUstream stream;
+	CUdeviceptr p;
+
+	(void)state;
+	if (!dev_attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev0)) {
+		print_message("    device 0 has no memory pools\n");
+		skip();
+	}
+	CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+	CU(cuMemAllocAsync(&p, MIB, stream));
+	CU(cuStreamSynchronize(stream));
+	ctx = ctx_open();
+	query_gpu(ctx, p + 4096, GDRC_PTR_POOL, 0);
+	gdrc_fini(ctx);
+	CU(cuMemFreeAsync(p, stream));
+	CU(cuStreamSynchronize(stream));
+	CU(cuStreamDestroy(stream));
+}
+
+static void test_gpu_classify_vmm(void **state)
+{
+	struct gdrc_ctx *ctx;
+	struct vmm_buf v;
+
+	(void)state;
+	if (!vmm_supported())
+		skip();
+	vmm_alloc(&v);
+	ctx = ctx_open();
+	query_gpu(ctx, v.va + 4096, GDRC_PTR_VMM, 0);
+	gdrc_fini(ctx);
+	vmm_free(&v);
+}
+
+static void test_gpu_classify_managed(void **state)
+{
+	struct gdrc_ptr_info pi;
+	struct gdrc_mr *mr = NULL;
+	struct gdrc_ctx *ctx;
+	CUdeviceptr p;
+
+	(void)state;
+	if (!dev_attr(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, dev0))
+		skip();
+	CU(cuMemAllocManaged(&p, MIB, CU_MEM_ATTACH_GLOBAL));
+	ctx = ctx_open();
+	memset(&pi, 0xa5, sizeof(pi));
+	GD(gdrc_ptr_query(ctx, vp(p + 4096), &pi));
+	print_message("    managed %#llx: kind %d mem_type %d device %d "
+		      "buffer id %llu alloc %#llx+%llu\n",
+		      (unsigned long long)p, pi.kind, pi.mem_type, pi.device,
+		      (unsigned long long)pi.buffer_id,
+		      (unsigned long long)pi.alloc_base,
+		      (unsigned long long)pi.alloc_size);
+	assert_int_equal(pi.kind, GDRC_PTR_MANAGED);
+	assert_int_equal(pi.mem_type, GDRC_MEM_CUDA);
+	GD_EXPECT(gdrc_mr_get(ctx, vp(p), MIB, ACCESS, 0, &mr),
+		  GDRC_ERR_UNSUPPORTED);
+	assert_null(mr);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_SYNC_MEMOPS_SET), 0);
+	gdrc_fini(ctx);
+	CU(cuMemFree(p));
+}
+
+static void test_gpu_classify_hostalloc(void **state)
+{
+	struct gdrc_ptr_info pi;
+	struct gdrc_mr_info info;
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *mr;
+	uintptr_t h, q;
+	void *host = NULL;
+
+	(void)state;
+	CU(cuMemHostAlloc(&host, MIB, 0));
+	h = (uintptr_t)host;
+	q = h + 4096;
+	ctx = ctx_open();
+	memset(&pi, 0xa5, sizeof(pi));
+	GD(gdrc_ptr_query(ctx, (const void *)q, &pi));
+	print_message("    hostalloc %#llx: kind %d mem_type %d device %d "
+		      "buffer id %llu alloc %#llx+%llu\n",
+		      (unsigned long long)h, pi.kind, pi.mem_type, pi.device,
+		      (unsigned long long)pi.buffer_id,
+		      (unsigned long long)pi.alloc_base,
+		      (unsigned long long)pi.alloc_size);
+	assert_int_equal(pi.kind, GDRC_PTR_HOST_PINNED);
+	assert_int_equal(pi.mem_type, GDRC_MEM_HOST);
+	assert_int_equal(pi.device, -1);
+	assert_int_equal(pi.flags, 0);
+	assert_int_not_equal(pi.buffer_id, 0);
+	assert_int_equal(pi.buffer_id, buffer_id_of((CUdeviceptr)q));
+	assert_true(pi.alloc_base <= q && q < pi.alloc_base + pi.alloc_size);
+
+	/* Registered as host memory. */
+	mr = get(ctx, (CUdeviceptr)h, 4096, &info);
+	assert_int_equal(info.mem_type, GDRC_MEM_HOST);
+	assert_int_equal(info.kind, GDRC_PTR_HOST_PINNED);
+	assert_int_equal(info.device, -1);
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	CU(cuMemFreeHost(host));
+}
+
+static void test_gpu_classify_malloc(void **state)
+{
+	struct gdrc_ptr_info pi;
+	struct gdrc_ctx *ctx;
+	char *p;
+
+	(void)state;
+	p = malloc(MIB);
+	assert_non_null(p);
+	memset(p, 1, MIB);
+	ctx = ctx_open();
+	memset(&pi, 0xa5, sizeof(pi));
+	GD(gdrc_ptr_query(ctx, p + 100, &pi));
+	assert_int_equal(pi.kind, GDRC_PTR_HOST);
+	assert_int_equal(pi.mem_type, GDRC_MEM_HOST);
+	assert_int_equal(pi.device, -1);
+	assert_int_equal(pi.flags, 0);
+	assert_int_equal(pi.buffer_id, 0);
+	assert_int_equal(pi.alloc_base, 0);
+	assert_int_equal(pi.alloc_size, 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_CLASSIFY_CALLS), 1);
+	gdrc_fini(ctx);
+	free(p);
+}
+
+/* ====================================================================
+ * Registration ranges
+ * ==================================================================== */
+
+static void test_gpu_whole_alloc_cumem(void **state)
+{
+	struct gdrc_mr_info i1, i2;
+	struct gdrc_mr *mr1, *mr2;
+	struct gdrc_ctx *ctx;
+	CUdeviceptr p;
+
+	(void)state;
+	CU(cuMemAlloc(&p, MIB));
+	ctx = ctx_open();
+	mr1 = get(ctx, p + 4096, 100, &i1);
+	print_mr("get p+4K", &i1);
+	check_whole(&i1, p, MIB, GDRC_PTR_DEVICE, 0);
+	assert_int_equal(i1.addr % GPU_PAGE, 0);
+	assert_int_equal(i1.length % GPU_PAGE, 0);
+	assert_true(i1.addr <= p && i1.addr + i1.length >= p + MIB);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISS_COLD), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_PINNED_BYTES), i1.length);
+
+	/* Anywhere inside the allocation: the same registration. */
+	mr2 = get(ctx, p + 512 * KIB, 4096, &i2);
+	assert_ptr_equal(mr2, mr1);
+	assert_int_equal(i2.id, i1.id);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 1);
+	gdrc_mr_put(ctx, mr2);
+	gdrc_mr_put(ctx, mr1);
+	gdrc_fini(ctx);
+	CU(cuMemFree(p));
+}
+
+static void test_gpu_range_keys_cumem(void **state)
+{
+	static const char *const env[] = { "GDRC_WHOLE_ALLOC_MAX", "256K",
+					   NULL };
+	unsigned long long q, ks, ke;
+	struct gdrc_mr_info i1, i2, i3;
+	struct gdrc_mr *mr1, *mr2, *mr3;
+	struct gdrc_ctx *ctx;
+	CUdeviceptr p;
+
+	(void)state;
+	CU(cuMemAlloc(&p, MIB));
+	ctx = ctx_open_env(env);
+	q = p + 300 * KIB;
+	ks = align_down(q, GPU_PAGE);
+	ke = align_up(q + 100, GPU_PAGE);
+	if (ks < p)
+		ks = p;
+	if (ke > p + MIB)
+		ke = p + MIB;
+	mr1 = get(ctx, q, 100, &i1);
+	print_mr("get p+300K", &i1);
+	assert_int_equal(i1.key_addr, ks);
+	assert_int_equal(i1.key_length, ke - ks);
+	assert_int_equal(i1.addr, align_down(ks, GPU_PAGE));
+	assert_int_equal(i1.length,
+			 align_up(ke, GPU_PAGE) - align_down(ks, GPU_PAGE));
+	assert_int_equal(i1.kind, GDRC_PTR_DEVICE);
+	assert_int_equal(i1.buffer_id, buffer_id_of(p));
+
+	/* Inside the key range: a hit; elsewhere in the allocation: not. */
+	mr2 = get(ctx, i1.key_addr + 10, 64, &i2);
+	assert_ptr_equal(mr2, mr1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), 1);
+	mr3 = get(ctx, p + 600 * KIB, 64, &i3);
+	assert_true(i3.id != i1.id);
+	assert_int_equal(i3.buffer_id, i1.buffer_id);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 2);
+	gdrc_mr_put(ctx, mr3);
+	gdrc_mr_put(ctx, mr2);
+	gdrc_mr_put(ctx, mr1);
+	gdrc_fini(ctx);
+	CU(cuMemFree(p));
+}
+
+static void test_gpu_past_end_cumem(void **state)
+{
+	struct gdrc_mr *mr = NULL;
+	struct gdrc_mr_info info;
+	struct gdrc_ctx *ctx;
+	CUdeviceptr p, base = 0;
+	size_t size = 0;
+
+	(void)state;
+	CU(cuMemAlloc(&p, MIB));
+	CU(cuMemGetAddressRange(&base, &size, p));
+	assert_int_equal(base, p);
+	ctx = ctx_open();
+	GD_EXPECT(gdrc_mr_get(ctx, vp(p + size - 8), 64, ACCESS, 0, &mr),
+		  GDRC_ERR_UNSUPPORTED);
+	assert_null(mr);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 0);
+
+	/* Up to the last byte is fine. */
+	mr = get(ctx, p + size - 64, 64, &info);
+	check_whole(&info, p, size, GDRC_PTR_DEVICE, 0);
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	CU(cuMemFree(p));
+}
+
+/* ====================================================================
+ * SYNC_MEMOPS
+ * ==================================================================== */
+
+static void test_gpu_sync_memops_cumem(void **state)
+{
+	const uint32_t sync_bits = GDRC_MR_INFO_SYNC_MEMOPS |
+				   GDRC_MR_INFO_SYNC_MEMOPS_CTX |
+				   GDRC_MR_INFO_NO_SYNC_MEMOPS;
+	struct gdrc_mr_info i1, i2;
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *mr;
+	CUdeviceptr p;
+
+	(void)state;
+	CU(cuMemAlloc(&p, MIB));
+	print_message("    SYNC_MEMOPS before the first get: %u\n",
+		      sync_memops_of(p));
+	ctx = ctx_open();
+	mr = get(ctx, p, MIB, &i1);
+	assert_int_equal(sync_memops_of(p), 1);
+	assert_int_equal(i1.flags & sync_bits, GDRC_MR_INFO_SYNC_MEMOPS);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_SYNC_MEMOPS_SET), 1);
+	gdrc_mr_put(ctx, mr);
+
+	/* A new registration of the same allocation: not set again. */
+	GD(gdrc_invalidate(ctx, vp(p), MIB));
+	mr = get(ctx, p + 4096, 64, &i2);
+	assert_true(i2.id != i1.id);
+	assert_int_equal(i2.buffer_id, i1.buffer_id);
+	assert_int_equal(i2.flags & sync_bits, GDRC_MR_INFO_SYNC_MEMOPS);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_SYNC_MEMOPS_SET), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 2);
+	assert_int_equal(sync_memops_of(p), 1);
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	CU(cuMemFree(p));
+}
+
+static void test_gpu_sync_memops_vmm(void **state)
+{
+	struct gdrc_mr_info info;
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *mr;
+	struct vmm_buf v;
+	unsigned ctx_flags = 0;
+	uint32_t how;
+
+	(void)state;
+	if (!vmm_supported())
+		skip();
+	vmm_alloc(&v);
+	ctx = ctx_open();
+	mr = get(ctx, v.va, v.size, &info);
+	print_mr("vmm", &info);
+	check_whole(&info, v.va, v.size, GDRC_PTR_VMM, 0);
+	how = info.flags & (GDRC_MR_INFO_SYNC_MEMOPS |
+			    GDRC_MR_INFO_SYNC_MEMOPS_CTX |
+			    GDRC_MR_INFO_NO_SYNC_MEMOPS);
+	CU(cuCtxGetFlags(&ctx_flags));
+	print_message("    vmm SYNC_MEMOPS: %s (current context flags %#x)\n",
+		      how == GDRC_MR_INFO_SYNC_MEMOPS_CTX ?
+			      "GDRC_MR_INFO_SYNC_MEMOPS_CTX (on the context)" :
+		      how == GDRC_MR_INFO_NO_SYNC_MEMOPS ?
+			      "GDRC_MR_INFO_NO_SYNC_MEMOPS (not set)" :
+			      "unexpected",
+		      ctx_flags);
+	assert_true(how == GDRC_MR_INFO_SYNC_MEMOPS_CTX ||
+		    how == GDRC_MR_INFO_NO_SYNC_MEMOPS);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_SYNC_MEMOPS_SET),
+			 how == GDRC_MR_INFO_SYNC_MEMOPS_CTX ? 1 : 0);
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	vmm_free(&v);
+}
+
+/* ====================================================================
+ * Free and reallocate at the same VA (default GDRC_VALIDATE: always)
+ * ==================================================================== */
+
+/*
+ * get+put on a fresh allocation, free it, allocate until the same VA
+ * returns, get again: a new registration of the new allocation.
+ * hooks_none: no host hook may see the free, so the BUFFER_ID check must
+ * be what caught it; else either may.  @return 0 if the VA never came
+ * back (nothing left allocated: the caller cleans up and skips), else 1.
+ */
+static int realloc_case(struct galloc *a, size_t size, int hooks_none)
+{
+	unsigned long long b1, b2;
+	struct gdrc_mr_info i1, i2;
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *mr;
+	uint64_t by_tag, by_hook;
+	CUdeviceptr p, base = 0;
+	size_t asize = 0;
+
+	a->alloc(a, size, &p);
+	b1 = buffer_id_of(p);
+	CU(cuMemGetAddressRange(&base, &asize, p));
+	ctx = ctx_open_env(hooks_none ? env_hooks_none : NULL);
+	mr = get(ctx, p, size, &i1);
+	print_mr("before the free", &i1);
+	check_whole(&i1, base, asize, a->kind, 0);
+	assert_int_equal(i1.buffer_id, b1);
+	gdrc_mr_put(ctx, mr);
+
+	a->release(a, p);
+	if (!realloc_same_va(a, p, size)) {
+		gdrc_fini(ctx);
+		return 0;
+	}
+	b2 = buffer_id_of(p);
+	print_message("    %s: BUFFER_ID %llu -> %llu at %#llx\n", a->name, b1,
+		      b2, (unsigned long long)p);
+	assert_true(b2 != b1);
+	CU(cuMemGetAddressRange(&base, &asize, p));
+
+	mr = get(ctx, p, size, &i2);
+	print_mr("after the reallocation", &i2);
+	check_whole(&i2, base, asize, a->kind, 0);
+	by_tag = stat_of(ctx, GDRC_STAT_INV_TAG_CHECK);
+	by_hook = stat_of(ctx, GDRC_STAT_INV_HOST_HOOK);
+	print_message("    invalidations: by tag check %llu, by host hook "
+		      "%llu\n", (unsigned long long)by_tag,
+		      (unsigned long long)by_hook);
+	assert_true(i2.id != i1.id);
+	assert_int_equal(i2.buffer_id, b2);
+	assert_true(i2.buffer_id != i1.buffer_id);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 2);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), 0);
+	if (hooks_none) {
+		assert_true(by_tag >= 1);
+		assert_int_equal(by_hook, 0);
+	} else {
+		assert_true(by_tag + by_hook >= 1);
+	}
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	a->release(a, p);
+	return 1;
+}
+
+static void test_gpu_realloc_cumem(void **state)
+{
+	(void)state;
+	if (!realloc_case(&galloc_cumem, MIB, 1))
+		skip();
+}
+
+static void test_gpu_realloc_hooked_cumem(void **state)
+{
+	(void)state;
+	if (!realloc_case(&galloc_cumem, MIB, 0))
+		skip();
+}
+
+static void test_gpu_realloc_cudart(void **state)
+{
+	struct galloc a = { "cudart", GDRC_PTR_DEVICE, cudart_alloc,
+			    cudart_release, NULL };
+
+	(void)state;
+	if (!realloc_case(&a, MIB, 1))
+		skip();
+}
+
+static void test_gpu_realloc_pool(void **state)
+{
+	struct galloc a = { "pool", GDRC_PTR_POOL, pool_alloc, pool_release,
+			    NULL };
+	int done;
+
+	(void)state;
+	if (!dev_attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev0))
+		skip();
+	RT(cudaStreamCreateWithFlags(&a.stream, cudaStreamNonBlocking));
+	done = realloc_case(&a, MIB, 1);
+	RT(cudaStreamDestroy(a.stream));
+	if (!done)
+		skip();
+}
+
+/* VMM: unmap and release the physical memory, map a new one at the very
+ * same reserved VA. */
+static void test_gpu_realloc_vmm(void **state)
+{
+	unsigned long long b1, b2;
+	struct gdrc_mr_info i1, i2;
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *mr;
+	struct vmm_buf v;
+
+	(void)state;
+	if (!vmm_supported())
+		skip();
+	vmm_alloc(&v);
+	b1 = buffer_id_of(v.va);
+	ctx = ctx_open_env(env_hooks_none);
+	mr = get(ctx, v.va, v.size, &i1);
+	print_mr("before the remap", &i1);
+	check_whole(&i1, v.va, v.size, GDRC_PTR_VMM, 0);
+	gdrc_mr_put(ctx, mr);
+
+	vmm_unmap(&v);
+	vmm_map(&v);
+	b2 = buffer_id_of(v.va);
+	print_message("    vmm: BUFFER_ID %llu -> %llu at %#llx\n", b1, b2,
+		      (unsigned long long)v.va);
+	assert_true(b2 != b1);
+
+	mr = get(ctx, v.va, v.size, &i2);
+	print_mr("after the remap", &i2);
+	check_whole(&i2, v.va, v.size, GDRC_PTR_VMM, 0);
+	assert_true(i2.id != i1.id);
+	assert_int_equal(i2.buffer_id, b2);
+	assert_true(stat_of(ctx, GDRC_STAT_INV_TAG_CHECK) >= 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 2);
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	vmm_free(&v);
+}
+
+/* ====================================================================
+ * Sub-allocations sharing a 64 KiB page
+ * ==================================================================== */
+
+static void test_gpu_suballoc_cumem(void **state)
+{
+	struct gdrc_mr_info ia, ib, ib2, ia2;
+	struct gdrc_mr *ma, *mb, *mb2, *ma2;
+	CUdeviceptr a, b, base = 0;
+	struct gdrc_ctx *ctx;
+	size_t size = 0;
+	uint64_t hits;
+
+	(void)state;
+	CU(cuMemAlloc(&a, 256));
+	CU(cuMemAlloc(&b, 256));
+	print_message("    a %#llx b %#llx\n", (unsigned long long)a,
+		      (unsigned long long)b);
+	if (a / GPU_PAGE != b / GPU_PAGE) {
+		CU(cuMemFree(b));
+		CU(cuMemFree(a));
+		print_message("    not in one 64 KiB page\n");
+		skip();
+	}
+	CU(cuMemGetAddressRange(&base, &size, a));
+	assert_int_equal(base, a);
+	assert_int_equal(size, 256);
+	CU(cuMemGetAddressRange(&base, &size, b));
+	assert_int_equal(base, b);
+	assert_int_equal(size, 256);
+
+	ctx = ctx_open_env(env_hooks_none);
+	ma = get(ctx, a, 256, &ia);
+	mb = get(ctx, b, 256, &ib);
+	print_mr("a", &ia);
+	print_mr("b", &ib);
+	assert_ptr_not_equal(ma, mb);
+	assert_true(ia.id != ib.id);
+	assert_true(ia.buffer_id != ib.buffer_id);
+	check_whole(&ia, a, 256, GDRC_PTR_DEVICE, 0);
+	check_whole(&ib, b, 256, GDRC_PTR_DEVICE, 0);
+	assert_int_equal(ia.addr, ib.addr); /* the same registered page */
+	gdrc_mr_put(ctx, mb);
+	gdrc_mr_put(ctx, ma);
+
+	/* b freed and reallocated: new registration; a untouched. */
+	CU(cuMemFree(b));
+	if (!realloc_same_va(&galloc_cumem, b, 256)) {
+		gdrc_fini(ctx);
+		CU(cuMemFree(a));
+		skip();
+	}
+	mb2 = get(ctx, b, 256, &ib2);
+	print_mr("b again", &ib2);
+	assert_true(ib2.id != ib.id);
+	assert_true(ib2.id != ia.id);
+	assert_int_equal(ib2.buffer_id, buffer_id_of(b));
+	assert_true(ib2.buffer_id != ib.buffer_id);
+	assert_true(stat_of(ctx, GDRC_STAT_INV_TAG_CHECK) >= 1);
+
+	hits = stat_of(ctx, GDRC_STAT_HITS);
+	ma2 = get(ctx, a, 256, &ia2);
+	assert_ptr_equal(ma2, ma);
+	assert_int_equal(ia2.id, ia.id);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), hits + 1);
+	gdrc_mr_put(ctx, ma2);
+	gdrc_mr_put(ctx, mb2);
+	gdrc_fini(ctx);
+	CU(cuMemFree(b));
+	CU(cuMemFree(a));
+}
+
+/* ====================================================================
+ * GDRC_VALIDATE: driver calls on hits
+ * ==================================================================== */
+
+/* HIT_LOOPS get/put hits on one registration; checks_per_hit: 0 (hooks)
+ * or at least 1 (always).  Host hooks off: no event may send a hit
+ * through the miss path, where it is not tag-checked. */
+static void validate_case(const char *mode, int checks_per_hit)
+{
+	const char *const env[] = { "GDRC_VALIDATE", mode, "GDRC_MEM_HOOKS",
+				    "none", NULL };
+	struct gdrc_mr_info info;
+	struct gdrc_mr *mr, *hit;
+	struct gdrc_ctx *ctx;
+	uint64_t checks;
+	CUdeviceptr p;
+
+	CU(cuMemAlloc(&p, MIB));
+	ctx = ctx_open_env(env);
+	mr = get(ctx, p, MIB, &info);
+	assert_int_equal(!!(info.flags & GDRC_MR_INFO_TAG_CHECKED),
+			 checks_per_hit);
+	gdrc_mr_put(ctx, mr);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), 0);
+	checks = stat_of(ctx, GDRC_STAT_TAG_CHECKS);
+
+	for (int i = 0; i < HIT_LOOPS; i++) {
+		hit = get(ctx, p + (CUdeviceptr)(i % 16) * 4096, 64, NULL);
+		assert_ptr_equal(hit, mr);
+		gdrc_mr_put(ctx, hit);
+	}
+	checks = stat_of(ctx, GDRC_STAT_TAG_CHECKS) - checks;
+	print_message("    GDRC_VALIDATE=%s: %d hits, %llu tag checks\n", mode,
+		      HIT_LOOPS, (unsigned long long)checks);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), HIT_LOOPS);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 1);
+	if (checks_per_hit)
+		assert_true(checks >= HIT_LOOPS);
+	else
+		assert_int_equal(checks, 0);
+	gdrc_fini(ctx);
+	CU(cuMemFree(p));
+}
+
+static void test_gpu_validate_hooks_cumem(void **state)
+{
+	(void)state;
+	validate_case("hooks", 0);
+}
+
+static void test_gpu_validate_always_cumem(void **state)
+{
+	(void)state;
+	validate_case("always", 1);
+}
+
+/* ====================================================================
+ * Explicit invalidation, second device
+ * ==================================================================== */
+
+static void test_gpu_invalidate_cumem(void **state)
+{
+	struct gdrc_mr_info i1, i2, q;
+	struct gdrc_mr *mr1, *mr2;
+	struct gdrc_ctx *ctx;
+	CUdeviceptr p;
+
+	(void)state;
+	CU(cuMemAlloc(&p, MIB));
+	ctx = ctx_open();
+	mr1 = get(ctx, p, MIB, &i1);
+	GD(gdrc_invalidate(ctx, vp(p + 100), 10));
+	GD(gdrc_mr_query(mr1, &q)); /* still valid for its holder */
+	assert_true(q.flags & GDRC_MR_INFO_INVALIDATED);
+	assert_false(q.flags & GDRC_MR_INFO_CACHED);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_INV_EXPLICIT), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_INVALIDATIONS), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 0);
+
+	mr2 = get(ctx, p, MIB, &i2);
+	assert_true(i2.id != i1.id);
+	assert_int_equal(i2.buffer_id, i1.buffer_id);
+	check_whole(&i2, p, MIB, GDRC_PTR_DEVICE, 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISS_INVALIDATED), 1);
+	gdrc_mr_put(ctx, mr1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_DEREGS), 1);
+	gdrc_mr_put(ctx, mr2);
+	gdrc_fini(ctx);
+	CU(cuMemFree(p));
+}
+
+static void test_gpu_second_device_cumem(void **state)
+{
+	struct gdrc_mr_info info;
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *mr;
+	CUcontext pctx1;
+	CUdevice dev1;
+	CUdeviceptr p;
+
+	(void)state;
+	if (ndevices < 2) {
+		print_message("    one device only\n");
+		skip();
+	}
+	CU(cuDeviceGet(&dev1, 1));
+	CU(cuDevicePrimaryCtxRetain(&pctx1, dev1));
+	CU(cuCtxSetCurrent(pctx1));
+	CU(cuMemAlloc(&p, MIB));
+	ctx = ctx_open();
+	query_gpu(ctx, p, GDRC_PTR_DEVICE, 1);
+	mr = get(ctx, p, MIB, &info);
+	print_mr("device 1", &info);
+	check_whole(&info, p, MIB, GDRC_PTR_DEVICE, 1);
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	CU(cuMemFree(p));
+	CU(cuCtxSetCurrent(pctx0));
+	CU(cuDevicePrimaryCtxRelease(dev1));
+}
+
+/* ====================================================================
+ * Setup
+ * ==================================================================== */
+
+/* After a test that may leave another context current. */
+static int restore_ctx0(void **state)
+{
+	(void)state;
+	return cuCtxSetCurrent(pctx0) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int group_setup(void **state)
+{
+	int drv = 0, rtv = 0;
+	char name[256] = "";
+	cudaError_t err;
+	CUresult res;
+
+	(void)state;
+	res = cuDeviceGet(&dev0, 0);
+	if (res == CUDA_SUCCESS)
+		res = cuDevicePrimaryCtxRetain(&pctx0, dev0);
+	if (res == CUDA_SUCCESS)
+		res = cuCtxSetCurrent(pctx0);
+	if (res == CUDA_SUCCESS)
+		res = cuDeviceGetName(name, sizeof(name), dev0);
+	if (res == CUDA_SUCCESS)
+		res = cuDriverGetVersion(&drv);
+	if (res != CUDA_SUCCESS) {
+		print_error("setting up device 0's primary context: %s\n",
+			    cu_name(res));
+		return -1;
+	}
+	/* The runtime adopts the primary context made current above. */
+	err = cudaSetDevice(0);
+	if (err == cudaSuccess)
+		err = cudaRuntimeGetVersion(&rtv);
+	if (err != cudaSuccess) {
+		print_error("cuda runtime: %s\n", cudaGetErrorName(err));
+		return -1;
+	}
+	print_message("%s: device 0 %s, %d device(s), driver API %d, "
+		      "runtime %d, libgdrcache %s\n",
+		      GROUP_NAME, name, ndevices, drv, rtv,
+		      gdrc_version_string());
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	if (cuCtxSetCurrent(pctx0) != CUDA_SUCCESS ||
+	    cuDevicePrimaryCtxRelease(dev0) != CUDA_SUCCESS)
+		return -1;
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gpu_status_driver),
+		cmocka_unit_test(test_gpu_classify_cumem),
+		cmocka_unit_test(test_gpu_classify_pool),
+		cmocka_unit_test(test_gpu_classify_vmm),
+		cmocka_unit_test(test_gpu_classify_managed),
+		cmocka_unit_test(test_gpu_classify_hostalloc),
+		cmocka_unit_test(test_gpu_classify_malloc),
+		cmocka_unit_test(test_gpu_whole_alloc_cumem),
+		cmocka_unit_test(test_gpu_range_keys_cumem),
+		cmocka_unit_test(test_gpu_past_end_cumem),
+		cmocka_unit_test(test_gpu_sync_memops_cumem),
+		cmocka_unit_test(test_gpu_sync_memops_vmm),
+		cmocka_unit_test(test_gpu_realloc_cumem),
+		cmocka_unit_test(test_gpu_realloc_hooked_cumem),
+		cmocka_unit_test(test_gpu_realloc_cudart),
+		cmocka_unit_test(test_gpu_realloc_pool),
+		cmocka_unit_test(test_gpu_realloc_vmm),
+		cmocka_unit_test(test_gpu_suballoc_cumem),
+		cmocka_unit_test(test_gpu_validate_hooks_cumem),
+		cmocka_unit_test(test_gpu_validate_always_cumem),
+		cmocka_unit_test(test_gpu_invalidate_cumem),
+		cmocka_unit_test_teardown(test_gpu_second_device_cumem,
+					  restore_ctx0),
+	};
+	CUresult res;
+	int n = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(knobs_cleared); i++)
+		unsetenv(knobs_cleared[i]);
+	res = cuInit(0);
+	if (res == CUDA_SUCCESS)
+		res = cuDeviceGetCount(&n);
+	if (res != CUDA_SUCCESS) {
+		printf("skipped: no GPU (cuInit or cuDeviceGetCount: %s, "
+		       "CUresult %d)\n", cu_name(res), (int)res);
+		return 77;
+	}
+	if (n < 1) {
+		printf("skipped: no GPU (no CUDA device)\n");
+		return 77;
+	}
+	ndevices = n;
+	return cmocka_run_group_tests_name(GROUP_NAME, tests, group_setup,
+					   group_teardown);
+}
