@@ -28,6 +28,8 @@ static pthread_mutex_t cuda_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gdrc_cuda cuda_table;
 static void *cuda_handle;
 static int cuda_loaded;
+static int cuda_forked; /* in a fork child: CUDA is not usable */
+static pthread_once_t cuda_atfork_once = PTHREAD_ONCE_INIT;
 static char cuda_why[256] = "the CUDA driver was not asked for";
 
 struct cuda_sym {
@@ -121,11 +123,34 @@ err_close:
 	return -1;
 }
 
+/*
+ * CUDA does not survive fork(): a child that uses its parent's driver
+ * state gets CUDA_ERROR_NOT_INITIALIZED (seen on an H200).  The child
+ * handler runs with only the forking thread alive and takes no lock.
+ */
+static void cuda_atfork_child(void)
+{
+	cuda_forked = 1;
+}
+
+static void cuda_atfork_install(void)
+{
+	pthread_atfork(NULL, NULL, cuda_atfork_child);
+}
+
 const struct gdrc_cuda *gdrc_cuda_get(const char *path)
 {
 	const struct gdrc_cuda *cu = NULL;
 
+	pthread_once(&cuda_atfork_once, cuda_atfork_install);
 	pthread_mutex_lock(&cuda_lock);
+	if (cuda_forked) {
+		snprintf(cuda_why, sizeof(cuda_why),
+			 "in a fork child: CUDA is not usable after fork()");
+		gdrc_info("gpu support off: %s", cuda_why);
+		pthread_mutex_unlock(&cuda_lock);
+		return NULL;
+	}
 	if (!cuda_loaded && !cuda_open(path ? path : "libcuda.so.1")) {
 		cuda_loaded = 1;
 		cuda_why[0] = '\0';
@@ -143,7 +168,7 @@ const char *gdrc_cuda_reason(void)
 	const char *why;
 
 	pthread_mutex_lock(&cuda_lock);
-	why = cuda_loaded ? NULL : cuda_why;
+	why = cuda_loaded && !cuda_forked ? NULL : cuda_why;
 	pthread_mutex_unlock(&cuda_lock);
 	return why;
 }

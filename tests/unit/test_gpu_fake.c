@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -567,6 +569,46 @@ static void test_gpu_fake_host_pinned_takes_host_path(void **state)
 	gdrc_fini(ctx);
 }
 
+/* The child's checks, as an exit code: 0 ok, else the failing step. */
+static int fork_child(void)
+{
+	struct gdrc_ctx *ctx;
+	const char *why = NULL;
+	struct gdrc_mr *mr;
+	char buf[64];
+
+	if (gdrc_init(NULL, &ctx) != GDRC_OK)
+		return 1;
+	if (gdrc_gpu_status(ctx, &why) != GDRC_ERR_NO_DEVICE)
+		return 2;
+	if (!why || !strstr(why, "fork"))
+		return 3;
+	if (gdrc_mr_get(ctx, buf, sizeof(buf), 0, 0, &mr) != GDRC_OK)
+		return 4;
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	return 0;
+}
+
+static void test_gpu_fake_fork_child_has_no_gpu(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_mode(NULL);
+	int wstatus;
+	pid_t pid;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(fork_child());
+	assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+	assert_true(WIFEXITED(wstatus));
+	assert_int_equal(WEXITSTATUS(wstatus), 0);
+	/* The parent keeps its GPU support. */
+	assert_int_equal(gdrc_gpu_status(ctx, NULL), GDRC_OK);
+	gdrc_fini(ctx);
+}
+
 #define T(fn) cmocka_unit_test_setup(fn, setup)
 
 int main(void)
@@ -597,6 +639,7 @@ int main(void)
 		T(test_gpu_fake_hooks_mode_explicit_invalidate),
 		T(test_gpu_fake_second_device_ordinal),
 		T(test_gpu_fake_host_pinned_takes_host_path),
+		T(test_gpu_fake_fork_child_has_no_gpu),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
