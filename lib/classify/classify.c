@@ -74,6 +74,7 @@ gdrc_status_t gdrc_classify(const struct gdrc_cuda *cu, uintptr_t addr,
 		CU_POINTER_ATTRIBUTE_RANGE_SIZE,
 		CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
 		CU_POINTER_ATTRIBUTE_CONTEXT,
+		CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
 	};
 	unsigned memtype = 0;
 	unsigned long long buffer_id = 0;
@@ -82,8 +83,9 @@ gdrc_status_t gdrc_classify(const struct gdrc_cuda *cu, uintptr_t addr,
 	size_t size = 0;
 	CUmemoryPool pool = NULL;
 	CUcontext ctx = NULL;
-	void *data[] = { &memtype, &buffer_id, &managed, &ordinal,
-			 &base,    &size,      &pool,    &ctx };
+	int legacy_ipc = 0;
+	void *data[] = { &memtype, &buffer_id, &managed, &ordinal,   &base,
+			 &size,    &pool,      &ctx,     &legacy_ipc };
 	struct gdrc_ptr_info *info = &cls->info;
 	CUresult res;
 
@@ -117,6 +119,8 @@ gdrc_status_t gdrc_classify(const struct gdrc_cuda *cu, uintptr_t addr,
 		info->kind = GDRC_PTR_MANAGED;
 	else if (pool)
 		info->kind = GDRC_PTR_POOL;
+	else if (legacy_ipc) /* cuMemAlloc: skip a failing ~1 us call */
+		info->kind = GDRC_PTR_DEVICE;
 	else if (classify_is_vmm(cu, addr))
 		info->kind = GDRC_PTR_VMM;
 	else

@@ -4,8 +4,10 @@
  * RDMA.
  *
  * One cuPointerGetAttributes call answers kind, device, BUFFER_ID and
- * the allocation's extent; VMM memory needs one more call
- * (cuMemRetainAllocationHandle).  Only misses and gdrc_ptr_query call
+ * the allocation's extent.  Device memory that is not legacy-IPC capable
+ * (so not cuMemAlloc'd) needs one more call, cuMemRetainAllocationHandle,
+ * to tell VMM memory; on cuMemAlloc memory that call fails and costs
+ * about 1 us (H200), which is why legacy IPC is asked first.  Only misses and gdrc_ptr_query call
  * this, never a hit.  SYNC_MEMOPS is set once per allocation: a
  * process-wide set of BUFFER_IDs already prepared, under classify_lock,
  * bounded (cleared when it grows past CLASSIFY_SYNC_MAX, which only costs

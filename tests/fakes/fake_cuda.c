@@ -882,6 +882,7 @@ static size_t attr_size(int attr)
 	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
 	case CU_POINTER_ATTRIBUTE_MAPPED:
 	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
 		return sizeof(int);
 	}
 	return 0;
@@ -945,6 +946,10 @@ static void fill_attr(const struct fake_alloc *a, int attr, CUdeviceptr ptr,
 	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
 		v.i = a->kind == FAKE_DEVICE || a->kind == FAKE_POOL ||
 		      a->kind == FAKE_VMM;
+		break;
+	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+		/* cuIpcGetMemHandle works on cuMemAlloc memory only. */
+		v.i = a->kind == FAKE_DEVICE;
 		break;
 	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
 		v.pool = a->kind == FAKE_POOL ? &st.pool[a->device] : NULL;

@@ -34,6 +34,7 @@
 	X(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)                             \
 	X(CU_POINTER_ATTRIBUTE_RANGE_SIZE)                                   \
 	X(CU_POINTER_ATTRIBUTE_MAPPED)                                       \
+	X(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE)                   \
 	X(CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE)                   \
 	X(CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE)                               \
 	X(CU_MEMORYTYPE_HOST)                                                \

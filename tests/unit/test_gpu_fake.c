@@ -188,8 +188,10 @@ static void test_gpu_fake_classify_every_kind(void **state)
 			 GDRC_OK);
 	assert_int_equal(info.alloc_base, dev);
 	assert_int_equal(info.alloc_size, MIB);
-	/* Every query above classified: one driver call each. */
+	/* Every query above classified: one driver call each, plus the VMM
+	 * check for the one device pointer that is not legacy-IPC capable. */
 	assert_int_equal(fake_cuda_calls("cuPointerGetAttributes"), 7);
+	assert_int_equal(fake_cuda_calls("cuMemRetainAllocationHandle"), 1);
 	assert_int_equal(fake_cuda_retained_handles(), 0);
 	gdrc_fini(ctx);
 }
