@@ -180,7 +180,7 @@ static int host_caching(const struct gdrc_knobs *knobs)
 }
 
 /* The cache's tag check: is the region's allocation still there? */
-static int ctx_tag_ok(void *arg, const struct gdrc_mr *r)
+static int ctx_tag_ok(void *arg, const struct gdrc_region *r)
 {
 	return gdrc_classify_tag_ok(arg, r->start, r->buffer_id);
 }
@@ -393,8 +393,7 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 
 	hooks_check();
 	if (!(flags & GDRC_GET_UNCACHED)) {
-		ret = gdrc_cache_lookup(&ctx->cache, start, end, access, 1,
-					mr_p);
+		ret = gdrc_cache_lookup(&ctx->cache, start, end, access, mr_p);
 		if (ret)
 			return ret < 0 ? (gdrc_status_t)ret : GDRC_OK;
 	}
@@ -442,7 +441,7 @@ GDRC_API void gdrc_mr_put(struct gdrc_ctx *ctx, struct gdrc_mr *mr)
 
 	if (gdrc_unlikely(!ctx || !mr))
 		return;
-	c = mr->cache;
+	c = mr->r->cache;
 	/* In a fork child the parent's registrations are never released. */
 	if (gdrc_unlikely(atomic_load_explicit(&c->forked,
 					       memory_order_relaxed)))
@@ -453,56 +452,58 @@ GDRC_API void gdrc_mr_put(struct gdrc_ctx *ctx, struct gdrc_mr *mr)
 GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
 				     struct gdrc_mr_info *info_p)
 {
+	const struct gdrc_region *r;
 	uint64_t w;
 
 	if (!mr || !info_p)
 		return GDRC_ERR_INVALID_PARAM;
-	w = atomic_load_explicit(&((struct gdrc_mr *)mr)->word,
+	r = mr->r;
+	w = atomic_load_explicit(&((struct gdrc_region *)r)->word,
 				 memory_order_acquire);
 	memset(info_p, 0, sizeof(*info_p));
-	info_p->id = mr->id;
-	info_p->addr = mr->reg_start;
-	info_p->length = mr->reg_end - mr->reg_start;
-	info_p->key_addr = mr->start;
-	info_p->key_length = mr->end - mr->start;
-	info_p->kind = mr->kind;
-	info_p->buffer_id = mr->buffer_id;
-	info_p->flags = mr->info_flags;
-	info_p->mem_type = mr->mem_type;
-	info_p->backend = mr->cache->p.ops->backend;
-	info_p->device = mr->device;
-	info_p->access = mr->access;
-	info_p->lkey = mr->lkey;
-	info_p->rkey = mr->rkey;
+	info_p->id = r->id;
+	info_p->addr = r->reg_start;
+	info_p->length = r->reg_end - r->reg_start;
+	info_p->key_addr = r->start;
+	info_p->key_length = r->end - r->start;
+	info_p->kind = r->kind;
+	info_p->buffer_id = r->buffer_id;
+	info_p->flags = r->info_flags;
+	info_p->mem_type = r->mem_type;
+	info_p->backend = r->cache->p.ops->backend;
+	info_p->device = r->device;
+	info_p->access = r->access;
+	info_p->lkey = r->lkey;
+	info_p->rkey = r->rkey;
 	if (!(w & REGION_INVALID))
 		info_p->flags |= GDRC_MR_INFO_CACHED;
-	else if (mr->was_cached)
+	else if (r->was_cached)
 		info_p->flags |= GDRC_MR_INFO_INVALIDATED;
 	return GDRC_OK;
 }
 
 GDRC_API uint32_t gdrc_mr_lkey(const struct gdrc_mr *mr)
 {
-	return mr ? mr->lkey : 0;
+	return mr ? mr->r->lkey : 0;
 }
 
 GDRC_API uint32_t gdrc_mr_rkey(const struct gdrc_mr *mr)
 {
-	return mr ? mr->rkey : 0;
+	return mr ? mr->r->rkey : 0;
 }
 
 GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *ctx, const void *ptr,
 				      struct gdrc_ptr_info *info_p)
 {
 	uintptr_t p = (uintptr_t)ptr;
+	struct gdrc_region *r;
 	struct gdrc_class cls;
 	gdrc_status_t status;
-	struct gdrc_mr *r;
 	int ret;
 
 	if (!ctx || !ptr || !info_p || !range_ok(ptr, 1))
 		return GDRC_ERR_INVALID_PARAM;
-	ret = gdrc_cache_lookup(&ctx->cache, p, p + 1, 0, 0, &r);
+	ret = gdrc_cache_peek(&ctx->cache, p, p + 1, &r);
 	if (ret < 0)
 		return (gdrc_status_t)ret;
 	if (ret) {
@@ -514,7 +515,7 @@ GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *ctx, const void *ptr,
 		info_p->buffer_id = r->buffer_id;
 		info_p->alloc_base = r->alloc_start;
 		info_p->alloc_size = r->alloc_end - r->alloc_start;
-		gdrc_cache_put(&ctx->cache, r);
+		gdrc_cache_region_put(&ctx->cache, r);
 		return GDRC_OK;
 	}
 	if (ctx->cuda)

@@ -43,7 +43,7 @@ static _Atomic uint64_t region_id_next = 1;
 
 /* Work that must wait until cache->lock is dropped. */
 struct cache_defer {
-	struct gdrc_mr *dead; /* regions to release, linked by lru_next */
+	struct gdrc_region *dead; /* regions to release, linked by lru_next */
 };
 
 struct gdrc_inflight {
@@ -57,7 +57,7 @@ struct gdrc_inflight {
 
 struct gdrc_slab_chunk {
 	struct gdrc_slab_chunk *next;
-	struct gdrc_mr r[SLAB_CHUNK];
+	struct gdrc_region r[SLAB_CHUNK];
 };
 
 static inline void stat_add(struct gdrc_cache *c, int stat, uint64_t v)
@@ -66,7 +66,47 @@ static inline void stat_add(struct gdrc_cache *c, int stat, uint64_t v)
 }
 
 /* ====================================================================
- * Per-thread stats shards
+ * The registry of live caches
+ *
+ * A thread's remembered handles may belong to any cache, also one that
+ * was destroyed since.  Only code that holds cache_registry_lock and
+ * finds the cache's uid here may touch such a handle: gdrc_cache_cleanup
+ * takes its cache out first, under the same lock.
+ * ==================================================================== */
+
+#define CACHE_REGISTRY_MAX 64
+
+static pthread_mutex_t cache_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gdrc_cache *cache_registry[CACHE_REGISTRY_MAX];
+static pthread_once_t cache_atfork_once = PTHREAD_ONCE_INIT;
+
+/* Hold the registry across fork() so the child finds it consistent. */
+static void registry_lock(void)
+{
+	pthread_mutex_lock(&cache_registry_lock);
+}
+
+static void registry_unlock(void)
+{
+	pthread_mutex_unlock(&cache_registry_lock);
+}
+
+static void registry_atfork(void)
+{
+	pthread_atfork(registry_lock, registry_unlock, registry_unlock);
+}
+
+/* Under cache_registry_lock.  @return the live cache with uid, or NULL. */
+static struct gdrc_cache *registry_find(uint64_t uid)
+{
+	for (int i = 0; i < CACHE_REGISTRY_MAX; i++)
+		if (cache_registry[i] && cache_registry[i]->uid == uid)
+			return cache_registry[i];
+	return NULL;
+}
+
+/* ====================================================================
+ * Per-thread stats shards and the thread-exit hook
  * ==================================================================== */
 
 static pthread_mutex_t shard_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -74,10 +114,19 @@ static uint64_t shard_used; /* bitmap of owned shards; under shard_lock */
 static pthread_key_t shard_key;
 static pthread_once_t shard_once = PTHREAD_ONCE_INIT;
 
+static void tls_drop_all(void);
+static void tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
+				   struct cache_defer *d);
+
+/* Thread exit (pthread key destructor): let go of every handle, free
+ * the shard. */
 static void shard_release(void *arg)
 {
 	int shard = (int)(intptr_t)arg - 1;
 
+	tls_drop_all();
+	if (shard >= GDRC_SHARDS)
+		return;
 	pthread_mutex_lock(&shard_lock);
 	shard_used &= ~(1ULL << shard);
 	pthread_mutex_unlock(&shard_lock);
@@ -100,8 +149,8 @@ int gdrc_cache_tls_shard(void)
 		shard_used |= 1ULL << shard;
 	}
 	pthread_mutex_unlock(&shard_lock);
-	if (shard < GDRC_SHARDS &&
-	    pthread_setspecific(shard_key, (void *)(intptr_t)(shard + 1))) {
+	if (pthread_setspecific(shard_key, (void *)(intptr_t)(shard + 1)) &&
+	    shard < GDRC_SHARDS) {
 		pthread_mutex_lock(&shard_lock);
 		shard_used &= ~(1ULL << shard);
 		pthread_mutex_unlock(&shard_lock);
@@ -125,30 +174,14 @@ static void tls_count_hit(struct gdrc_cache *c)
 	gdrc_shard_inc(&c->shards[shard].hits, shard);
 }
 
-/* Remember r for this thread's fast path.  r is cached and held. */
-static void tls_remember(struct gdrc_cache *c, struct gdrc_mr *r)
-{
-	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_tls_entry *e;
-
-	tls_shard();
-	e = &t->e[t->next++ % GDRC_TLS_ENTRIES];
-	e->uid = c->uid;
-	e->start = r->start;
-	e->end = r->end;
-	e->access = r->access;
-	e->mr = r;
-	e->id = r->id;
-}
-
 /* ====================================================================
  * Region memory: type-stable slab, freed only with the cache
  * ==================================================================== */
 
-static struct gdrc_mr *slab_alloc(struct gdrc_cache *c)
+static struct gdrc_region *slab_alloc(struct gdrc_cache *c)
 {
 	struct gdrc_slab_chunk *chunk;
-	struct gdrc_mr *r;
+	struct gdrc_region *r;
 
 	pthread_mutex_lock(&c->slab_lock);
 	if (!c->free_list) {
@@ -173,30 +206,70 @@ static struct gdrc_mr *slab_alloc(struct gdrc_cache *c)
 	return r;
 }
 
-static void slab_free(struct gdrc_cache *c, struct gdrc_mr *r)
+/* Return r and the handles hung on it to the slabs. */
+static void slab_free(struct gdrc_cache *c, struct gdrc_region *r)
 {
+	struct gdrc_handle *h, *next;
+
 	pthread_mutex_lock(&c->slab_lock);
+	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
+	     h = next) {
+		next = h->next;
+		h->free_next = c->free_handles;
+		c->free_handles = h;
+	}
+	atomic_store_explicit(&r->handles, NULL, memory_order_relaxed);
 	r->free_next = c->free_list;
 	c->free_list = r;
 	pthread_mutex_unlock(&c->slab_lock);
 }
 
-/*
- * Make a freshly registered region reachable by its owner: one reference
- * (the caller's), INVALID until inserted.  Stale fast-path readers may
- * have left transient counts on the slot; they are kept, and undone by
- * their owners.
- */
-static void region_publish(struct gdrc_cache *c, struct gdrc_mr *r)
+#define HANDLE_CHUNK 64
+
+struct gdrc_handle_chunk {
+	struct gdrc_handle_chunk *next;
+	struct gdrc_handle h[HANDLE_CHUNK];
+};
+
+static struct gdrc_handle *handle_alloc(struct gdrc_cache *c)
 {
-	uint64_t w = atomic_load_explicit(&r->word, memory_order_relaxed);
+	struct gdrc_handle_chunk *chunk;
+	struct gdrc_handle *h;
+
+	pthread_mutex_lock(&c->slab_lock);
+	if (!c->free_handles) {
+		pthread_mutex_unlock(&c->slab_lock);
+		chunk = calloc(1, sizeof(*chunk));
+		if (!chunk)
+			return NULL;
+		pthread_mutex_lock(&c->slab_lock);
+		chunk->next = c->handle_chunks;
+		c->handle_chunks = chunk;
+		for (int i = 0; i < HANDLE_CHUNK; i++) {
+			chunk->h[i].free_next = c->free_handles;
+			c->free_handles = &chunk->h[i];
+		}
+	}
+	h = c->free_handles;
+	c->free_handles = h->free_next;
+	pthread_mutex_unlock(&c->slab_lock);
+	return h;
+}
+
+/*
+ * Make a freshly registered region reachable by its owner: one direct
+ * reference (the caller's), INVALID until inserted.
+ */
+static void region_publish(struct gdrc_cache *c, struct gdrc_region *r)
+{
 	uint64_t len = r->reg_end - r->reg_start;
 	uint64_t pinned, max;
 
-	while (!atomic_compare_exchange_weak_explicit(
-		&r->word, &w, ((w & REGION_REF_MASK) + 1) | REGION_INVALID,
-		memory_order_release, memory_order_relaxed))
-		;
+	r->self.r = r;
+	r->self.h = NULL;
+	atomic_store_explicit(&r->handles, NULL, memory_order_relaxed);
+	atomic_store_explicit(&r->word, 1 | REGION_INVALID,
+			      memory_order_release);
 	pinned = atomic_fetch_add_explicit(&c->pinned_bytes, len,
 					   memory_order_relaxed) + len;
 	max = atomic_load_explicit(&c->pinned_bytes_max, memory_order_relaxed);
@@ -210,15 +283,15 @@ static void region_publish(struct gdrc_cache *c, struct gdrc_mr *r)
 }
 
 /*
- * Try to become the one thread that releases r: its count is zero and it
- * is invalid.  @return 1 if this thread must release it.
+ * Try to become the one thread that releases r: no reference, no pin, and
+ * invalid.  @return 1 if this thread must release it.
  */
-static int region_claim_dead(struct gdrc_cache *c, struct gdrc_mr *r)
+static int region_claim_dead(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	uint64_t w = atomic_load_explicit(&r->word, memory_order_acquire);
 
-	while ((w & REGION_REF_MASK) == 0 && (w & REGION_INVALID) &&
-	       !(w & REGION_DEAD)) {
+	while (!(w & (REGION_REF_MASK | REGION_PIN_MASK)) &&
+	       (w & REGION_INVALID) && !(w & REGION_DEAD)) {
 		if (atomic_compare_exchange_weak_explicit(
 			    &r->word, &w, w | REGION_DEAD,
 			    memory_order_acq_rel, memory_order_acquire)) {
@@ -234,7 +307,7 @@ static int region_claim_dead(struct gdrc_cache *c, struct gdrc_mr *r)
 }
 
 /* Deregister and free a region this thread claimed.  Never under lock. */
-static void region_release(struct gdrc_cache *c, struct gdrc_mr *r)
+static void region_release(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	struct gdrc_pin_reg reg = {
 		.addr = r->reg_start,
@@ -249,24 +322,42 @@ static void region_release(struct gdrc_cache *c, struct gdrc_mr *r)
 	slab_free(c, r);
 }
 
-void gdrc_cache_zero(struct gdrc_cache *c, struct gdrc_mr *r)
+/*
+ * Subtract delta (a reference or a pin) from r's word; if that was the
+ * last of both, release r now, or, with d (cache->lock held), once the
+ * lock is dropped.
+ */
+static void region_drop_defer(struct gdrc_cache *c, struct gdrc_region *r,
+			      uint64_t delta, struct cache_defer *d)
 {
-	if (region_claim_dead(c, r))
+	uint64_t w = atomic_fetch_sub_explicit(&r->word, delta,
+					       memory_order_acq_rel) - delta;
+
+	if ((w & (REGION_REF_MASK | REGION_PIN_MASK)) ||
+	    !region_claim_dead(c, r))
+		return;
+	if (d) {
+		r->lru_next = d->dead;
+		d->dead = r;
+	} else {
 		region_release(c, r);
+	}
 }
 
-void gdrc_cache_unref(struct gdrc_cache *c, struct gdrc_mr *r)
+static void region_drop(struct gdrc_cache *c, struct gdrc_region *r,
+			uint64_t delta)
 {
-	uint64_t old = atomic_fetch_sub_explicit(&r->word, 1,
-						 memory_order_acq_rel);
+	region_drop_defer(c, r, delta, NULL);
+}
 
-	if ((old & REGION_REF_MASK) == 1)
-		gdrc_cache_zero(c, r);
+void gdrc_cache_region_put(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	region_drop(c, r, 1);
 }
 
 static void defer_release(struct gdrc_cache *c, struct cache_defer *d)
 {
-	struct gdrc_mr *r, *next;
+	struct gdrc_region *r, *next;
 
 	for (r = d->dead; r; r = next) {
 		next = r->lru_next;
@@ -279,7 +370,7 @@ static void defer_release(struct gdrc_cache *c, struct cache_defer *d)
  * LRU list (under cache->lock)
  * ==================================================================== */
 
-static void lru_unlink(struct gdrc_cache *c, struct gdrc_mr *r)
+static void lru_unlink(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	if (r->lru_prev)
 		r->lru_prev->lru_next = r->lru_next;
@@ -294,9 +385,9 @@ static void lru_unlink(struct gdrc_cache *c, struct gdrc_mr *r)
 
 /* Insert after the last region whose enq is <= r->enq; usually the tail,
  * since r->enq is recent. */
-static void lru_insert_sorted(struct gdrc_cache *c, struct gdrc_mr *r)
+static void lru_insert_sorted(struct gdrc_cache *c, struct gdrc_region *r)
 {
-	struct gdrc_mr *p = c->lru_tail;
+	struct gdrc_region *p = c->lru_tail;
 
 	while (p && p->enq > r->enq)
 		p = p->lru_prev;
@@ -312,30 +403,71 @@ static void lru_insert_sorted(struct gdrc_cache *c, struct gdrc_mr *r)
 		c->lru_head = r;
 }
 
+/* Does a live handle on r have a get outstanding?  A hint: see cache.h. */
+static int handles_busy(struct gdrc_region *r)
+{
+	struct gdrc_handle *h;
+
+	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
+	     h = h->next) {
+		uint64_t fin, held;
+
+		if (atomic_load_explicit(&h->state, memory_order_acquire) !=
+		    HANDLE_IN_USE)
+			continue;
+		fin = atomic_load_explicit(&h->final, memory_order_acquire);
+		held = fin != HANDLE_LIVE ?
+			       fin :
+			       atomic_load_explicit(&h->held,
+						    memory_order_relaxed);
+		if (held != atomic_load_explicit(&h->remote,
+						 memory_order_acquire))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Claim an unused cached region for eviction: its only direct reference
+ * is the tree's, and no handle has a get outstanding.  Pins stay; the
+ * region is released when the last handle lets go.  Under the write lock,
+ * so no handle is created meanwhile.
+ */
+static int region_claim_unused(struct gdrc_region *r)
+{
+	uint64_t w = atomic_load_explicit(&r->word, memory_order_acquire);
+
+	while ((w & (REGION_REF_MASK | REGION_INVALID | REGION_DEAD)) == 1) {
+		if (handles_busy(r))
+			return 0;
+		if (atomic_compare_exchange_weak_explicit(
+			    &r->word, &w, w | REGION_INVALID,
+			    memory_order_acq_rel, memory_order_acquire))
+			return 1;
+	}
+	return 0;
+}
+
 /*
  * Find the least recently used region nobody holds and claim it for
  * eviction (its word goes from "tree reference only" to INVALID).
  * The tick cannot move during the walk: it advances only under the
  * write lock, which the caller holds.
  */
-static struct gdrc_mr *lru_claim_victim(struct gdrc_cache *c)
+static struct gdrc_region *lru_claim_victim(struct gdrc_cache *c)
 {
-	struct gdrc_mr *r = c->lru_head, *next;
+	struct gdrc_region *r = c->lru_head, *next;
 
 	while (r) {
 		uint64_t stamp = atomic_load_explicit(&r->stamp,
 						      memory_order_relaxed);
-		uint64_t w = 1;
 
 		next = r->lru_next;
 		if (stamp != r->enq) {
 			lru_unlink(c, r);
 			r->enq = stamp;
 			lru_insert_sorted(c, r);
-		} else if (atomic_compare_exchange_strong_explicit(
-				   &r->word, &w, 1 | REGION_INVALID,
-				   memory_order_acq_rel,
-				   memory_order_relaxed)) {
+		} else if (region_claim_unused(r)) {
 			return r;
 		}
 		r = next;
@@ -347,7 +479,7 @@ static struct gdrc_mr *lru_claim_victim(struct gdrc_cache *c)
  * Tree membership (under cache->lock, write)
  * ==================================================================== */
 
-static void ghost_add(struct gdrc_cache *c, struct gdrc_mr *r, int cause)
+static void ghost_add(struct gdrc_cache *c, struct gdrc_region *r, int cause)
 {
 	struct gdrc_ghost *g = &c->ghosts[c->ghost_next++ % GDRC_GHOSTS];
 
@@ -369,7 +501,7 @@ static int ghost_cause(struct gdrc_cache *c, uintptr_t start, uintptr_t end)
 	return GDRC_STAT_MISS_COLD;
 }
 
-static void region_insert(struct gdrc_cache *c, struct gdrc_mr *r)
+static void region_insert(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	uint64_t tick = atomic_fetch_add_explicit(&c->tick, 1,
 						  memory_order_relaxed) + 1;
@@ -398,7 +530,7 @@ static void region_insert(struct gdrc_cache *c, struct gdrc_mr *r)
  * cause to remember for its range, or 0 for none.  A region nobody holds
  * goes on d->dead, to be released after the lock is dropped.
  */
-static void region_remove(struct gdrc_cache *c, struct gdrc_mr *r, int ghost,
+static void region_remove(struct gdrc_cache *c, struct gdrc_region *r, int ghost,
 			  struct cache_defer *d)
 {
 	uint64_t old;
@@ -410,8 +542,10 @@ static void region_remove(struct gdrc_cache *c, struct gdrc_mr *r, int ghost,
 	c->nregions--;
 	if (ghost)
 		ghost_add(c, r, ghost);
-	old = atomic_fetch_sub_explicit(&r->word, 1, memory_order_acq_rel);
-	if ((old & REGION_REF_MASK) == 1 && region_claim_dead(c, r)) {
+	tls_drop_region_locked(c, r, d);
+	old = atomic_fetch_sub_explicit(&r->word, 1, memory_order_acq_rel) - 1;
+	if (!(old & (REGION_REF_MASK | REGION_PIN_MASK)) &&
+	    region_claim_dead(c, r)) {
 		r->lru_next = d->dead;
 		d->dead = r;
 	}
@@ -433,7 +567,7 @@ static int over_limits(struct gdrc_cache *c, uint64_t regions,
 static int evict(struct gdrc_cache *c, uint64_t regions, uint64_t bytes,
 		 struct cache_defer *d)
 {
-	struct gdrc_mr *r;
+	struct gdrc_region *r;
 
 	/* Refuse what could never fit rather than flush the cache for it. */
 	if (regions > c->p.max_regions || bytes > c->p.max_bytes)
@@ -450,7 +584,7 @@ static int evict(struct gdrc_cache *c, uint64_t regions, uint64_t bytes,
 
 static void evict_all_unused(struct gdrc_cache *c, struct cache_defer *d)
 {
-	struct gdrc_mr *r;
+	struct gdrc_region *r;
 
 	while ((r = lru_claim_victim(c))) {
 		region_remove(c, r, GDRC_STAT_MISS_EVICTED, d);
@@ -463,7 +597,7 @@ static void evict_all_unused(struct gdrc_cache *c, struct cache_defer *d)
  * ==================================================================== */
 
 struct collect {
-	struct gdrc_mr *list; /* linked by free_next, unused while live */
+	struct gdrc_region *list; /* linked by free_next, unused while live */
 	uintptr_t start;      /* subsume only: the new region's range */
 	uintptr_t end;
 	uint32_t access;
@@ -474,7 +608,7 @@ struct collect {
 /* Overlap walks may not change the tree: collect, then remove. */
 static int collect_fn(struct gdrc_itree_node *node, void *arg)
 {
-	struct gdrc_mr *r = gdrc_container_of(node, struct gdrc_mr, node);
+	struct gdrc_region *r = gdrc_container_of(node, struct gdrc_region, node);
 	struct collect *col = arg;
 
 	if (col->subsume &&
@@ -490,7 +624,7 @@ static int collect_fn(struct gdrc_itree_node *node, void *arg)
 static unsigned remove_collected(struct gdrc_cache *c, struct collect *col,
 				 int ghost, struct cache_defer *d)
 {
-	struct gdrc_mr *r, *next;
+	struct gdrc_region *r, *next;
 	unsigned n = 0;
 
 	for (r = col->list; r; r = next) {
@@ -564,6 +698,200 @@ static void unlock_and_release(struct gdrc_cache *c, struct cache_defer *d)
 }
 
 /* ====================================================================
+ * Handles (see cache.h)
+ * ==================================================================== */
+
+/* Drop h's pin, once: whoever wins the CAS.  d as for region_drop. */
+static void handle_release(struct gdrc_cache *c, struct gdrc_handle *h,
+			   struct cache_defer *d)
+{
+	struct gdrc_region *r = h->pub.r;
+	int expect = HANDLE_IN_USE;
+
+	if (atomic_compare_exchange_strong_explicit(&h->state, &expect,
+						    HANDLE_RELEASED,
+						    memory_order_acq_rel,
+						    memory_order_relaxed))
+		region_drop_defer(c, r, REGION_PIN_ONE, d);
+}
+
+/* The owner lets go of h; its entry is already cleared. */
+static void handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
+			  struct cache_defer *d)
+{
+	uint64_t held = atomic_load_explicit(&h->held, memory_order_relaxed);
+
+	atomic_store_explicit(&h->final, held, memory_order_seq_cst);
+	if (atomic_load_explicit(&h->remote, memory_order_seq_cst) == held)
+		handle_release(c, h, d);
+}
+
+void gdrc_cache_handle_put_remote(struct gdrc_cache *c, struct gdrc_handle *h)
+{
+	uint64_t remote = atomic_fetch_add_explicit(&h->remote, 1,
+						    memory_order_seq_cst) + 1;
+	uint64_t fin = atomic_load_explicit(&h->final, memory_order_seq_cst);
+
+	if (fin != HANDLE_LIVE && fin == remote)
+		handle_release(c, h, NULL);
+}
+
+/* Clear entry e, then let go of its handle if its cache still lives. */
+static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
+{
+	struct gdrc_handle *h = e->h;
+	uint64_t uid = e->uid;
+	struct gdrc_cache *owner;
+
+	e->uid = 0;
+	e->h = NULL;
+	if (!uid)
+		return;
+	if (c && uid == c->uid) {
+		handle_retire(c, h, NULL);
+		return;
+	}
+	/* Another cache's handle: only while that cache surely lives. */
+	pthread_mutex_lock(&cache_registry_lock);
+	owner = registry_find(uid);
+	if (owner && !atomic_load_explicit(&owner->forked,
+					   memory_order_relaxed))
+		handle_retire(owner, h, NULL);
+	pthread_mutex_unlock(&cache_registry_lock);
+}
+
+/*
+ * cache->lock held (write): r leaves the cache; let go of this thread's
+ * handle on it now, so that its pinned bytes count as freed at once (the
+ * evictor's arithmetic relies on it).  Other threads' handles go when
+ * those threads next call, or exit.
+ */
+static void tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
+				   struct cache_defer *d)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
+		struct gdrc_tls_entry *e = &t->e[i];
+		struct gdrc_handle *h = e->h;
+
+		if (e->uid != c->uid || h->pub.r != r)
+			continue;
+		e->uid = 0;
+		e->h = NULL;
+		handle_retire(c, h, d);
+	}
+}
+
+/* Thread exit: let go of every remembered handle. */
+static void tls_drop_all(void)
+{
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		tls_entry_drop(NULL, &gdrc_tls_cur.e[i]);
+}
+
+/* Let go of this thread's handles on c's regions that left the cache,
+ * so that they are released now rather than at the next replacement. */
+static void tls_drop_invalid(struct gdrc_cache *c)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
+		struct gdrc_tls_entry *e = &t->e[i];
+
+		if (e->uid == c->uid &&
+		    (atomic_load_explicit(&e->h->pub.r->word,
+					  memory_order_acquire) &
+		     REGION_INVALID))
+			tls_entry_drop(c, e);
+	}
+}
+
+/* Remember h for this thread's fast path, in a free entry if any. */
+static void tls_install(struct gdrc_cache *c, struct gdrc_handle *h)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_entry *e = NULL;
+	struct gdrc_region *r = h->pub.r;
+
+	tls_drop_invalid(c);
+	for (int i = 0; i < GDRC_TLS_ENTRIES && !e; i++)
+		if (!t->e[i].uid)
+			e = &t->e[i];
+	if (!e) {
+		e = &t->e[t->next++ % GDRC_TLS_ENTRIES];
+		tls_entry_drop(c, e);
+	}
+	e->start = r->start;
+	e->end = r->end;
+	e->access = r->access;
+	e->h = h;
+	e->uid = c->uid;
+}
+
+/* A released handle of r to reuse, claimed; or NULL. */
+static struct gdrc_handle *handle_reuse(struct gdrc_region *r)
+{
+	struct gdrc_handle *h;
+
+	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
+	     h = h->next) {
+		int expect = HANDLE_RELEASED;
+
+		if (atomic_compare_exchange_strong_explicit(
+			    &h->state, &expect, HANDLE_CLAIMED,
+			    memory_order_acq_rel, memory_order_relaxed))
+			return h;
+	}
+	return NULL;
+}
+
+/*
+ * Serve r to this thread through its handle, turning the caller's direct
+ * reference on r into a get counted in the handle: this thread's live
+ * handle on r if it has one, else a released handle of r, else a new one.
+ * Without memory for a handle, r's own is served (a direct reference).
+ */
+static struct gdrc_mr *serve(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_handle *h;
+
+	tls_shard();
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
+		h = t->e[i].h;
+		if (t->e[i].uid == c->uid && h->pub.r == r) {
+			gdrc_owned_add(&h->held, 1);
+			region_drop(c, r, 1); /* the tree still holds r */
+			return &h->pub;
+		}
+	}
+	h = handle_reuse(r);
+	if (!h) {
+		h = handle_alloc(c);
+		if (!h)
+			return &r->self;
+		h->pub.r = r;
+		h->pub.h = h;
+		atomic_init(&h->state, HANDLE_CLAIMED);
+		h->next = atomic_load_explicit(&r->handles,
+					       memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(
+			&r->handles, &h->next, h, memory_order_release,
+			memory_order_relaxed))
+			;
+	}
+	atomic_store_explicit(&h->held, 1, memory_order_relaxed);
+	atomic_store_explicit(&h->remote, 0, memory_order_relaxed);
+	atomic_store_explicit(&h->final, HANDLE_LIVE, memory_order_relaxed);
+	atomic_fetch_add_explicit(&r->word, REGION_PIN_ONE - 1,
+				  memory_order_acq_rel);
+	atomic_store_explicit(&h->state, HANDLE_IN_USE, memory_order_release);
+	tls_install(c, h);
+	return &h->pub;
+}
+
+/* ====================================================================
  * Lookup
  * ==================================================================== */
 
@@ -575,7 +903,7 @@ struct cover_arg {
 
 static int cover_ok_fn(struct gdrc_itree_node *node, void *arg)
 {
-	const struct gdrc_mr *r = gdrc_container_of(node, struct gdrc_mr,
+	const struct gdrc_region *r = gdrc_container_of(node, struct gdrc_region,
 						    node);
 	const struct cover_arg *a = arg;
 
@@ -585,18 +913,18 @@ static int cover_ok_fn(struct gdrc_itree_node *node, void *arg)
 	       (r->mem_type == a->mem_type && r->buffer_id == a->buffer_id);
 }
 
-static struct gdrc_mr *find_cover(struct gdrc_cache *c, uintptr_t start,
+static struct gdrc_region *find_cover(struct gdrc_cache *c, uintptr_t start,
 				  uintptr_t end, const struct cover_arg *a)
 {
 	struct gdrc_itree_node *node;
 
 	node = gdrc_itree_find_cover(&c->tree, start, end, cover_ok_fn,
 				     (void *)a);
-	return node ? gdrc_container_of(node, struct gdrc_mr, node) : NULL;
+	return node ? gdrc_container_of(node, struct gdrc_region, node) : NULL;
 }
 
 /* Take a reference on a region found in the tree (lock held). */
-static void hit(struct gdrc_cache *c, struct gdrc_mr *r)
+static void hit(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	uint64_t tick = atomic_fetch_add_explicit(&c->tick, 1,
 						  memory_order_relaxed) + 1;
@@ -605,15 +933,15 @@ static void hit(struct gdrc_cache *c, struct gdrc_mr *r)
 	atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
 }
 
-/* Count a hit and let the fast path find r next time. */
-static void hit_done(struct gdrc_cache *c, struct gdrc_mr *r)
+/* Count a hit and serve it through this thread's handle. */
+static struct gdrc_mr *hit_done(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	tls_count_hit(c);
-	tls_remember(c, r);
+	return serve(c, r);
 }
 
 /* Remove one region if it is still cached (tag check failed). */
-static void invalidate_region(struct gdrc_cache *c, struct gdrc_mr *r,
+static void invalidate_region(struct gdrc_cache *c, struct gdrc_region *r,
 			      int source)
 {
 	struct cache_defer d = { 0 };
@@ -630,7 +958,7 @@ static void invalidate_region(struct gdrc_cache *c, struct gdrc_mr *r,
 }
 
 /* Outside the lock: does a GPU region still hold its allocation? */
-static int tag_valid(struct gdrc_cache *c, struct gdrc_mr *r)
+static int tag_valid(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	int shard;
 
@@ -641,7 +969,7 @@ static int tag_valid(struct gdrc_cache *c, struct gdrc_mr *r)
 	if (c->p.tag_ok(c->p.tag_arg, r))
 		return 1;
 	invalidate_region(c, r, GDRC_STAT_INV_TAG_CHECK);
-	gdrc_cache_unref(c, r);
+	region_drop(c, r, 1);
 	return 0;
 }
 
@@ -650,16 +978,17 @@ void gdrc_cache_stat_add(struct gdrc_cache *c, int stat, uint64_t n)
 	stat_add(c, stat, n);
 }
 
-int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
-		      uint32_t access, int count_hit, struct gdrc_mr **mr_p)
+int gdrc_cache_peek(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		    struct gdrc_region **r_p)
 {
-	struct cover_arg a = { .access = access, .mem_type = -1 };
-	struct gdrc_mr *r;
+	struct cover_arg a = { .mem_type = -1 };
+	struct gdrc_region *r;
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
 	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
 		return 0; /* the miss path drains first */
+	tls_drop_invalid(c);
 	pthread_rwlock_rdlock(&c->lock);
 	r = find_cover(c, start, end, &a);
 	if (r)
@@ -667,9 +996,29 @@ int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	pthread_rwlock_unlock(&c->lock);
 	if (!r || !tag_valid(c, r))
 		return 0;
-	if (count_hit)
-		hit_done(c, r);
-	*mr_p = r;
+	*r_p = r;
+	return 1;
+}
+
+int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		      uint32_t access, struct gdrc_mr **mr_p)
+{
+	struct cover_arg a = { .access = access, .mem_type = -1 };
+	struct gdrc_region *r;
+
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return GDRC_ERR_FORK;
+	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
+		return 0; /* the miss path drains first */
+	tls_drop_invalid(c);
+	pthread_rwlock_rdlock(&c->lock);
+	r = find_cover(c, start, end, &a);
+	if (r)
+		hit(c, r);
+	pthread_rwlock_unlock(&c->lock);
+	if (!r || !tag_valid(c, r))
+		return 0;
+	*mr_p = hit_done(c, r);
 	return 1;
 }
 
@@ -689,7 +1038,7 @@ struct miss_plan {
 };
 
 /* Same memory as the request: same kind of memory, same allocation. */
-static int same_identity(const struct gdrc_mr *r,
+static int same_identity(const struct gdrc_region *r,
 			 const struct gdrc_cache_req *req)
 {
 	return r->mem_type == req->mem_type && r->buffer_id == req->buffer_id;
@@ -697,7 +1046,7 @@ static int same_identity(const struct gdrc_mr *r,
 
 static int widen_fn(struct gdrc_itree_node *node, void *arg)
 {
-	const struct gdrc_mr *r = gdrc_container_of(node, struct gdrc_mr,
+	const struct gdrc_region *r = gdrc_container_of(node, struct gdrc_region,
 						    node);
 	struct miss_plan *plan = arg;
 
@@ -713,7 +1062,7 @@ static int widen_fn(struct gdrc_itree_node *node, void *arg)
 
 static int stale_fn(struct gdrc_itree_node *node, void *arg)
 {
-	struct gdrc_mr *r = gdrc_container_of(node, struct gdrc_mr, node);
+	struct gdrc_region *r = gdrc_container_of(node, struct gdrc_region, node);
 	struct collect *col = arg;
 
 	if (same_identity(r, col->req))
@@ -801,7 +1150,7 @@ static gdrc_status_t reg_with_retry(struct gdrc_cache *c,
 /* Register plan's range outside the lock.  @return status; *r_p set. */
 static gdrc_status_t miss_register(struct gdrc_cache *c,
 				   const struct miss_plan *plan,
-				   struct gdrc_mr **r_p)
+				   struct gdrc_region **r_p)
 {
 	const struct gdrc_cache_req *req = plan->req;
 	struct gdrc_pin_reg reg = {
@@ -811,7 +1160,7 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 		.mem_type = req->mem_type,
 	};
 	gdrc_status_t status;
-	struct gdrc_mr *r;
+	struct gdrc_region *r;
 
 	r = slab_alloc(c);
 	if (!r)
@@ -881,12 +1230,13 @@ gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
 	struct cache_defer d = { 0 };
 	struct collect col = { 0 };
 	struct miss_plan plan;
-	struct gdrc_mr *r = NULL, *found;
+	struct gdrc_region *r = NULL, *found;
 	gdrc_status_t status;
 	int tries = 0;
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
+	tls_drop_invalid(c);
 again:
 	plan_init(c, req, &plan);
 	pthread_rwlock_wrlock(&c->lock);
@@ -896,8 +1246,7 @@ again:
 		if (found) {
 			hit(c, found);
 			unlock_and_release(c, &d);
-			hit_done(c, found);
-			*mr_p = found;
+			*mr_p = hit_done(c, found);
 			return GDRC_OK;
 		}
 	}
@@ -937,7 +1286,7 @@ again:
 	}
 	if (inflight.stale) {
 		unlock_and_release(c, &d);
-		gdrc_cache_unref(c, r);
+		region_drop(c, r, 1);
 		if (++tries < MISS_STALE_RETRIES)
 			goto again;
 		gdrc_debug("%#lx+%lu kept being unmapped while registering",
@@ -952,9 +1301,8 @@ again:
 		if (found) {
 			hit(c, found);
 			unlock_and_release(c, &d);
-			hit_done(c, found);
-			gdrc_cache_unref(c, r);
-			*mr_p = found;
+			region_drop(c, r, 1);
+			*mr_p = hit_done(c, found);
 			return GDRC_OK;
 		}
 		col = (struct collect){ .start = plan.start, .end = plan.end,
@@ -968,9 +1316,7 @@ again:
 	stat_add(c, GDRC_STAT_MISSES, 1);
 	stat_add(c, plan.cause, 1);
 	unlock_and_release(c, &d);
-	if (plan.cached)
-		tls_remember(c, r);
-	*mr_p = r;
+	*mr_p = plan.cached ? serve(c, r) : &r->self;
 	return GDRC_OK;
 }
 
@@ -1053,7 +1399,7 @@ void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values)
  */
 static int cache_check_locked(struct gdrc_cache *c)
 {
-	const struct gdrc_mr *r, *prev = NULL;
+	const struct gdrc_region *r, *prev = NULL;
 	uint64_t n = 0;
 
 	if (gdrc_itree_check(&c->tree))
@@ -1109,16 +1455,45 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 		pthread_rwlock_destroy(&c->lock);
 		return GDRC_ERR_NO_MEMORY;
 	}
+	c->registry_slot = -1;
+	pthread_once(&cache_atfork_once, registry_atfork);
+	pthread_mutex_lock(&cache_registry_lock);
+	for (int i = 0; i < CACHE_REGISTRY_MAX; i++) {
+		if (!cache_registry[i]) {
+			cache_registry[i] = c;
+			c->registry_slot = i;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&cache_registry_lock);
+	if (c->registry_slot < 0) {
+		pthread_mutex_destroy(&c->slab_lock);
+		pthread_rwlock_destroy(&c->lock);
+		return GDRC_ERR_LIMIT;
+	}
 	return GDRC_OK;
+}
+
+/* After this, no thread touches c's handles from its remembered ones. */
+static void registry_del(struct gdrc_cache *c)
+{
+	pthread_mutex_lock(&cache_registry_lock);
+	cache_registry[c->registry_slot] = NULL;
+	pthread_mutex_unlock(&cache_registry_lock);
 }
 
 static void free_chunks(struct gdrc_cache *c)
 {
+	struct gdrc_handle_chunk *hchunk, *hnext;
 	struct gdrc_slab_chunk *chunk, *next;
 
 	for (chunk = c->chunks; chunk; chunk = next) {
 		next = chunk->next;
 		free(chunk);
+	}
+	for (hchunk = c->handle_chunks; hchunk; hchunk = hnext) {
+		hnext = hchunk->next;
+		free(hchunk);
 	}
 }
 
@@ -1126,14 +1501,16 @@ void gdrc_cache_cleanup(struct gdrc_cache *c)
 {
 	unsigned held = 0;
 
+	registry_del(c);
 	for (struct gdrc_slab_chunk *ch = c->chunks; ch; ch = ch->next) {
 		for (int i = 0; i < SLAB_CHUNK; i++) {
-			struct gdrc_mr *r = &ch->r[i];
+			struct gdrc_region *r = &ch->r[i];
 			uint64_t w = atomic_load(&r->word);
 
 			if (w & REGION_DEAD)
 				continue;
-			if ((w & REGION_REF_MASK) > !(w & REGION_INVALID))
+			if ((w & REGION_REF_MASK) > !(w & REGION_INVALID) ||
+			    handles_busy(r))
 				held++;
 			region_release(c, r);
 		}
@@ -1148,6 +1525,9 @@ void gdrc_cache_cleanup(struct gdrc_cache *c)
 
 void gdrc_cache_cleanup_forked(struct gdrc_cache *c)
 {
-	/* The parent owns the registrations and possibly our locks. */
+	/* The parent owns the registrations and possibly our locks; the
+	 * registry lock was consistent at fork (taken by no other thread
+	 * in the child). */
+	registry_del(c);
 	free_chunks(c);
 }

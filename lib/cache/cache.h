@@ -1,41 +1,63 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cache.h - the registration cache: regions, lookup, reference counts,
- * eviction and invalidation.
+ * cache.h - the registration cache: regions, handles, lookup, reference
+ * counts, eviction and invalidation.
  *
- * Regions (struct gdrc_mr, the public opaque handle) live in an interval
+ * Regions (struct gdrc_region, one per registration) live in an interval
  * tree that allows overlaps, and on an LRU list, both under the cache's
- * rwlock.  A hit never takes that lock for writing:
+ * rwlock.  What gdrc_mr_get hands out (struct gdrc_mr, the public opaque
+ * type) is either a region's own handle (a direct reference on the
+ * region) or a thread's handle on it:
  *
- *   fast path   each thread remembers its last GDRC_TLS_ENTRIES hits
- *               (range, access, region, region id).  A get that falls in
- *               one takes a reference with one atomic add and checks
- *               that the region is neither invalidated nor recycled.
- *               No lock, no system call.
- *   tree path   read lock, interval-tree lookup, atomic add.
+ *   fast path   each thread remembers its handles on its last
+ *               GDRC_TLS_ENTRIES regions (range, access, handle).  A get
+ *               that falls in one checks that the region is still valid
+ *               and counts the get in the handle, in memory only this
+ *               thread writes; a put by the same thread undoes it.  No
+ *               lock, no atomic read-modify-write, no shared cache line
+ *               written: threads hitting one region do not contend.
+ *   tree path   read lock, interval-tree lookup, then a handle for this
+ *               thread (reused if it has one).
  *   miss path   write lock to drain queued invalidations, decide what to
  *               register and evict, then the lock is dropped while the
  *               backend registers, and retaken to insert.
  *
- * Reference word.  Each region's state is one 64-bit atomic word: the
- * reference count in the low 32 bits, REGION_INVALID (not findable: not
- * in the tree, or never meant to be) and REGION_DEAD (released; the slot
- * is free or being reused).  The tree holds one reference while the
- * region is cached.  Whoever drops the count to zero while INVALID is
- * set, and wins the CAS that adds DEAD, releases the region: exactly one
- * thread does.  Region memory is type-stable (a per-cache slab, freed
- * only at destroy), so a stale fast-path pointer may touch a recycled
- * slot but never freed memory; the region id, unique per registration,
- * tells a recycled slot from the region remembered.
+ * Region word.  One 64-bit atomic: direct references in the low 32 bits
+ * (the tree's own, uncached gets, short-lived lookups), REGION_INVALID
+ * (not findable: out of the tree, or never in it), REGION_DEAD (released)
+ * and, from bit 40, one pin per live handle.  Whoever sees references
+ * and pins reach zero on an INVALID region and wins the CAS that adds
+ * DEAD releases it: exactly one thread does.  Region memory is a per-cache
+ * slab freed only with the cache.
+ *
+ * Handles.  A handle pins its region while it lives.  Its owner counts
+ * gets and its own puts in "held" (a plain store, read by others only as
+ * a hint); any other put, and any put after the owner let go of the
+ * handle, adds to the atomic "remote".  The owner lets go (retires) when
+ * it replaces the entry, finds the region invalidated, or exits: it
+ * publishes held as "final"; whichever of the owner and the remote
+ * putters then sees remote == final releases the handle (a CAS makes it
+ * one), dropping the pin.  Both sides store, then load, with sequential
+ * consistency, so one of them always sees the other.  Handles of a
+ * region hang off it (a list only ever pushed, freed with the region) and
+ * are reused once released.
+ *
+ * Eviction treats a region as unused when its only direct reference is
+ * the tree's and no live handle has a get outstanding (held - remote, a
+ * hint read without stopping the owner: a get racing with the eviction
+ * still gets a registration that stays valid until its put).  An evicted
+ * or invalidated region pinned by another thread's idle handle stays
+ * registered until that thread's next call on the cache or its exit.
  *
  * Invalidation.  Host hooks post ranges to the cache's invq (hook-safe);
  * the queue's pending flag sends every get to the miss path, which
  * drains the queue under the write lock before looking anything up.
  * pending is cleared only after the ranges were applied.
  *
- * Lock order: cache->lock, then cache->slab_lock; the invq spinlock is
- * innermost and never held across a call.  No backend call, allocation
- * or deregistration happens under cache->lock.
+ * Lock order: cache_registry_lock, then cache->lock, then
+ * cache->slab_lock; the invq spinlock is innermost and never held across
+ * a call.  No backend call, allocation or deregistration happens under
+ * cache->lock.
  *
  * Depends on itree/, invq, config values (passed in), log/ and pin.h.
  */
@@ -56,11 +78,22 @@
 #define REGION_REF_MASK 0xffffffffULL
 #define REGION_INVALID (1ULL << 32)
 #define REGION_DEAD (1ULL << 33)
+#define REGION_PIN_ONE (1ULL << 40)
+#define REGION_PIN_MASK (~0ULL << 40)
+
+struct gdrc_region;
+struct gdrc_handle;
+
+/* What the API hands out: a region's own (h NULL) or a thread's handle. */
+struct gdrc_mr {
+	struct gdrc_region *r; /* the registration */
+	struct gdrc_handle *h; /* NULL: a direct reference on r */
+};
 
 /* One registration.  Fields marked "fixed" do not change between the
  * region's publication and its release. */
-struct gdrc_mr {
-	_Atomic uint64_t word;   /* refcount | REGION_INVALID | REGION_DEAD */
+struct gdrc_region {
+	_Atomic uint64_t word;   /* refs | INVALID | DEAD | pins, see above */
 	_Atomic uint64_t stamp;  /* cache tick at its last get (LRU) */
 	uint64_t id;             /* fixed: unique in the process */
 	uintptr_t start;         /* fixed: key range [start, end): hits */
@@ -81,27 +114,47 @@ struct gdrc_mr {
 	int was_cached;          /* fixed: inserted into the tree */
 	struct gdrc_cache *cache;  /* fixed: owner */
 	void *handle;            /* fixed: backend object */
+	struct gdrc_mr self;     /* fixed: the direct-reference handle */
+	struct gdrc_handle *_Atomic handles; /* pushed only; freed with it */
 
 	/* Under cache->lock: */
 	struct gdrc_itree_node node; /* in cache->tree while cached */
-	struct gdrc_mr *lru_prev;    /* cache->lru, sorted by enq */
-	struct gdrc_mr *lru_next;
+	struct gdrc_region *lru_prev; /* cache->lru, sorted by enq */
+	struct gdrc_region *lru_next;
 	uint64_t enq;                /* stamp when placed on the LRU */
 
 	/* Under cache->slab_lock: */
-	struct gdrc_mr *free_next;   /* slab free list */
+	struct gdrc_region *free_next; /* slab free list */
 } GDRC_ALIGNED_CL; /* threads on neighbouring regions share no line */
 
-/* Per-thread remembered hits, see the file comment. */
+#define HANDLE_LIVE UINT64_MAX
+
+/* A thread's handle on a region.  Cache-line sized: one owner writes it. */
+struct gdrc_handle {
+	struct gdrc_mr pub;         /* pub.r: the region, pub.h: this */
+	_Atomic uint64_t held;      /* owner: gets - own puts; others: hint */
+	_Atomic uint64_t remote;    /* puts not counted in held */
+	_Atomic uint64_t final;     /* HANDLE_LIVE, or held when retired */
+	_Atomic int state;          /* HANDLE_IN_USE, _RELEASED, _CLAIMED */
+	struct gdrc_handle *next;   /* on pub.r->handles */
+	struct gdrc_handle *free_next; /* slab, under cache->slab_lock */
+} GDRC_ALIGNED_CL;
+
+enum {
+	HANDLE_IN_USE = 0,
+	HANDLE_RELEASED = 1, /* no pin, no get outstanding: reusable */
+	HANDLE_CLAIMED = 2,  /* being reused by a thread */
+};
+
+/* Per-thread remembered handles, see the file comment. */
 #define GDRC_TLS_ENTRIES 4
 
 struct gdrc_tls_entry {
-	uint64_t uid;       /* cache->uid; 0 = empty */
-	uintptr_t start;    /* region range and access, copied */
+	uint64_t uid;          /* cache->uid; 0 = empty */
+	uintptr_t start;       /* region key range and access, copied */
 	uintptr_t end;
 	uint32_t access;
-	struct gdrc_mr *mr; /* deref only after uid matched */
-	uint64_t id;        /* mr->id when remembered */
+	struct gdrc_handle *h; /* deref only after uid matched */
 };
 
 struct gdrc_tls {
@@ -135,7 +188,7 @@ struct gdrc_cache_params {
 	int check;                     /* invariant checks after changes */
 	/* Tag check of a GPU hit (regions with tag_check): 1 if r's
 	 * allocation is still there.  Called without any cache lock. */
-	int (*tag_ok)(void *arg, const struct gdrc_mr *r);
+	int (*tag_ok)(void *arg, const struct gdrc_region *r);
 	void *tag_arg;
 };
 
@@ -188,8 +241,8 @@ struct gdrc_cache {
 	pthread_rwlock_t lock;
 	/* Under lock: */
 	struct gdrc_itree tree;        /* cached regions */
-	struct gdrc_mr *lru_head;      /* least recent first */
-	struct gdrc_mr *lru_tail;
+	struct gdrc_region *lru_head;  /* least recent first */
+	struct gdrc_region *lru_tail;
 	uint64_t nregions;             /* in the tree */
 	uint64_t reserved_regions;     /* being registered */
 	uint64_t reserved_bytes;
@@ -208,8 +261,11 @@ struct gdrc_cache {
 
 	pthread_mutex_t slab_lock;
 	/* Under slab_lock: */
-	struct gdrc_mr *free_list;
+	struct gdrc_region *free_list;
 	struct gdrc_slab_chunk *chunks;
+	struct gdrc_handle *free_handles;
+	struct gdrc_handle_chunk *handle_chunks;
+	int registry_slot;             /* in the cache registry, or -1 */
 };
 
 /* Set up c (embedded by the caller, cache-line aligned). */
@@ -225,11 +281,20 @@ void gdrc_cache_cleanup_forked(struct gdrc_cache *c);
 
 /*
  * The tree path: a cached region whose key range covers [start, end)
- * with access, validated by its tag check.  No CUDA call under the lock.
- * @return 1 with a reference in *mr_p; 0 if none; GDRC_ERR_FORK.
+ * with access, validated by its tag check, served through this thread's
+ * handle.  No CUDA call under the lock.
+ * @return 1 with the handle in *mr_p; 0 if none; GDRC_ERR_FORK.
  */
 int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
-		      uint32_t access, int count_hit, struct gdrc_mr **mr_p);
+		      uint32_t access, struct gdrc_mr **mr_p);
+
+/* As lookup, counting no hit and remembering nothing: a direct reference
+ * on the region, dropped with gdrc_cache_region_put. */
+int gdrc_cache_peek(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		    struct gdrc_region **r_p);
+
+/* Drop a direct reference (count and release as for a put). */
+void gdrc_cache_region_put(struct gdrc_cache *c, struct gdrc_region *r);
 
 /* Count n events under a slow-path counter (enum gdrc_stat). */
 void gdrc_cache_stat_add(struct gdrc_cache *c, int stat, uint64_t n);
@@ -239,13 +304,8 @@ gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
 				  const struct gdrc_cache_req *req,
 				  struct gdrc_mr **mr_p);
 
-/* Drop a reference; releases the region if it was the last one of an
- * invalidated region. */
-void gdrc_cache_unref(struct gdrc_cache *c, struct gdrc_mr *r);
-
-/* A decrement just took r's count to zero: release it if it is
- * invalidated and nobody else released it. */
-void gdrc_cache_zero(struct gdrc_cache *c, struct gdrc_mr *r);
+/* A put of a handle that is not this thread's live handle (out of line). */
+void gdrc_cache_handle_put_remote(struct gdrc_cache *c, struct gdrc_handle *h);
 
 /* First-time shard assignment for this thread (out of line part). */
 int gdrc_cache_tls_shard(void);
@@ -284,9 +344,16 @@ static inline void gdrc_shard_inc(_Atomic uint64_t *v, int shard)
 		atomic_fetch_add_explicit(v, 1, memory_order_relaxed);
 }
 
+/* A plain increment of a counter only this thread writes. */
+static inline void gdrc_owned_add(_Atomic uint64_t *v, uint64_t n)
+{
+	atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) +
+				      n, memory_order_relaxed);
+}
+
 /*
- * The fast path: a hit on one of this thread's remembered regions.
- * @return the region with a reference taken, or NULL (go slow).
+ * The fast path: a hit on one of this thread's remembered handles.
+ * @return the handle with the get counted, or NULL (go slow).
  */
 static inline struct gdrc_mr *
 gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
@@ -298,53 +365,59 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		return NULL;
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
 		struct gdrc_tls_entry *e = &t->e[i];
+		struct gdrc_handle *h;
+		struct gdrc_region *r;
 		struct gdrc_shard *s;
-		struct gdrc_mr *r;
-		uint64_t old, tick;
+		uint64_t tick;
 
 		if (e->uid != c->uid || start < e->start || end > e->end ||
 		    (access & ~e->access))
 			continue;
-		r = e->mr;
-		old = atomic_fetch_add_explicit(&r->word, 1,
-						memory_order_acquire);
-		if (gdrc_unlikely((old & (REGION_INVALID | REGION_DEAD)) ||
-				  r->id != e->id))
-			goto miss;
+		h = e->h;
+		r = h->pub.r;
+		/* Our pin keeps r registered; INVALID says it left the
+		 * cache, and the slow path lets go of the handle. */
+		if (atomic_load_explicit(&r->word, memory_order_acquire) &
+		    REGION_INVALID)
+			return NULL;
 		s = &c->shards[t->shard];
 		if (r->tag_check) {
 			gdrc_shard_inc(&s->tag_checks, t->shard);
 			if (!c->p.tag_ok(c->p.tag_arg, r))
-				goto miss; /* the slow path drops it */
+				return NULL; /* the slow path drops it */
 		}
+		gdrc_owned_add(&h->held, 1);
 		tick = atomic_load_explicit(&c->tick, memory_order_relaxed);
 		if (atomic_load_explicit(&r->stamp, memory_order_relaxed) !=
 		    tick)
 			atomic_store_explicit(&r->stamp, tick,
 					      memory_order_relaxed);
 		gdrc_shard_inc(&s->hits, t->shard);
-		return r;
-miss:
-		e->uid = 0;
-		gdrc_cache_unref(c, r);
-		return NULL;
+		return &h->pub;
 	}
 	return NULL;
 }
 
-static inline void gdrc_cache_put(struct gdrc_cache *c, struct gdrc_mr *r)
+static inline void gdrc_cache_put(struct gdrc_cache *c, struct gdrc_mr *mr)
 {
-	int shard = gdrc_tls_cur.shard;
-	struct gdrc_shard *s;
-	uint64_t old;
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_handle *h = mr->h;
+	int shard = t->shard;
 
 	if (gdrc_unlikely(shard < 0))
 		shard = gdrc_cache_tls_shard();
-	s = &c->shards[shard];
-	gdrc_shard_inc(&s->puts, shard);
-	old = atomic_fetch_sub_explicit(&r->word, 1, memory_order_release);
-	if (gdrc_unlikely((old & REGION_REF_MASK) == 1))
-		gdrc_cache_zero(c, r);
+	gdrc_shard_inc(&c->shards[shard].puts, shard);
+	if (!h) {
+		gdrc_cache_region_put(c, mr->r);
+		return;
+	}
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
+		if (t->e[i].h == h && t->e[i].uid == c->uid) {
+			gdrc_owned_add(&h->held, (uint64_t)-1);
+			return;
+		}
+	}
+	gdrc_cache_handle_put_remote(c, h);
 }
 
 #endif /* GDRC_CACHE_H */

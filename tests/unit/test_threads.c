@@ -8,6 +8,7 @@
  * counters add up once everyone is done.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -195,12 +196,85 @@ static void test_threads_with_small_limit_consistent(void **state)
 	gdrc_fini(ctx);
 }
 
+/*
+ * Gets in one thread, puts in another, while a third invalidates: every
+ * registration is released once nobody holds it, whichever thread put
+ * it, and the getting thread's exit lets go of what it remembered.
+ */
+#define XPUT_N 2000
+
+static struct gdrc_mr *xput_slot[XPUT_N];
+static _Atomic int xput_ready[XPUT_N];
+
+static void *xput_getter(void *arg)
+{
+	char *buf = arg;
+
+	for (int i = 0; i < XPUT_N; i++) {
+		struct gdrc_mr *mr;
+
+		if (gdrc_mr_get(ctx, buf + (i % 8) * PAGE, 64, 0, 0, &mr))
+			return (void *)1;
+		xput_slot[i] = mr;
+		atomic_store(&xput_ready[i], 1);
+	}
+	return NULL;
+}
+
+static void *xput_putter(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < XPUT_N; i++) {
+		while (!atomic_load(&xput_ready[i]))
+			sched_yield();
+		gdrc_mr_put(ctx, xput_slot[i]);
+	}
+	return NULL;
+}
+
+static void test_threads_cross_thread_put_releases_all(void **state)
+{
+	char *buf = mmap(NULL, 8 * PAGE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	pthread_t g, p;
+	void *ret;
+	uint64_t pinned, puts, regions;
+
+	(void)state;
+	assert_true(buf != MAP_FAILED);
+	for (int i = 0; i < XPUT_N; i++)
+		atomic_store(&xput_ready[i], 0);
+	assert_int_equal(gdrc_init(NULL, &ctx), GDRC_OK);
+	assert_int_equal(pthread_create(&g, NULL, xput_getter, buf), 0);
+	assert_int_equal(pthread_create(&p, NULL, xput_putter, NULL), 0);
+	for (int i = 0; i < 200; i++)
+		assert_int_equal(gdrc_invalidate(ctx, buf + (i % 8) * PAGE,
+						 PAGE),
+				 GDRC_OK);
+	assert_int_equal(pthread_join(g, &ret), 0);
+	assert_null(ret);
+	assert_int_equal(pthread_join(p, NULL), 0);
+	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_PUTS, &puts), GDRC_OK);
+	assert_int_equal(puts, XPUT_N);
+	/* Both threads are gone: only the cache holds anything now. */
+	assert_int_equal(gdrc_invalidate(ctx, buf, 8 * PAGE), GDRC_OK);
+	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_REGIONS, &regions),
+			 GDRC_OK);
+	assert_int_equal(regions, 0);
+	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_PINNED_BYTES, &pinned),
+			 GDRC_OK);
+	assert_int_equal(pinned, 0);
+	gdrc_fini(ctx);
+	munmap(buf, 8 * PAGE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(
 			test_threads_get_put_invalidate_unmap_consistent),
 		cmocka_unit_test(test_threads_with_small_limit_consistent),
+		cmocka_unit_test(test_threads_cross_thread_put_releases_all),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
