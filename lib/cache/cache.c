@@ -178,6 +178,21 @@ static void tls_count_hit(struct gdrc_cache *c)
  * Region memory: type-stable slab, freed only with the cache
  * ==================================================================== */
 
+/*
+ * Zeroed, cache-line aligned: regions and handles are each a line of
+ * their own (GDRC_ALIGNED_CL), which calloc's 16-byte alignment would
+ * break, putting two threads' handles on one line.
+ */
+static void *chunk_alloc(size_t size)
+{
+	void *p;
+
+	if (posix_memalign(&p, GDRC_CACHELINE, size))
+		return NULL;
+	memset(p, 0, size);
+	return p;
+}
+
 static struct gdrc_region *slab_alloc(struct gdrc_cache *c)
 {
 	struct gdrc_slab_chunk *chunk;
@@ -186,7 +201,7 @@ static struct gdrc_region *slab_alloc(struct gdrc_cache *c)
 	pthread_mutex_lock(&c->slab_lock);
 	if (!c->free_list) {
 		pthread_mutex_unlock(&c->slab_lock);
-		chunk = calloc(1, sizeof(*chunk));
+		chunk = chunk_alloc(sizeof(*chunk));
 		if (!chunk)
 			return NULL;
 		for (int i = 0; i < SLAB_CHUNK; i++)
@@ -226,6 +241,10 @@ static void slab_free(struct gdrc_cache *c, struct gdrc_region *r)
 
 #define HANDLE_CHUNK 64
 
+/* One owner writes a handle: it must not share a line with another. */
+_Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
+	       "a handle is one cache line");
+
 struct gdrc_handle_chunk {
 	struct gdrc_handle_chunk *next;
 	struct gdrc_handle h[HANDLE_CHUNK];
@@ -239,7 +258,7 @@ static struct gdrc_handle *handle_alloc(struct gdrc_cache *c)
 	pthread_mutex_lock(&c->slab_lock);
 	if (!c->free_handles) {
 		pthread_mutex_unlock(&c->slab_lock);
-		chunk = calloc(1, sizeof(*chunk));
+		chunk = chunk_alloc(sizeof(*chunk));
 		if (!chunk)
 			return NULL;
 		pthread_mutex_lock(&c->slab_lock);
