@@ -268,6 +268,58 @@ static void test_threads_cross_thread_put_releases_all(void **state)
 	munmap(buf, 8 * PAGE);
 }
 
+/*
+ * An idle thread's remembered handle keeps an invalidated registration
+ * registered (never handed out again) until the thread calls again or
+ * exits; then it is released.
+ */
+static _Atomic int idle_stage;
+
+static void *idle_holder(void *arg)
+{
+	struct gdrc_mr *mr;
+
+	if (gdrc_mr_get(ctx, arg, 64, 0, 0, &mr))
+		return (void *)1;
+	gdrc_mr_put(ctx, mr);
+	atomic_store(&idle_stage, 1);
+	while (atomic_load(&idle_stage) != 2)
+		sched_yield();
+	return NULL; /* exits: its handle is let go */
+}
+
+static void test_threads_idle_thread_releases_at_exit(void **state)
+{
+	char *buf = mmap(NULL, PAGE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t pinned, deregs;
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	assert_true(buf != MAP_FAILED);
+	atomic_store(&idle_stage, 0);
+	assert_int_equal(gdrc_init(NULL, &ctx), GDRC_OK);
+	assert_int_equal(pthread_create(&t, NULL, idle_holder, buf), 0);
+	while (atomic_load(&idle_stage) != 1)
+		sched_yield();
+	assert_int_equal(gdrc_invalidate(ctx, buf, PAGE), GDRC_OK);
+	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_PINNED_BYTES, &pinned),
+			 GDRC_OK);
+	assert_int_equal(pinned, PAGE); /* the idle thread still pins it */
+	atomic_store(&idle_stage, 2);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_null(ret);
+	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_PINNED_BYTES, &pinned),
+			 GDRC_OK);
+	assert_int_equal(pinned, 0);
+	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_DEREGS, &deregs),
+			 GDRC_OK);
+	assert_int_equal(deregs, 1);
+	gdrc_fini(ctx);
+	munmap(buf, PAGE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -275,6 +327,7 @@ int main(void)
 			test_threads_get_put_invalidate_unmap_consistent),
 		cmocka_unit_test(test_threads_with_small_limit_consistent),
 		cmocka_unit_test(test_threads_cross_thread_put_releases_all),
+		cmocka_unit_test(test_threads_idle_thread_releases_at_exit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
