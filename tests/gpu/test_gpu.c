@@ -1152,6 +1152,56 @@ static void test_gpu_second_device_cumem(void **state)
 	CU(cuDevicePrimaryCtxRelease(dev1));
 }
 
+/*
+ * A context made with the driver API (cuCtxCreate), not the primary one:
+ * classification, SYNC_MEMOPS and the tag check work the same, and a
+ * free and reallocation at the same address in it is never served stale.
+ */
+static void test_gpu_driver_context_cumem(void **state)
+{
+	struct gdrc_mr_info a, b;
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *mr;
+	CUcontext own, popped;
+	CUdeviceptr p, q;
+	int tries = 0;
+
+	(void)state;
+	CU(cuCtxCreate(&own, NULL, 0, dev0));
+	CU(cuMemAlloc(&p, MIB));
+	ctx = ctx_open();
+	query_gpu(ctx, p, GDRC_PTR_DEVICE, 0);
+	mr = get(ctx, p, 64, &a);
+	print_mr("own context", &a);
+	check_whole(&a, p, MIB, GDRC_PTR_DEVICE, 0);
+	assert_true(a.flags & GDRC_MR_INFO_SYNC_MEMOPS);
+	assert_int_equal(sync_memops_of(p), 1);
+	gdrc_mr_put(ctx, mr);
+	CU(cuMemFree(p));
+	do {
+		CU(cuMemAlloc(&q, MIB));
+		if (q == p)
+			break;
+		CU(cuMemFree(q));
+	} while (++tries < 16);
+	if (q != p) {
+		gdrc_fini(ctx);
+		CU(cuCtxPopCurrent(&popped));
+		CU(cuCtxDestroy(own));
+		print_message("    the VA did not come back\n");
+		skip();
+	}
+	mr = get(ctx, q, 64, &b);
+	assert_int_not_equal(b.id, a.id);
+	assert_int_not_equal(b.buffer_id, a.buffer_id);
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	CU(cuMemFree(q));
+	CU(cuCtxPopCurrent(&popped));
+	assert_ptr_equal(popped, own);
+	CU(cuCtxDestroy(own));
+}
+
 /* ====================================================================
  * Setup
  * ==================================================================== */
@@ -1234,6 +1284,8 @@ int main(void)
 		cmocka_unit_test(test_gpu_validate_always_cumem),
 		cmocka_unit_test(test_gpu_invalidate_cumem),
 		cmocka_unit_test_teardown(test_gpu_second_device_cumem,
+					  restore_ctx0),
+		cmocka_unit_test_teardown(test_gpu_driver_context_cumem,
 					  restore_ctx0),
 	};
 	CUresult res;
