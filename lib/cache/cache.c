@@ -53,12 +53,8 @@ struct gdrc_inflight {
 	int stale; /* an unmap overlapped it while registering */
 };
 
-#define SLAB_CHUNK 64
-
-struct gdrc_slab_chunk {
-	struct gdrc_slab_chunk *next;
-	struct gdrc_region r[SLAB_CHUNK];
-};
+/* Objects per pool chunk. */
+#define POOL_CHUNK 64
 
 static inline void stat_add(struct gdrc_cache *c, int stat, uint64_t v)
 {
@@ -178,50 +174,89 @@ static void tls_count_hit(struct gdrc_cache *c)
  * Region memory: type-stable slab, freed only with the cache
  * ==================================================================== */
 
-/*
- * Zeroed, cache-line aligned: regions and handles are each a line of
- * their own (GDRC_ALIGNED_CL), which calloc's 16-byte alignment would
- * break, putting two threads' handles on one line.
- */
-static void *chunk_alloc(size_t size)
-{
-	void *p;
+/* One owner writes a handle: it must not share a line with another. */
+_Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
+	       "a handle is one cache line");
 
-	if (posix_memalign(&p, GDRC_CACHELINE, size))
-		return NULL;
-	memset(p, 0, size);
-	return p;
+/* The pointer at obj + link: its free-list link. */
+static void **pool_link(const struct gdrc_pool *pool, void *obj)
+{
+	return (void **)((char *)obj + pool->link);
+}
+
+/* Object i of a chunk: the chunk's first line holds its next pointer. */
+static void *pool_obj(const struct gdrc_pool *pool, void *chunk, int i)
+{
+	return (char *)chunk + GDRC_CACHELINE + (size_t)i * pool->size;
+}
+
+/*
+ * Take an object, growing the pool by a chunk when it is empty.  The
+ * chunk is zeroed and cache-line aligned: each object is a line (or more)
+ * of its own, which calloc's 16-byte alignment would not give, and two
+ * threads' handles on one line would slow both.
+ */
+static void *pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
+{
+	void *chunk, *obj;
+
+	pthread_mutex_lock(&c->slab_lock);
+	if (!pool->free) {
+		pthread_mutex_unlock(&c->slab_lock);
+		if (posix_memalign(&chunk, GDRC_CACHELINE,
+				   GDRC_CACHELINE + POOL_CHUNK * pool->size))
+			return NULL;
+		memset(chunk, 0, GDRC_CACHELINE + POOL_CHUNK * pool->size);
+		pthread_mutex_lock(&c->slab_lock);
+		*(void **)chunk = pool->chunks;
+		pool->chunks = chunk;
+		for (int i = 0; i < POOL_CHUNK; i++) {
+			obj = pool_obj(pool, chunk, i);
+			if (pool->init)
+				pool->init(obj);
+			*pool_link(pool, obj) = pool->free;
+			pool->free = obj;
+		}
+	}
+	obj = pool->free;
+	pool->free = *pool_link(pool, obj);
+	pthread_mutex_unlock(&c->slab_lock);
+	return obj;
+}
+
+/* Under slab_lock: give obj back. */
+static void pool_put_locked(struct gdrc_pool *pool, void *obj)
+{
+	*pool_link(pool, obj) = pool->free;
+	pool->free = obj;
+}
+
+static void pool_free_chunks(struct gdrc_pool *pool)
+{
+	void *chunk, *next;
+
+	for (chunk = pool->chunks; chunk; chunk = next) {
+		next = *(void **)chunk;
+		free(chunk);
+	}
+	pool->chunks = NULL;
+	pool->free = NULL;
+}
+
+/* A region never published reads as released to gdrc_cache_cleanup. */
+static void region_init_free(void *obj)
+{
+	struct gdrc_region *r = obj;
+
+	atomic_init(&r->word, REGION_DEAD | REGION_INVALID);
 }
 
 static struct gdrc_region *slab_alloc(struct gdrc_cache *c)
 {
-	struct gdrc_slab_chunk *chunk;
-	struct gdrc_region *r;
-
-	pthread_mutex_lock(&c->slab_lock);
-	if (!c->free_list) {
-		pthread_mutex_unlock(&c->slab_lock);
-		chunk = chunk_alloc(sizeof(*chunk));
-		if (!chunk)
-			return NULL;
-		for (int i = 0; i < SLAB_CHUNK; i++)
-			atomic_init(&chunk->r[i].word,
-				    REGION_DEAD | REGION_INVALID);
-		pthread_mutex_lock(&c->slab_lock);
-		chunk->next = c->chunks;
-		c->chunks = chunk;
-		for (int i = 0; i < SLAB_CHUNK; i++) {
-			chunk->r[i].free_next = c->free_list;
-			c->free_list = &chunk->r[i];
-		}
-	}
-	r = c->free_list;
-	c->free_list = r->free_next;
-	pthread_mutex_unlock(&c->slab_lock);
-	return r;
+	return pool_get(c, &c->regions);
 }
 
-/* Return r and the handles hung on it to the slabs. */
+/* Return r and the handles hung on it to the pools. */
 static void slab_free(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	struct gdrc_handle *h, *next;
@@ -230,49 +265,16 @@ static void slab_free(struct gdrc_cache *c, struct gdrc_region *r)
 	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
 	     h = next) {
 		next = h->next;
-		h->free_next = c->free_handles;
-		c->free_handles = h;
+		pool_put_locked(&c->handles, h);
 	}
 	atomic_store_explicit(&r->handles, NULL, memory_order_relaxed);
-	r->free_next = c->free_list;
-	c->free_list = r;
+	pool_put_locked(&c->regions, r);
 	pthread_mutex_unlock(&c->slab_lock);
 }
 
-#define HANDLE_CHUNK 64
-
-/* One owner writes a handle: it must not share a line with another. */
-_Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
-	       "a handle is one cache line");
-
-struct gdrc_handle_chunk {
-	struct gdrc_handle_chunk *next;
-	struct gdrc_handle h[HANDLE_CHUNK];
-};
-
 static struct gdrc_handle *handle_alloc(struct gdrc_cache *c)
 {
-	struct gdrc_handle_chunk *chunk;
-	struct gdrc_handle *h;
-
-	pthread_mutex_lock(&c->slab_lock);
-	if (!c->free_handles) {
-		pthread_mutex_unlock(&c->slab_lock);
-		chunk = chunk_alloc(sizeof(*chunk));
-		if (!chunk)
-			return NULL;
-		pthread_mutex_lock(&c->slab_lock);
-		chunk->next = c->handle_chunks;
-		c->handle_chunks = chunk;
-		for (int i = 0; i < HANDLE_CHUNK; i++) {
-			chunk->h[i].free_next = c->free_handles;
-			c->free_handles = &chunk->h[i];
-		}
-	}
-	h = c->free_handles;
-	c->free_handles = h->free_next;
-	pthread_mutex_unlock(&c->slab_lock);
-	return h;
+	return pool_get(c, &c->handles);
 }
 
 /*
@@ -1468,6 +1470,15 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 	c->page_size = page > 0 ? (uintptr_t)page : 4096;
 	gdrc_invq_init(&c->invq);
 	gdrc_itree_init(&c->tree);
+	c->regions = (struct gdrc_pool){
+		.size = sizeof(struct gdrc_region),
+		.link = offsetof(struct gdrc_region, free_next),
+		.init = region_init_free,
+	};
+	c->handles = (struct gdrc_pool){
+		.size = sizeof(struct gdrc_handle),
+		.link = offsetof(struct gdrc_handle, free_next),
+	};
 	if (pthread_rwlock_init(&c->lock, NULL))
 		return GDRC_ERR_NO_MEMORY;
 	if (pthread_mutex_init(&c->slab_lock, NULL)) {
@@ -1503,17 +1514,8 @@ static void registry_del(struct gdrc_cache *c)
 
 static void free_chunks(struct gdrc_cache *c)
 {
-	struct gdrc_handle_chunk *hchunk, *hnext;
-	struct gdrc_slab_chunk *chunk, *next;
-
-	for (chunk = c->chunks; chunk; chunk = next) {
-		next = chunk->next;
-		free(chunk);
-	}
-	for (hchunk = c->handle_chunks; hchunk; hchunk = hnext) {
-		hnext = hchunk->next;
-		free(hchunk);
-	}
+	pool_free_chunks(&c->regions);
+	pool_free_chunks(&c->handles);
 }
 
 void gdrc_cache_cleanup(struct gdrc_cache *c)
@@ -1521,9 +1523,9 @@ void gdrc_cache_cleanup(struct gdrc_cache *c)
 	unsigned held = 0;
 
 	registry_del(c);
-	for (struct gdrc_slab_chunk *ch = c->chunks; ch; ch = ch->next) {
-		for (int i = 0; i < SLAB_CHUNK; i++) {
-			struct gdrc_region *r = &ch->r[i];
+	for (void *ch = c->regions.chunks; ch; ch = *(void **)ch) {
+		for (int i = 0; i < POOL_CHUNK; i++) {
+			struct gdrc_region *r = pool_obj(&c->regions, ch, i);
 			uint64_t w = atomic_load(&r->word);
 
 			if (w & REGION_DEAD)

@@ -227,6 +227,20 @@ struct gdrc_ghost {
 
 struct gdrc_inflight;
 
+/*
+ * Fixed-size objects, a cache line each at least, carved from chunks
+ * that are freed only with the cache (so their memory never goes away
+ * under a reader); a free object is linked through the pointer at
+ * offset link.  Under cache->slab_lock.
+ */
+struct gdrc_pool {
+	void *free;    /* first free object */
+	void *chunks;  /* linked through each chunk's first word */
+	size_t size;   /* object size, a multiple of GDRC_CACHELINE */
+	size_t link;   /* offset of the free-list pointer in an object */
+	void (*init)(void *obj); /* for each fresh object, or NULL */
+};
+
 struct gdrc_cache {
 	/* Read by every fast-path get: */
 	uint64_t uid;                  /* fixed: unique per cache */
@@ -261,10 +275,8 @@ struct gdrc_cache {
 
 	pthread_mutex_t slab_lock;
 	/* Under slab_lock: */
-	struct gdrc_region *free_list;
-	struct gdrc_slab_chunk *chunks;
-	struct gdrc_handle *free_handles;
-	struct gdrc_handle_chunk *handle_chunks;
+	struct gdrc_pool regions;      /* struct gdrc_region */
+	struct gdrc_pool handles;      /* struct gdrc_handle */
 	int registry_slot;             /* in the cache registry, or -1 */
 };
 
