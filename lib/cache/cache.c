@@ -3,14 +3,17 @@
  * cache.c - the registration cache (see cache.h for the design).
  *
  * What each path may do:
- *   fast path (cache.h)  loads, one atomic add; never locks or calls out.
- *   tree path            cache->lock for reading; no allocation.
+ *   fast path (cache.h)  loads and plain stores to this thread's handle;
+ *                        never locks, never calls out (but for the tag
+ *                        check of a GPU hit).
+ *   tree path            cache->lock for reading to find the region; a
+ *                        handle (maybe a new pool chunk) after unlock.
  *   miss path            cache->lock for writing while it decides; the
  *                        lock is dropped around allocation, registration
  *                        and deregistration.
- *   release              (count reached zero on an invalidated region)
- *                        runs in whichever thread dropped the last
- *                        reference, never under cache->lock.
+ *   release              (references and pins reached zero on an
+ *                        invalidated region) runs in whichever thread
+ *                        dropped the last one, never under cache->lock.
  *
  * Registrations in progress are listed on cache->inflight; a drain that
  * sees an unmap overlapping one marks it stale, and the miss path then
