@@ -1002,10 +1002,11 @@ void gdrc_cache_stat_add(struct gdrc_cache *c, int stat, uint64_t n)
 	stat_add(c, stat, n);
 }
 
-int gdrc_cache_peek(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
-		    struct gdrc_region **r_p)
+/* The tree path's search: a direct reference on a valid covering region. */
+static int tree_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		     uint32_t access, struct gdrc_region **r_p)
 {
-	struct cover_arg a = { .mem_type = -1 };
+	struct cover_arg a = { .access = access, .mem_type = -1 };
 	struct gdrc_region *r;
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
@@ -1024,26 +1025,21 @@ int gdrc_cache_peek(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	return 1;
 }
 
+int gdrc_cache_peek(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		    struct gdrc_region **r_p)
+{
+	return tree_find(c, start, end, 0, r_p);
+}
+
 int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		      uint32_t access, struct gdrc_mr **mr_p)
 {
-	struct cover_arg a = { .access = access, .mem_type = -1 };
 	struct gdrc_region *r;
+	int ret = tree_find(c, start, end, access, &r);
 
-	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
-		return GDRC_ERR_FORK;
-	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
-		return 0; /* the miss path drains first */
-	tls_drop_invalid(c);
-	pthread_rwlock_rdlock(&c->lock);
-	r = find_cover(c, start, end, &a);
-	if (r)
-		hit(c, r);
-	pthread_rwlock_unlock(&c->lock);
-	if (!r || !tag_valid(c, r))
-		return 0;
-	*mr_p = hit_done(c, r);
-	return 1;
+	if (ret == 1)
+		*mr_p = hit_done(c, r);
+	return ret;
 }
 
 /* ====================================================================
