@@ -16,7 +16,7 @@
 #include "uapi/gdrc_ioctl.h"
 
 /* Lowest user-space ABI version this module accepts. */
-#define GDRC_MIN_USER_VERSION	GDRC_VERSION_MAKE(1, 0)
+#define GDRC_MIN_USER_VERSION	GDRC_KMOD_VERSION_MAKE(1, 0)
 
 extern unsigned int gdrc_max_subs_per_file;
 

@@ -172,7 +172,7 @@ static long gdrc_ioctl_version(void __user *uarg)
 		return -EFAULT;
 	if (args.flags || args.reserved)
 		return -EINVAL;
-	args.kernel_version = GDRC_ABI_VERSION;
+	args.kernel_version = GDRC_KMOD_ABI_VERSION;
 	args.min_user_version = GDRC_MIN_USER_VERSION;
 	if (copy_to_user(uarg, &args, sizeof(args)))
 		return -EFAULT;
@@ -242,8 +242,8 @@ static int __init gdrc_init(void)
 		return ret;
 	}
 	pr_info("ABI %u.%u, /dev/%s, max_subs_per_file=%u\n",
-		GDRC_VERSION_MAJOR(GDRC_ABI_VERSION),
-		GDRC_VERSION_MINOR(GDRC_ABI_VERSION), GDRC_DEVICE_NAME,
+		GDRC_KMOD_VERSION_MAJOR(GDRC_KMOD_ABI_VERSION),
+		GDRC_KMOD_VERSION_MINOR(GDRC_KMOD_ABI_VERSION), GDRC_DEVICE_NAME,
 		gdrc_max_subs_per_file);
 	return 0;
 }

@@ -47,12 +47,12 @@
 /* ioctl type byte of /dev/gdrcache. */
 #define GDRC_IOCTL_MAGIC	0xD6
 
-#define GDRC_VERSION_MAKE(major, minor)	(((major) << 16) | (minor))
-#define GDRC_VERSION_MAJOR(v)		((v) >> 16)
-#define GDRC_VERSION_MINOR(v)		((v) & 0xffff)
+#define GDRC_KMOD_VERSION_MAKE(major, minor)	(((major) << 16) | (minor))
+#define GDRC_KMOD_VERSION_MAJOR(v)		((v) >> 16)
+#define GDRC_KMOD_VERSION_MINOR(v)		((v) & 0xffff)
 
 /* The ABI version this header describes. */
-#define GDRC_ABI_VERSION	GDRC_VERSION_MAKE(1, 0)
+#define GDRC_KMOD_ABI_VERSION	GDRC_KMOD_VERSION_MAKE(1, 0)
 
 /* Number of __u64 generation words in the mapped page. */
 #define GDRC_MAX_SLOTS		512
@@ -66,7 +66,7 @@
  * the caller can then still read both out fields to say why.
  */
 struct gdrc_version_args {
-	__u32 user_version;		/* in: caller's GDRC_ABI_VERSION */
+	__u32 user_version;		/* in: caller's GDRC_KMOD_ABI_VERSION */
 	__u32 min_kernel_version;	/* in: lowest module version accepted */
 	__u32 kernel_version;		/* out: module's ABI version */
 	__u32 min_user_version;		/* out: lowest caller version accepted */

@@ -121,19 +121,19 @@ static void test_version(void)
 	struct gdrc_version_args v;
 
 	memset(&v, 0, sizeof(v));
-	v.user_version = GDRC_ABI_VERSION;
-	v.min_kernel_version = GDRC_VERSION_MAKE(1, 0);
+	v.user_version = GDRC_KMOD_ABI_VERSION;
+	v.min_kernel_version = GDRC_KMOD_VERSION_MAKE(1, 0);
 	CHECK(ioctl(fd, GDRC_IOCTL_VERSION, &v) == 0);
-	CHECK(v.kernel_version == GDRC_ABI_VERSION);
-	CHECK(v.min_user_version <= GDRC_ABI_VERSION);
+	CHECK(v.kernel_version == GDRC_KMOD_ABI_VERSION);
+	CHECK(v.min_user_version <= GDRC_KMOD_ABI_VERSION);
 	CHECK(v.min_user_version != 0);
 
 	/* The module is too old for us: EPROTO, out fields still written. */
 	memset(&v, 0, sizeof(v));
-	v.user_version = GDRC_ABI_VERSION;
-	v.min_kernel_version = GDRC_VERSION_MAKE(99, 0);
+	v.user_version = GDRC_KMOD_ABI_VERSION;
+	v.min_kernel_version = GDRC_KMOD_VERSION_MAKE(99, 0);
 	CHECK_ERRNO(ioctl(fd, GDRC_IOCTL_VERSION, &v), EPROTO);
-	CHECK(v.kernel_version == GDRC_ABI_VERSION);
+	CHECK(v.kernel_version == GDRC_KMOD_ABI_VERSION);
 
 	/* We are too old for the module. */
 	memset(&v, 0, sizeof(v));
@@ -142,7 +142,7 @@ static void test_version(void)
 	CHECK(v.min_user_version != 0);
 
 	memset(&v, 0, sizeof(v));
-	v.user_version = GDRC_ABI_VERSION;
+	v.user_version = GDRC_KMOD_ABI_VERSION;
 	v.flags = 1;
 	CHECK_ERRNO(ioctl(fd, GDRC_IOCTL_VERSION, &v), EINVAL);
 	v.flags = 0;
