@@ -263,6 +263,7 @@ enum gdrc_ptr_kind {
 #define GDRC_MR_INFO_SYNC_MEMOPS_CTX (1u << 3) /* set on its context */
 #define GDRC_MR_INFO_NO_SYNC_MEMOPS (1u << 4)  /* could not be set */
 #define GDRC_MR_INFO_TAG_CHECKED (1u << 5) /* hits check the BUFFER_ID */
+#define GDRC_MR_INFO_KMOD (1u << 6)  /* gdrcache.ko reports its invalidation */
 
 struct gdrc_mr_info {
 	uint64_t id;        /* unique in the process, never reused */
@@ -385,6 +386,7 @@ enum gdrc_stat {
 	GDRC_STAT_TAG_CHECKS,        /* BUFFER_ID queries made on hits */
 	GDRC_STAT_SYNC_MEMOPS_SET,   /* allocations given SYNC_MEMOPS */
 	GDRC_STAT_CLASSIFY_CALLS,    /* cuPointerGetAttributes on misses */
+	GDRC_STAT_INV_KMOD,          /* invalidations seen by gdrcache.ko */
 	GDRC_STAT_COUNT
 };
 

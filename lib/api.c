@@ -23,6 +23,7 @@
 #include "cuda/cuda_loader.h"
 #include "gdrc_int.h"
 #include "hooks/hooks.h"
+#include "kmod/kchan.h"
 #include "log/log.h"
 #include "stats/stats.h"
 
@@ -43,6 +44,7 @@ struct gdrc_ctx {
 	struct gdrc_cache cache;  /* first: the fast path reads it */
 	struct gdrc_knobs knobs;  /* fixed after init */
 	const struct gdrc_cuda *cuda; /* NULL: no GPU support */
+	struct gdrc_kchan *kchan; /* gdrcache.ko's channel, or NULL */
 	char gpu_reason[256];     /* why cuda is NULL */
 	int hooks_slot;           /* subscription, or -1 */
 	int registry_slot;        /* index in registry[] */
@@ -161,8 +163,11 @@ static gdrc_status_t pick_backend(const struct gdrc_knobs *knobs,
 	return GDRC_ERR_UNSUPPORTED;
 }
 
-/* Host memory is cached only while its frees can be seen. */
-static int host_caching(const struct gdrc_knobs *knobs)
+/*
+ * Host memory is cached only while its frees can be seen: by the hooks,
+ * or (registration by registration) by the kernel channel.
+ */
+static int host_caching(const struct gdrc_knobs *knobs, int have_kchan)
 {
 	static atomic_flag warned = ATOMIC_FLAG_INIT;
 
@@ -170,13 +175,53 @@ static int host_caching(const struct gdrc_knobs *knobs)
 		return 1;
 	if (gdrc_hooks_install() == GDRC_OK && gdrc_hooks_intact())
 		return 1;
-	if (!atomic_flag_test_and_set(&warned))
+	if (have_kchan)
+		gdrc_info("memory hooks unavailable (%s): host memory is "
+			  "cached where gdrcache.ko watches it",
+			  gdrc_hooks_reason() ? gdrc_hooks_reason() :
+						"overwritten");
+	else if (!atomic_flag_test_and_set(&warned))
 		gdrc_warn("host registrations are not cached: memory hooks "
 			  "unavailable (%s); GDRC_MEM_HOOKS=none caches them "
 			  "if you call gdrc_invalidate yourself",
 			  gdrc_hooks_reason() ? gdrc_hooks_reason() :
 						"overwritten by another library");
 	return 0;
+}
+
+static int ctx_ksub(void *arg, uintptr_t start, size_t len, int *slot_p,
+		    uint64_t *handle_p)
+{
+	return gdrc_kchan_subscribe(arg, start, len, slot_p, handle_p);
+}
+
+static void ctx_kunsub(void *arg, uint64_t handle)
+{
+	gdrc_kchan_unsubscribe(arg, handle);
+}
+
+/* Open gdrcache.ko's channel if it is there (GDRC_KMOD=auto). */
+static void kmod_setup(struct gdrc_ctx *ctx, struct gdrc_cache_params *p)
+{
+	char why[256];
+	gdrc_status_t status;
+
+	if (ctx->knobs.kmod == GDRC_KNOB_KMOD_OFF)
+		return;
+	status = gdrc_kchan_open(GDRC_KCHAN_PATH, &ctx->kchan, why,
+				 sizeof(why));
+	if (status == GDRC_ERR_NO_DEVICE) {
+		gdrc_debug("no kernel channel: %s", why);
+		return;
+	}
+	if (status) {
+		gdrc_warn("kernel channel unusable: %s", why);
+		return;
+	}
+	p->kgen = ctx->kchan->gen;
+	p->ksub = ctx_ksub;
+	p->kunsub = ctx_kunsub;
+	p->karg = ctx->kchan;
 }
 
 /* The cache's tag check: is the region's allocation still there? */
@@ -230,7 +275,8 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 	p.max_regions = ctx->knobs.max_regions;
 	p.max_bytes = ctx->knobs.max_bytes;
 	p.check = ctx->knobs.check;
-	p.cache_host = host_caching(&ctx->knobs);
+	kmod_setup(ctx, &p);
+	p.cache_host = host_caching(&ctx->knobs, ctx->kchan != NULL);
 	gpu_setup(ctx);
 	p.tag_ok = ctx_tag_ok;
 	p.tag_arg = (void *)ctx->cuda;
@@ -280,6 +326,7 @@ err_registry:
 err_cleanup:
 	gdrc_cache_cleanup(&ctx->cache);
 err_free:
+	gdrc_kchan_close(ctx->kchan);
 	free(ctx);
 	return status;
 }
@@ -312,6 +359,10 @@ GDRC_API void gdrc_fini(struct gdrc_ctx *ctx)
 			print_stats(ctx);
 		gdrc_cache_cleanup(&ctx->cache);
 	}
+	/* After the cleanup, which unsubscribes what it releases; in a fork
+	 * child the fd is a copy and closing it touches nothing of the
+	 * parent's subscriptions. */
+	gdrc_kchan_close(ctx->kchan);
 	free(ctx);
 }
 

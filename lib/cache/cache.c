@@ -342,6 +342,8 @@ static void region_release(struct gdrc_cache *c, struct gdrc_region *r)
 	};
 
 	c->p.ops->dereg(c->p.be, &reg);
+	if (r->kslot >= 0)
+		c->p.kunsub(c->p.karg, r->khandle);
 	stat_add(c, GDRC_STAT_DEREGS, 1);
 	slab_free(c, r);
 }
@@ -388,6 +390,12 @@ static void defer_release(struct gdrc_cache *c, struct cache_defer *d)
 		region_release(c, r);
 	}
 	d->dead = NULL;
+}
+
+/* Did the kernel channel see r's memory go?  One load. */
+static int region_kstale(const struct gdrc_cache *c, const struct gdrc_region *r)
+{
+	return r->kslot >= 0 && c->p.kgen[r->kslot] != 0;
 }
 
 /* ====================================================================
@@ -627,6 +635,7 @@ struct collect {
 	uint32_t access;
 	int subsume;          /* collect only regions inside [start, end) */
 	const struct gdrc_cache_req *req; /* subsume, stale: the memory */
+	const struct gdrc_cache *c;       /* kstale: the cache */
 };
 
 /* Overlap walks may not change the tree: collect, then remove. */
@@ -920,6 +929,7 @@ static struct gdrc_mr *serve(struct gdrc_cache *c, struct gdrc_region *r)
  * ==================================================================== */
 
 struct cover_arg {
+	const struct gdrc_cache *c;
 	uint32_t access;
 	int mem_type;       /* with buffer_id: the identity a region must */
 	uint64_t buffer_id; /* have; mem_type < 0 accepts any */
@@ -931,7 +941,7 @@ static int cover_ok_fn(struct gdrc_itree_node *node, void *arg)
 						    node);
 	const struct cover_arg *a = arg;
 
-	if (a->access & ~r->access)
+	if ((a->access & ~r->access) || region_kstale(a->c, r))
 		return 0;
 	return a->mem_type < 0 ||
 	       (r->mem_type == a->mem_type && r->buffer_id == a->buffer_id);
@@ -1006,7 +1016,7 @@ void gdrc_cache_stat_add(struct gdrc_cache *c, int stat, uint64_t n)
 static int tree_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		     uint32_t access, struct gdrc_region **r_p)
 {
-	struct cover_arg a = { .access = access, .mem_type = -1 };
+	struct cover_arg a = { .c = c, .access = access, .mem_type = -1 };
 	struct gdrc_region *r;
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
@@ -1080,6 +1090,19 @@ static int widen_fn(struct gdrc_itree_node *node, void *arg)
 	return 0;
 }
 
+static int kstale_fn(struct gdrc_itree_node *node, void *arg)
+{
+	struct gdrc_region *r = gdrc_container_of(node, struct gdrc_region,
+						  node);
+	struct collect *col = arg;
+
+	if (region_kstale(col->c, r)) {
+		r->free_next = col->list;
+		col->list = r;
+	}
+	return 0;
+}
+
 static int stale_fn(struct gdrc_itree_node *node, void *arg)
 {
 	struct gdrc_region *r = gdrc_container_of(node, struct gdrc_region, node);
@@ -1117,11 +1140,16 @@ static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan,
 		      struct cache_defer *d)
 {
 	const struct gdrc_cache_req *req = plan->req;
-	struct cover_arg any = { .mem_type = req->mem_type,
+	struct cover_arg any = { .c = c, .mem_type = req->mem_type,
 				 .buffer_id = req->buffer_id };
-	struct collect stale = { .req = req };
-	unsigned n;
+	struct collect stale = { .req = req, .c = c };
+	unsigned n, nk;
 
+	gdrc_itree_overlap(&c->tree, plan->start, plan->end, kstale_fn,
+			   &stale);
+	nk = remove_collected(c, &stale, GDRC_STAT_MISS_INVALIDATED, d);
+	stat_add(c, GDRC_STAT_INVALIDATIONS, nk);
+	stat_add(c, GDRC_STAT_INV_KMOD, nk);
 	gdrc_itree_overlap(&c->tree, plan->start, plan->end, stale_fn,
 			   &stale);
 	n = remove_collected(c, &stale, GDRC_STAT_MISS_INVALIDATED, d);
@@ -1135,8 +1163,8 @@ static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan,
 				      overlap_any_fn, NULL)) {
 		plan->cause = GDRC_STAT_MISS_TOO_SMALL;
 	} else {
-		plan->cause = n ? GDRC_STAT_MISS_INVALIDATED :
-				  ghost_cause(c, plan->start, plan->end);
+		plan->cause = n || nk ? GDRC_STAT_MISS_INVALIDATED :
+				       ghost_cause(c, plan->start, plan->end);
 	}
 	if (plan->cached)
 		gdrc_itree_overlap(&c->tree, plan->start, plan->end, widen_fn,
@@ -1168,8 +1196,30 @@ static gdrc_status_t reg_with_retry(struct gdrc_cache *c,
 }
 
 /* Register plan's range outside the lock.  @return status; *r_p set. */
+/*
+ * Cached host memory is watched by the kernel channel when there is one:
+ * subscribed before it is registered, so that an unmap racing with the
+ * registration shows in the word.  Without a slot (the channel's words
+ * are all taken) and without memory hooks, the registration is handed
+ * out uncached: nothing would see its memory go.
+ */
+static void miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
+			   int *slot_p, uint64_t *handle_p)
+{
+	*slot_p = -1;
+	if (!plan->cached || plan->req->mem_type != GDRC_MEM_HOST ||
+	    !c->p.kgen)
+		return;
+	if (c->p.ksub(c->p.karg, plan->reg_start,
+		      plan->reg_end - plan->reg_start, slot_p, handle_p))
+		*slot_p = -1;
+	if (*slot_p < 0 &&
+	    !atomic_load_explicit(&c->cache_host, memory_order_relaxed))
+		plan->cached = 0;
+}
+
 static gdrc_status_t miss_register(struct gdrc_cache *c,
-				   const struct miss_plan *plan,
+				   struct miss_plan *plan,
 				   struct gdrc_region **r_p)
 {
 	const struct gdrc_cache_req *req = plan->req;
@@ -1181,16 +1231,23 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	};
 	gdrc_status_t status;
 	struct gdrc_region *r;
+	uint64_t khandle = 0;
+	int kslot;
 
 	r = slab_alloc(c);
 	if (!r)
 		return GDRC_ERR_NO_MEMORY;
+	miss_subscribe(c, plan, &kslot, &khandle);
 	status = reg_with_retry(c, &reg);
 	if (status) {
+		if (kslot >= 0)
+			c->p.kunsub(c->p.karg, khandle);
 		stat_add(c, GDRC_STAT_REG_FAILURES, 1);
 		slab_free(c, r);
 		return status;
 	}
+	r->kslot = kslot;
+	r->khandle = khandle;
 	r->id = atomic_fetch_add_explicit(&region_id_next, 1,
 					  memory_order_relaxed);
 	r->start = plan->start;
@@ -1207,7 +1264,7 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	r->buffer_id = req->buffer_id;
 	r->alloc_start = req->alloc_start;
 	r->alloc_end = req->alloc_end;
-	r->info_flags = req->info_flags;
+	r->info_flags = req->info_flags | (kslot >= 0 ? GDRC_MR_INFO_KMOD : 0);
 	r->was_cached = 0;
 	r->cache = c;
 	r->handle = reg.handle;
@@ -1225,7 +1282,7 @@ static void plan_init(struct gdrc_cache *c, const struct gdrc_cache_req *req,
 	*plan = (struct miss_plan){
 		.access = req->access,
 		.cached = !(req->flags & GDRC_GET_UNCACHED) &&
-			  (req->mem_type != GDRC_MEM_HOST ||
+			  (req->mem_type != GDRC_MEM_HOST || c->p.kgen ||
 			   atomic_load_explicit(&c->cache_host,
 						memory_order_relaxed)),
 		.req = req,
@@ -1243,7 +1300,7 @@ gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
 				  const struct gdrc_cache_req *req,
 				  struct gdrc_mr **mr_p)
 {
-	struct cover_arg want = { .access = req->access,
+	struct cover_arg want = { .c = c, .access = req->access,
 				  .mem_type = req->mem_type,
 				  .buffer_id = req->buffer_id };
 	struct gdrc_inflight inflight = { 0 };
@@ -1252,7 +1309,7 @@ gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
 	struct miss_plan plan;
 	struct gdrc_region *r = NULL, *found;
 	gdrc_status_t status;
-	int tries = 0;
+	int tries = 0, reserved;
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
@@ -1279,7 +1336,8 @@ again:
 			   (unsigned long)(plan.reg_end - plan.reg_start));
 		return GDRC_ERR_LIMIT;
 	}
-	c->reserved_regions += plan.cached;
+	reserved = plan.cached; /* miss_register may uncache the plan */
+	c->reserved_regions += reserved;
 	c->reserved_bytes += plan.reg_end - plan.reg_start;
 	inflight = (struct gdrc_inflight){
 		.next = c->inflight, .start = plan.start, .end = plan.end,
@@ -1298,13 +1356,15 @@ again:
 			break;
 		}
 	}
-	c->reserved_regions -= plan.cached;
+	c->reserved_regions -= reserved;
 	c->reserved_bytes -= plan.reg_end - plan.reg_start;
 	if (status) {
 		unlock_and_release(c, &d);
 		return status;
 	}
-	if (inflight.stale) {
+	/* Unmapped while being registered: seen by the hooks (drain marked
+	 * it) or by the kernel channel (its word moved). */
+	if (inflight.stale || region_kstale(c, r)) {
 		unlock_and_release(c, &d);
 		region_drop(c, r, 1);
 		if (++tries < MISS_STALE_RETRIES)

@@ -110,7 +110,9 @@ struct gdrc_region {
 	uint64_t buffer_id;      /* fixed: GPU allocation identity, else 0 */
 	uintptr_t alloc_start;   /* fixed: GPU: the whole allocation */
 	uintptr_t alloc_end;     /* fixed */
-	uint32_t info_flags;     /* fixed: GDRC_MR_INFO_SYNC_MEMOPS* */
+	uint32_t info_flags;     /* fixed: GDRC_MR_INFO_* it was made with */
+	int kslot;               /* fixed: kernel channel word, or -1 */
+	uint64_t khandle;        /* fixed: its subscription */
 	int was_cached;          /* fixed: inserted into the tree */
 	struct gdrc_cache *cache;  /* fixed: owner */
 	void *handle;            /* fixed: backend object */
@@ -190,6 +192,14 @@ struct gdrc_cache_params {
 	 * allocation is still there.  Called without any cache lock. */
 	int (*tag_ok)(void *arg, const struct gdrc_region *r);
 	void *tag_arg;
+	/* The kernel invalidation channel (gdrcache.ko), or NULL kgen: one
+	 * word per slot, nonzero once the slot's range was invalidated.
+	 * ksub/kunsub are system calls, made without any cache lock. */
+	const volatile uint64_t *kgen;
+	int (*ksub)(void *arg, uintptr_t start, size_t len, int *slot_p,
+		    uint64_t *handle_p);
+	void (*kunsub)(void *arg, uint64_t handle);
+	void *karg;
 };
 
 /*
@@ -392,6 +402,8 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		if (atomic_load_explicit(&r->word, memory_order_acquire) &
 		    REGION_INVALID)
 			return NULL;
+		if (r->kslot >= 0 && c->p.kgen[r->kslot])
+			return NULL; /* the kernel saw it go: slow path */
 		s = &c->shards[t->shard];
 		if (r->tag_check) {
 			gdrc_shard_inc(&s->tag_checks, t->shard);

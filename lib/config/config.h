@@ -33,6 +33,11 @@ enum gdrc_knob_validate {
 	GDRC_KNOB_VALIDATE_HOOKS = 2,  /* trust free interception; no check */
 };
 
+enum gdrc_knob_kmod {
+	GDRC_KNOB_KMOD_AUTO = 0, /* use /dev/gdrcache when it is there */
+	GDRC_KNOB_KMOD_OFF = 1,
+};
+
 #define GDRC_KNOB_STR_MAX 256
 
 /* Effective values of every knob. */
@@ -47,6 +52,7 @@ struct gdrc_knobs {
 	char cuda_library[GDRC_KNOB_STR_MAX]; /* "none": no GPU support */
 	int validate;         /* enum gdrc_knob_validate */
 	uint64_t whole_alloc_max; /* bytes */
+	int kmod;             /* enum gdrc_knob_kmod */
 };
 
 enum gdrc_knob_type {

@@ -51,6 +51,10 @@ static const struct gdrc_knob_desc gdrc_knob_table[] = {
 		  "hooks: trust free interception and make no CUDA call on a "
 		  "hit; auto: always, unless a kernel invalidation channel "
 		  "covers the registration"),
+	GDRC_KNOB("GDRC_KMOD", "auto", GDRC_KNOB_CHOICE, "auto|off", kmod,
+		  "auto: when /dev/gdrcache (gdrcache.ko) is there, cached "
+		  "host registrations are watched by the kernel, which also "
+		  "sees frees no hook sees; off: never open it"),
 	GDRC_KNOB("GDRC_WHOLE_ALLOC_MAX", "64M", GDRC_KNOB_UINT, NULL,
 		  whole_alloc_max,
 		  "GPU allocations up to this size are registered whole; "

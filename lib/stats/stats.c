@@ -35,6 +35,7 @@ static const char *const stat_names[GDRC_STAT_COUNT] = {
 	[GDRC_STAT_TAG_CHECKS] = "tag_checks",
 	[GDRC_STAT_SYNC_MEMOPS_SET] = "sync_memops_set",
 	[GDRC_STAT_CLASSIFY_CALLS] = "classify_calls",
+	[GDRC_STAT_INV_KMOD] = "inv_kmod",
 };
 
 GDRC_API const char *gdrc_stat_name(enum gdrc_stat stat)

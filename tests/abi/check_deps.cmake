@@ -44,7 +44,8 @@ set(_allow_cache "^cache/" "^gdrc_int\\.h$" "^log/log\\.h$"
 	"^itree/itree\\.h$" "^pin/pin\\.h$")
 set(_allow_cuda "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_classify "^classify/" "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
-set(_modules log itree stats config hooks pin cache cuda classify)
+set(_allow_kmod "^kmod/" "^gdrc_int\\.h$" "^log/log\\.h$")
+set(_modules log itree stats config hooks pin cache cuda classify kmod)
 
 file(GLOB_RECURSE _files RELATIVE "${SRC}" "${SRC}/*.c" "${SRC}/*.h")
 list(SORT _files)
@@ -78,6 +79,15 @@ foreach(_rel IN LISTS _files)
 		set(_inc "${CMAKE_MATCH_1}")
 		math(EXPR _nincludes "${_nincludes} + 1")
 
+		# The kernel/user ABI header lives with the module, outside lib/;
+		# only lib/kmod/ speaks to the module.
+		if(_inc MATCHES "^kmod/uapi/" AND EXISTS "${SRC}/../${_inc}")
+			if(NOT _rel MATCHES "^kmod/")
+				list(APPEND _errors
+					"lib/${_rel}: only lib/kmod/ may include ${_inc}")
+			endif()
+			continue()
+		endif()
 		# Resolve: the including file's directory, then lib/.
 		if(NOT _dir STREQUAL "" AND EXISTS "${SRC}/${_dir}/${_inc}")
 			get_filename_component(_abs "${SRC}/${_dir}/${_inc}" ABSOLUTE)

@@ -37,11 +37,20 @@ echo "+ ${CC:-cc} ... -o $out/test_kmod_sub"
 "${CC:-cc}" -std=gnu11 -Wall -Wextra -Werror -O2 -g -pthread \
 	-o "$out/test_kmod_sub" "$here/test_kmod_sub.c" || exit 1
 
+# Further test programs given as arguments (built by CMake, maybe outside
+# the share) run after test_kmod_sub, with the glibc hooks off so that
+# only the module can report frees.  Copied into the share first.
+extra=""
+for t in "$@"; do
+	cp "$t" "$out/" || exit 1
+	extra="$extra
+GDRC_MEM_HOOKS=none $out/$(basename "$t") || rc=\$?"
+done
 # Paths inside the share are the same absolute paths as on the host.
 guest_cmd='
 insmod '"$repo"'/kmod/gdrcache.ko || exit 1
 '"$out"'/test_kmod_sub
-rc=$?
+rc=$?'"$extra"'
 rmmod gdrcache || rc=${rc:-1}
 echo "----- guest dmesg | tail -n 25 -----"
 dmesg | tail -n 25
