@@ -19,6 +19,9 @@
 #define GDRC_MIN_USER_VERSION	GDRC_KMOD_VERSION_MAKE(1, 0)
 
 extern unsigned int gdrc_max_subs_per_file;
+extern unsigned long long gdrc_max_pinned_bytes_per_file;
+
+struct gdrc_pin;
 
 /*
  * One subscription: an mmu interval notifier on the opener's mm, and the
@@ -59,7 +62,9 @@ struct gdrc_file {
 	wait_queue_head_t wq;
 
 	/*
-	 * @lock protects @subs, @nr_subs and @next_handle.  Lock order:
+	 * @lock protects @subs, @nr_subs, @pins, @nr_pins, @pinned_bytes and
+	 * @next_handle.  A slot is free when both @subs and @pins are NULL
+	 * there; handles of both kinds come from @next_handle.  Lock order:
 	 * gf->lock, then mmap_lock (mmu_interval_notifier_insert may take
 	 * it).  So nothing that runs under mmap_lock (mmap, faults, the
 	 * invalidate callback) may take gf->lock.
@@ -67,11 +72,25 @@ struct gdrc_file {
 	struct mutex lock;
 	struct gdrc_sub *subs[GDRC_MAX_SLOTS];
 	unsigned int nr_subs;
+	struct gdrc_pin *pins[GDRC_MAX_SLOTS];
+	unsigned int nr_pins;
+	u64 pinned_bytes;
 	u64 next_handle;
 };
 
 long gdrc_subscribe(struct gdrc_file *gf, void __user *uarg);
 long gdrc_unsubscribe(struct gdrc_file *gf, void __user *uarg);
 void gdrc_release_subs(struct gdrc_file *gf);
+
+/* A handle carries its slot in its low bits, above them a per-file count. */
+#define GDRC_SLOT_BITS	9
+#define GDRC_SLOT_MASK	((1ULL << GDRC_SLOT_BITS) - 1)
+
+/* gdrc_pin.c */
+long gdrc_pin(struct gdrc_file *gf, void __user *uarg);
+long gdrc_unpin(struct gdrc_file *gf, void __user *uarg);
+long gdrc_query(struct gdrc_file *gf, void __user *uarg);
+void gdrc_release_pins(struct gdrc_file *gf);
+void gdrc_pin_exit(void);
 
 #endif /* GDRC_INTERNAL_H */

@@ -9,8 +9,9 @@
  * registration cache learns that a cached registration went stale without
  * hooking munmap in user space.  The ABI is uapi/gdrc_ioctl.h.
  *
- * GPU pinning through nvidia_p2p (PIN, UNPIN, QUERY) is not implemented
- * yet: those command numbers are reserved and answer -ENOTTY.
+ * GPU half (gdrc_pin.c): PIN, UNPIN and QUERY of GPU memory through
+ * nvidia_p2p, resolved at run time; revocations by the NVIDIA driver bump
+ * the pin's generation word like an invalidation does.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -31,6 +32,12 @@ unsigned int gdrc_max_subs_per_file = GDRC_MAX_SLOTS;
 module_param_named(max_subs_per_file, gdrc_max_subs_per_file, uint, 0444);
 MODULE_PARM_DESC(max_subs_per_file,
 		 "Subscriptions one open file may hold (1..512, default 512)");
+
+unsigned long long gdrc_max_pinned_bytes_per_file = 1ULL << 30;
+module_param_named(max_pinned_bytes_per_file, gdrc_max_pinned_bytes_per_file,
+		   ullong, 0644);
+MODULE_PARM_DESC(max_pinned_bytes_per_file,
+		 "GPU bytes one open file may pin (default 1 GiB)");
 
 static_assert(sizeof(struct gdrc_version_args) == 24);
 static_assert(sizeof(struct gdrc_subscribe_args) == 48);
@@ -90,6 +97,7 @@ static int gdrc_release(struct inode *inode, struct file *file)
 {
 	struct gdrc_file *gf = file->private_data;
 
+	gdrc_release_pins(gf);
 	gdrc_release_subs(gf);
 	mmdrop(gf->mm);
 	__free_page(gf->gen_page);
@@ -197,11 +205,13 @@ static long gdrc_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return gdrc_subscribe(gf, uarg);
 	case GDRC_IOCTL_UNSUBSCRIBE:
 		return gdrc_unsubscribe(gf, uarg);
+	case GDRC_IOCTL_PIN:
+		return gdrc_pin(gf, uarg);
+	case GDRC_IOCTL_UNPIN:
+		return gdrc_unpin(gf, uarg);
+	case GDRC_IOCTL_QUERY:
+		return gdrc_query(gf, uarg);
 	default:
-		/*
-		 * Also GDRC_IOCTL_NR_PIN, _UNPIN and _QUERY: reserved for
-		 * GPU pinning, not implemented yet.
-		 */
 		return -ENOTTY;
 	}
 }
@@ -251,11 +261,12 @@ static int __init gdrc_init(void)
 static void __exit gdrc_exit(void)
 {
 	misc_deregister(&gdrc_miscdev);
+	gdrc_pin_exit();
 }
 
 module_init(gdrc_init);
 module_exit(gdrc_exit);
 
 MODULE_LICENSE("GPL");
-MODULE_DESCRIPTION("gdrcache: invalidation notices for registration caches");
+MODULE_DESCRIPTION("gdrcache: invalidation notices and GPU pins for registration caches");
 MODULE_VERSION("0.1.0");

@@ -15,10 +15,6 @@
 
 #include "gdrc_internal.h"
 
-/* A handle carries its slot in its low bits, above them a per-file count. */
-#define GDRC_SLOT_BITS	9
-#define GDRC_SLOT_MASK	((1ULL << GDRC_SLOT_BITS) - 1)
-
 static_assert(GDRC_MAX_SLOTS == 1 << GDRC_SLOT_BITS);
 
 /*
@@ -121,9 +117,10 @@ long gdrc_subscribe(struct gdrc_file *gf, void __user *uarg)
 		goto err_unlock;
 	}
 	for (slot = 0; slot < GDRC_MAX_SLOTS; slot++)
-		if (!gf->subs[slot])
+		if (!gf->subs[slot] && !gf->pins[slot])
 			break;
-	if (WARN_ON_ONCE(slot == GDRC_MAX_SLOTS)) {
+	if (slot == GDRC_MAX_SLOTS) {
+		/* All slots held, some by pins. */
 		ret = -ENOSPC;
 		goto err_unlock;
 	}

@@ -52,7 +52,8 @@
 #define GDRC_KMOD_VERSION_MINOR(v)		((v) & 0xffff)
 
 /* The ABI version this header describes. */
-#define GDRC_KMOD_ABI_VERSION	GDRC_KMOD_VERSION_MAKE(1, 0)
+/* 1.1: GDRC_IOCTL_PIN, _UNPIN and _QUERY. */
+#define GDRC_KMOD_ABI_VERSION	GDRC_KMOD_VERSION_MAKE(1, 1)
 
 /* Number of __u64 generation words in the mapped page. */
 #define GDRC_MAX_SLOTS		512
@@ -113,14 +114,76 @@ struct gdrc_unsubscribe_args {
 #define GDRC_IOCTL_NR_VERSION		0x00
 #define GDRC_IOCTL_NR_SUBSCRIBE		0x01
 #define GDRC_IOCTL_NR_UNSUBSCRIBE	0x02
-/*
- * Reserved for GPU memory pinning through nvidia_p2p, NOT YET IMPLEMENTED:
- * the module answers -ENOTTY to any command with these numbers.  Their
- * argument structs will be defined when they are implemented.
- */
 #define GDRC_IOCTL_NR_PIN		0x10
 #define GDRC_IOCTL_NR_UNPIN		0x11
 #define GDRC_IOCTL_NR_QUERY		0x12
+
+/*
+ * GPU memory pinning through NVIDIA's nvidia_p2p API (ABI 1.1).
+ *
+ * The module resolves nvidia_p2p_* at the first PIN, so it loads without
+ * nvidia.ko.  A module built without nv-p2p.h answers -EOPNOTSUPP to PIN,
+ * UNPIN and QUERY; one built with it answers -ENODEV to PIN while no
+ * provider of the symbols is loaded.
+ *
+ * GDRC_IOCTL_PIN: pin [va, va + length) of GPU memory of the caller (the
+ * opener's mm only: else -EACCES).  va and length must be 64 KiB aligned,
+ * length > 0, no wrap: else -EINVAL.  flags: GDRC_PIN_PERSISTENT or 0, any
+ * other bit -EINVAL; reserved fields must be 0.  -ENOSPC when the file's
+ * pinned bytes would exceed max_pinned_bytes_per_file (module parameter)
+ * or no generation slot is free.  -EPROTO when the provider returns a page
+ * table of an unknown major version.  Errors of nvidia_p2p_get_pages pass
+ * through (-ENOMEM, -EINVAL, -ENOTSUPP...).
+ *
+ * A pin takes one slot of the generation page (shared with subscriptions);
+ * its word is reset to 0 at PIN and incremented, with an event for poll()
+ * and read(), when the NVIDIA driver revokes the pin (its free callback,
+ * e.g. on cudaFree of non-persistent pinned memory).  A revoked pin keeps
+ * its handle and slot until UNPIN; QUERY reports GDRC_PIN_REVOKED.
+ * Persistent pins are never revoked.  close() unpins what is left.
+ */
+#define GDRC_PIN_PERSISTENT	(1U << 0)	/* PIN flags, QUERY state */
+#define GDRC_PIN_REVOKED	(1U << 1)	/* QUERY state */
+
+/* Alignment of va and length (the GPU page). */
+#define GDRC_PIN_ALIGN		(64ULL * 1024)
+
+#define GDRC_GPU_UUID_LEN	16
+
+struct gdrc_pin_args {
+	__u64 va;		/* in: GPU virtual address, 64 KiB aligned */
+	__u64 length;		/* in: bytes, 64 KiB aligned, > 0 */
+	__u32 flags;		/* in: GDRC_PIN_PERSISTENT or 0 */
+	__u32 reserved0;	/* in: must be 0 */
+	__u64 reserved1;	/* in: must be 0 */
+	__u64 handle;		/* out: opaque, never 0, never reused by fd */
+	__u32 page_size;	/* out: GPU page size in bytes */
+	__u32 entries;		/* out: number of GPU pages */
+	__u8 gpu_uuid[GDRC_GPU_UUID_LEN];	/* out */
+	__u32 slot;		/* out: index of the generation word */
+	__u32 pad;		/* out: written as 0 */
+};
+
+/* GDRC_IOCTL_UNPIN: unknown handle: -EINVAL.  Also after revocation. */
+struct gdrc_unpin_args {
+	__u64 handle;		/* in: from GDRC_IOCTL_PIN */
+	__u32 flags;		/* in: must be 0 */
+	__u32 reserved;		/* in: must be 0 */
+};
+
+/* GDRC_IOCTL_QUERY: what PIN returned, plus the pin's state. */
+struct gdrc_query_args {
+	__u64 handle;		/* in: from GDRC_IOCTL_PIN */
+	__u32 flags;		/* in: must be 0 */
+	__u32 reserved;		/* in: must be 0 */
+	__u64 va;		/* out */
+	__u64 length;		/* out */
+	__u32 page_size;	/* out: bytes */
+	__u32 entries;		/* out */
+	__u8 gpu_uuid[GDRC_GPU_UUID_LEN];	/* out */
+	__u32 slot;		/* out */
+	__u32 state;		/* out: GDRC_PIN_PERSISTENT | GDRC_PIN_REVOKED */
+};
 
 #define GDRC_IOCTL_VERSION \
 	_IOWR(GDRC_IOCTL_MAGIC, GDRC_IOCTL_NR_VERSION, struct gdrc_version_args)
@@ -130,5 +193,11 @@ struct gdrc_unsubscribe_args {
 #define GDRC_IOCTL_UNSUBSCRIBE \
 	_IOW(GDRC_IOCTL_MAGIC, GDRC_IOCTL_NR_UNSUBSCRIBE, \
 	     struct gdrc_unsubscribe_args)
+#define GDRC_IOCTL_PIN \
+	_IOWR(GDRC_IOCTL_MAGIC, GDRC_IOCTL_NR_PIN, struct gdrc_pin_args)
+#define GDRC_IOCTL_UNPIN \
+	_IOW(GDRC_IOCTL_MAGIC, GDRC_IOCTL_NR_UNPIN, struct gdrc_unpin_args)
+#define GDRC_IOCTL_QUERY \
+	_IOWR(GDRC_IOCTL_MAGIC, GDRC_IOCTL_NR_QUERY, struct gdrc_query_args)
 
 #endif /* GDRC_IOCTL_H */

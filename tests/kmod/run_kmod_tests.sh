@@ -6,9 +6,18 @@
 # and runs the test there.  Prints the guest's dmesg tail and fails if it
 # holds a WARN, BUG or oops.
 #
-# Exit: the test's status; 77 when the VM lab is unavailable (see
+# GPU pinning: when NVIDIA's nv-p2p.h can be had (see nvp2p_include below),
+# gdrcache.ko is built with it, and so are the test-only mock provider
+# tests/kmod/mock_nvp2p and test_kmod_pin.  In the guest, test_kmod_pin
+# runs once before the mock is loaded (PIN gives ENODEV), then with it.
+# Without the header the pin tests are skipped with a message (only the
+# -EOPNOTSUPP answers of the compiled-out module are checked).
+#
+# Exit: the tests' status; 77 when the VM lab is unavailable (see
 # tests/vm/README.md); 123/124/125 are the lab's own (oops, timeout, lab
-# failure).  Environment: CC (default cc).
+# failure).  Environment: CC (default cc); NV_P2P_INCLUDE, a folder
+# holding nv-p2p.h (default: fetched, see nvp2p_include); GDRC_NV_P2P=off
+# to build and test without it.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -30,12 +39,89 @@ if [[ ! -d /lib/modules/$kver/build ]]; then
 	exit 77
 fi
 
-echo "+ make -C $repo/kmod KVER=$kver"
-make -s -C "$repo/kmod" KVER="$kver" modules || exit 1
+# Prints a folder holding NVIDIA's nv-p2p.h, or fails with a message on
+# stderr.  Order: $NV_P2P_INCLUDE; an earlier extraction under /tmp;
+# /usr/src/nvidia-open-kernel.tar.xz of Debian's nvidia-open-kernel-source,
+# installed first (root only) if missing, after adding "contrib non-free"
+# to the Components of the Debian source entries when they lack them.
+nvp2p_include() {
+	local dir=/tmp/gdrc-nvp2p tarball=/usr/src/nvidia-open-kernel.tar.xz
+	local hdr=modules/nvidia-open-kernel/nvidia f
+
+	if [[ -n ${NV_P2P_INCLUDE:-} ]]; then
+		if [[ -f $NV_P2P_INCLUDE/nv-p2p.h ]]; then
+			echo "$NV_P2P_INCLUDE"
+			return 0
+		fi
+		echo "NV_P2P_INCLUDE=$NV_P2P_INCLUDE has no nv-p2p.h" >&2
+		return 1
+	fi
+	if [[ -f $dir/$hdr/nv-p2p.h ]]; then
+		echo "$dir/$hdr"
+		return 0
+	fi
+	if [[ ! -f $tarball ]]; then
+		if ((EUID != 0)); then
+			echo "nvidia-open-kernel-source missing and not root" >&2
+			return 1
+		fi
+		for f in /etc/apt/sources.list.d/*.sources; do
+			[[ -f $f ]] || continue
+			grep -q '^URIs: .*debian' "$f" || continue
+			sed -i -E '/^Components:/{/non-free( |$)/!s/$/ contrib non-free/}' "$f"
+		done
+		echo "+ apt-get install nvidia-open-kernel-source" >&2
+		{ apt-get update -qq &&
+		  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends nvidia-open-kernel-source
+		} >/tmp/gdrc-nvp2p-apt.log 2>&1 || {
+			echo "apt-get failed, see /tmp/gdrc-nvp2p-apt.log" >&2
+			return 1
+		}
+	fi
+	mkdir -p "$dir" &&
+		tar -xJf "$tarball" -C "$dir" "$hdr/nv-p2p.h" >&2 &&
+		[[ -f $dir/$hdr/nv-p2p.h ]] || {
+		echo "no nv-p2p.h in $tarball" >&2
+		return 1
+	}
+	echo "$dir/$hdr"
+}
+
+nvinc=""
+if [[ ${GDRC_NV_P2P:-on} != off ]]; then
+	nvinc=$(nvp2p_include) || nvinc=""
+fi
 mkdir -p "$out"
-echo "+ ${CC:-cc} ... -o $out/test_kmod_sub"
-"${CC:-cc}" -std=gnu11 -Wall -Wextra -Werror -O2 -g -pthread \
-	-o "$out/test_kmod_sub" "$here/test_kmod_sub.c" || exit 1
+if [[ -n $nvinc ]]; then
+	echo "+ make -C $repo/kmod KVER=$kver NV_P2P_INCLUDE=$nvinc"
+	make -s -C "$repo/kmod" KVER="$kver" NV_P2P_INCLUDE="$nvinc" modules ||
+		exit 1
+	echo "+ make -C $here/mock_nvp2p KVER=$kver NV_P2P_INCLUDE=$nvinc"
+	make -s -C "$here/mock_nvp2p" KVER="$kver" NV_P2P_INCLUDE="$nvinc" \
+		modules || exit 1
+else
+	echo "kmod: no nv-p2p.h: GPU pin tests skipped (module built without pinning)"
+	echo "+ make -C $repo/kmod KVER=$kver"
+	make -s -C "$repo/kmod" KVER="$kver" modules || exit 1
+fi
+for t in test_kmod_sub test_kmod_pin; do
+	echo "+ ${CC:-cc} ... -o $out/$t"
+	"${CC:-cc}" -std=gnu11 -Wall -Wextra -Werror -O2 -g -pthread \
+		-o "$out/$t" "$here/$t.c" || exit 1
+done
+if [[ -n $nvinc ]]; then
+	pin_cmd='
+'"$out"'/test_kmod_pin --no-provider || rc=$?
+insmod '"$here"'/mock_nvp2p/mock_nvp2p.ko || rc=1
+'"$out"'/test_kmod_pin || rc=$?'
+	unload_mock='
+rmmod mock_nvp2p || rc=1'
+else
+	pin_cmd='
+'"$out"'/test_kmod_pin --compiled-out || rc=$?'
+	unload_mock=''
+fi
 
 # Further test programs given as arguments (built by CMake, maybe outside
 # the share) run after test_kmod_sub, with the glibc hooks off so that
@@ -50,8 +136,9 @@ done
 guest_cmd='
 insmod '"$repo"'/kmod/gdrcache.ko || exit 1
 '"$out"'/test_kmod_sub
-rc=$?'"$extra"'
-rmmod gdrcache || rc=${rc:-1}
+rc=$?'"$pin_cmd$extra"'
+rmmod gdrcache || rc=${rc:-1}'"$unload_mock"'
+
 echo "----- guest dmesg | tail -n 25 -----"
 dmesg | tail -n 25
 if dmesg | grep -E "WARNING:|BUG:|Oops|general protection|Call Trace"; then
@@ -60,7 +147,9 @@ if dmesg | grep -E "WARNING:|BUG:|Oops|general protection|Call Trace"; then
 fi
 exit $rc'
 
+# Two vCPUs, so that the mock's free callback truly runs concurrently with
+# UNPIN and close in test_kmod_pin (CMake reserves PROCESSORS 2).
 rc=0
-bash "$vmlab" run --share "$repo" --timeout 300 -- sh -c "$guest_cmd" || rc=$?
+bash "$vmlab" run --share "$repo" --timeout 300 --smp 2 -- sh -c "$guest_cmd" || rc=$?
 echo "kmod: guest exit status $rc"
 exit "$rc"
