@@ -20,9 +20,10 @@
 gdrc_status_t gdrc_kchan_open(const char *path, struct gdrc_kchan **ch_p,
 			      char *why, size_t why_len)
 {
+	/* Subscriptions are all we use: any 1.x module has them. */
 	struct gdrc_version_args v = {
 		.user_version = GDRC_KMOD_ABI_VERSION,
-		.min_kernel_version = GDRC_KMOD_ABI_VERSION,
+		.min_kernel_version = GDRC_KMOD_VERSION_MAKE(1, 0),
 	};
 	struct gdrc_kchan *ch;
 	gdrc_status_t status = GDRC_ERR_KMOD;
