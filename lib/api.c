@@ -200,6 +200,17 @@ static void ctx_kunsub(void *arg, uint64_t handle)
 	gdrc_kchan_unsubscribe(arg, handle);
 }
 
+static int ctx_kpin(void *arg, uintptr_t va, size_t len, int *slot_p,
+		    uint64_t *handle_p)
+{
+	return gdrc_kchan_pin(arg, va, len, slot_p, handle_p);
+}
+
+static void ctx_kunpin(void *arg, uint64_t handle)
+{
+	gdrc_kchan_unpin(arg, handle);
+}
+
 /* Open gdrcache.ko's channel if it is there (GDRC_KMOD=auto). */
 static void kmod_setup(struct gdrc_ctx *ctx, struct gdrc_cache_params *p)
 {
@@ -221,6 +232,8 @@ static void kmod_setup(struct gdrc_ctx *ctx, struct gdrc_cache_params *p)
 	p->kgen = ctx->kchan->gen;
 	p->ksub = ctx_ksub;
 	p->kunsub = ctx_kunsub;
+	p->kpin = ctx_kpin;
+	p->kunpin = ctx_kunpin;
 	p->karg = ctx->kchan;
 }
 
@@ -410,6 +423,7 @@ static gdrc_status_t req_gpu(struct gdrc_ctx *ctx, const struct gdrc_class *cls,
 	req->alloc_end = alloc_end;
 	req->reg_align = GDRC_GPU_PAGE_SIZE;
 	req->tag_check = ctx->knobs.validate != GDRC_KNOB_VALIDATE_HOOKS;
+	req->tag_check_auto = ctx->knobs.validate == GDRC_KNOB_VALIDATE_AUTO;
 	if (info->alloc_size <= ctx->knobs.whole_alloc_max) {
 		req->key_start = info->alloc_base;
 		req->key_end = alloc_end;

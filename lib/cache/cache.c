@@ -342,7 +342,9 @@ static void region_release(struct gdrc_cache *c, struct gdrc_region *r)
 	};
 
 	c->p.ops->dereg(c->p.be, &reg);
-	if (r->kslot >= 0)
+	if (r->kslot >= 0 && r->kpinned)
+		c->p.kunpin(c->p.karg, r->khandle);
+	else if (r->kslot >= 0)
 		c->p.kunsub(c->p.karg, r->khandle);
 	stat_add(c, GDRC_STAT_DEREGS, 1);
 	slab_free(c, r);
@@ -1204,12 +1206,22 @@ static gdrc_status_t reg_with_retry(struct gdrc_cache *c,
  * out uncached: nothing would see its memory go.
  */
 static void miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
-			   int *slot_p, uint64_t *handle_p)
+			   int *slot_p, uint64_t *handle_p, int *pinned_p)
 {
 	*slot_p = -1;
-	if (!plan->cached || plan->req->mem_type != GDRC_MEM_HOST ||
-	    !c->p.kgen)
+	*pinned_p = 0;
+	if (!plan->cached || !c->p.kgen)
 		return;
+	if (plan->req->mem_type != GDRC_MEM_HOST) {
+		/* GPU memory: pinned by the module, revoked by the driver. */
+		if (c->p.kpin && !c->p.kpin(c->p.karg, plan->reg_start,
+					    plan->reg_end - plan->reg_start,
+					    slot_p, handle_p))
+			*pinned_p = 1;
+		else
+			*slot_p = -1;
+		return;
+	}
 	if (c->p.ksub(c->p.karg, plan->reg_start,
 		      plan->reg_end - plan->reg_start, slot_p, handle_p))
 		*slot_p = -1;
@@ -1232,15 +1244,17 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	gdrc_status_t status;
 	struct gdrc_region *r;
 	uint64_t khandle = 0;
-	int kslot;
+	int kslot, kpinned;
 
 	r = slab_alloc(c);
 	if (!r)
 		return GDRC_ERR_NO_MEMORY;
-	miss_subscribe(c, plan, &kslot, &khandle);
+	miss_subscribe(c, plan, &kslot, &khandle, &kpinned);
 	status = reg_with_retry(c, &reg);
 	if (status) {
-		if (kslot >= 0)
+		if (kslot >= 0 && kpinned)
+			c->p.kunpin(c->p.karg, khandle);
+		else if (kslot >= 0)
 			c->p.kunsub(c->p.karg, khandle);
 		stat_add(c, GDRC_STAT_REG_FAILURES, 1);
 		slab_free(c, r);
@@ -1248,6 +1262,7 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	}
 	r->kslot = kslot;
 	r->khandle = khandle;
+	r->kpinned = kpinned;
 	r->id = atomic_fetch_add_explicit(&region_id_next, 1,
 					  memory_order_relaxed);
 	r->start = plan->start;
@@ -1260,11 +1275,14 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	r->mem_type = req->mem_type;
 	r->kind = req->kind;
 	r->device = req->device;
-	r->tag_check = req->tag_check;
+	/* GDRC_VALIDATE=auto: the kernel's word replaces the tag query. */
+	r->tag_check = req->tag_check && !(req->tag_check_auto && kslot >= 0);
 	r->buffer_id = req->buffer_id;
 	r->alloc_start = req->alloc_start;
 	r->alloc_end = req->alloc_end;
 	r->info_flags = req->info_flags | (kslot >= 0 ? GDRC_MR_INFO_KMOD : 0);
+	if (!r->tag_check)
+		r->info_flags &= ~GDRC_MR_INFO_TAG_CHECKED;
 	r->was_cached = 0;
 	r->cache = c;
 	r->handle = reg.handle;

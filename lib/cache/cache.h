@@ -112,6 +112,7 @@ struct gdrc_region {
 	uintptr_t alloc_end;     /* fixed */
 	uint32_t info_flags;     /* fixed: GDRC_MR_INFO_* it was made with */
 	int kslot;               /* fixed: kernel channel word, or -1 */
+	int kpinned;             /* fixed: kslot is a GPU pin, not a watch */
 	uint64_t khandle;        /* fixed: its subscription */
 	int was_cached;          /* fixed: inserted into the tree */
 	struct gdrc_cache *cache;  /* fixed: owner */
@@ -199,6 +200,11 @@ struct gdrc_cache_params {
 	int (*ksub)(void *arg, uintptr_t start, size_t len, int *slot_p,
 		    uint64_t *handle_p);
 	void (*kunsub)(void *arg, uint64_t handle);
+	/* GPU pins through the same channel (64 KiB aligned ranges); the
+	 * word moves when the driver revokes the pin. */
+	int (*kpin)(void *arg, uintptr_t va, size_t len, int *slot_p,
+		    uint64_t *handle_p);
+	void (*kunpin)(void *arg, uint64_t handle);
 	void *karg;
 };
 
@@ -224,6 +230,8 @@ struct gdrc_cache_req {
 	uintptr_t alloc_start; /* GPU: the allocation, to bound merges */
 	uintptr_t alloc_end;
 	uintptr_t reg_align; /* GPU: registrations round out to this */
+	int tag_check_auto;  /* GPU: tag checks only if the kernel channel
+			      * does not cover the registration */
 };
 
 /* Miss-cause memory: recently removed ranges (under cache->lock). */

@@ -95,6 +95,27 @@ int gdrc_kchan_subscribe(struct gdrc_kchan *ch, uintptr_t start, size_t len,
 	return 0;
 }
 
+int gdrc_kchan_pin(struct gdrc_kchan *ch, uintptr_t va, size_t len,
+		   int *slot_p, uint64_t *handle_p)
+{
+	struct gdrc_pin_args a = { .va = va, .length = len };
+
+	if (ioctl(ch->fd, GDRC_IOCTL_PIN, &a))
+		return -errno;
+	*slot_p = (int)a.slot;
+	*handle_p = a.handle;
+	return 0;
+}
+
+void gdrc_kchan_unpin(struct gdrc_kchan *ch, uint64_t handle)
+{
+	struct gdrc_unpin_args a = { .handle = handle };
+
+	if (ioctl(ch->fd, GDRC_IOCTL_UNPIN, &a))
+		gdrc_warn("gdrcache.ko unpin of handle %llu failed: %m",
+			  (unsigned long long)handle);
+}
+
 void gdrc_kchan_unsubscribe(struct gdrc_kchan *ch, uint64_t handle)
 {
 	struct gdrc_unsubscribe_args a = { .handle = handle };

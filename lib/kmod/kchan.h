@@ -46,4 +46,15 @@ int gdrc_kchan_subscribe(struct gdrc_kchan *ch, uintptr_t start, size_t len,
 
 void gdrc_kchan_unsubscribe(struct gdrc_kchan *ch, uint64_t handle);
 
+/*
+ * Pin GPU memory [va, va + len) (64 KiB aligned) through the module's
+ * nvidia_p2p provider; its word moves when NVIDIA revokes the pin (the
+ * memory was freed).  @return 0 or -errno (ENODEV: no provider;
+ * EOPNOTSUPP: module built without nv-p2p.h).
+ */
+int gdrc_kchan_pin(struct gdrc_kchan *ch, uintptr_t va, size_t len,
+		   int *slot_p, uint64_t *handle_p);
+
+void gdrc_kchan_unpin(struct gdrc_kchan *ch, uint64_t handle);
+
 #endif /* GDRC_KCHAN_H */

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_kmod_gpu.c - GPU registrations pinned through gdrcache.ko, run in
+ * a VM lab guest with the mock NVIDIA provider loaded and the fake CUDA
+ * driver (tests/fakes) standing in for libcuda: with GDRC_VALIDATE=auto a
+ * GPU hit makes no CUDA call at all (the kernel's word replaces the
+ * BUFFER_ID query), and when the provider revokes a pin (as NVIDIA does on
+ * cudaFree) the next get is a new registration.  Exits 77 where the
+ * module or the mock provider is missing.  Run by run_kmod_tests.sh, which
+ * copies libgdrc_fakecuda.so beside this program.
+ */
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <gdrcache.h>
+
+#include "fake_cuda.h"
+
+#define MIB (1024UL * 1024)
+#define MOCK_FIRE "/sys/kernel/debug/mock_nvp2p/fire"
+
+static char fake_path[PATH_MAX];
+
+static struct gdrc_ctx *ctx_mode(const char *validate)
+{
+	struct gdrc_ctx *ctx;
+
+	setenv("GDRC_CUDA_LIBRARY", fake_path, 1);
+	if (validate)
+		setenv("GDRC_VALIDATE", validate, 1);
+	assert_int_equal(gdrc_init(NULL, &ctx), GDRC_OK);
+	unsetenv("GDRC_VALIDATE");
+	assert_int_equal(gdrc_gpu_status(ctx, NULL), GDRC_OK);
+	return ctx;
+}
+
+static struct gdrc_mr_info get_put(struct gdrc_ctx *ctx, CUdeviceptr p)
+{
+	struct gdrc_mr_info i;
+	struct gdrc_mr *mr;
+
+	assert_int_equal(gdrc_mr_get(ctx, (void *)(uintptr_t)p, 64, 0, 0,
+				     &mr),
+			 GDRC_OK);
+	assert_int_equal(gdrc_mr_query(mr, &i), GDRC_OK);
+	gdrc_mr_put(ctx, mr);
+	return i;
+}
+
+static uint64_t stat(struct gdrc_ctx *ctx, enum gdrc_stat s)
+{
+	uint64_t v;
+
+	assert_int_equal(gdrc_stat_get(ctx, s, &v), GDRC_OK);
+	return v;
+}
+
+/* What NVIDIA's driver does on cudaFree of pinned memory. */
+static void provider_revokes(CUdeviceptr va)
+{
+	char buf[32];
+	int fd = open(MOCK_FIRE, O_WRONLY);
+	int n = snprintf(buf, sizeof(buf), "0x%llx\n",
+			 (unsigned long long)va);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, (size_t)n), n);
+	close(fd);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	fake_cuda_reset(1);
+	return cuInit(0) != CUDA_SUCCESS;
+}
+
+static void test_kmod_gpu_auto_hit_makes_no_cuda_call(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_mode(NULL);
+	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	struct gdrc_mr_info i = get_put(ctx, p);
+
+	(void)state;
+	assert_true(i.flags & GDRC_MR_INFO_KMOD);
+	assert_false(i.flags & GDRC_MR_INFO_TAG_CHECKED);
+	fake_cuda_calls_reset();
+	for (int n = 0; n < 100; n++)
+		assert_int_equal(get_put(ctx, p + 64 * n).id, i.id);
+	assert_int_equal(fake_cuda_calls("cuPointerGetAttribute"), 0);
+	assert_int_equal(fake_cuda_calls("cuPointerGetAttributes"), 0);
+	assert_int_equal(stat(ctx, GDRC_STAT_TAG_CHECKS), 0);
+	gdrc_fini(ctx);
+	fake_cuda_free(p);
+}
+
+static void test_kmod_gpu_revoked_pin_gives_new_id(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_mode(NULL);
+	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0), q;
+	struct gdrc_mr_info a, b;
+
+	(void)state;
+	a = get_put(ctx, p);
+	(void)get_put(ctx, p); /* the next get is a fast-path one */
+	assert_int_equal(fake_cuda_free(p), 0);
+	provider_revokes(p);
+	q = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	assert_int_equal(q, p);
+	b = get_put(ctx, q);
+	assert_int_not_equal(b.id, a.id);
+	assert_int_not_equal(b.buffer_id, a.buffer_id);
+	assert_true(stat(ctx, GDRC_STAT_INV_KMOD) >= 1);
+	assert_int_equal(stat(ctx, GDRC_STAT_TAG_CHECKS), 0);
+	gdrc_fini(ctx);
+	fake_cuda_free(q);
+}
+
+static void test_kmod_gpu_always_mode_still_checks_tags(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_mode("always");
+	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	struct gdrc_mr_info i = get_put(ctx, p);
+
+	(void)state;
+	assert_true(i.flags & GDRC_MR_INFO_KMOD);
+	assert_true(i.flags & GDRC_MR_INFO_TAG_CHECKED);
+	fake_cuda_calls_reset();
+	(void)get_put(ctx, p);
+	assert_int_equal(fake_cuda_calls("cuPointerGetAttribute"), 1);
+	gdrc_fini(ctx);
+	fake_cuda_free(p);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(
+			test_kmod_gpu_auto_hit_makes_no_cuda_call, setup),
+		cmocka_unit_test_setup(test_kmod_gpu_revoked_pin_gives_new_id,
+				       setup),
+		cmocka_unit_test_setup(
+			test_kmod_gpu_always_mode_still_checks_tags, setup),
+	};
+	char self[PATH_MAX];
+	ssize_t n;
+
+	(void)argc;
+	(void)argv;
+	if (access("/dev/gdrcache", F_OK) || access(MOCK_FIRE, W_OK)) {
+		printf("skipped: no gdrcache.ko or no mock NVIDIA provider\n");
+		return 77;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return 1;
+	self[n] = '\0';
+	snprintf(fake_path, sizeof(fake_path), "%s/libgdrc_fakecuda.so",
+		 dirname(self));
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
