@@ -11,6 +11,7 @@
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
+#include <linux/uidgid.h>
 #include <linux/wait.h>
 
 #include "uapi/gdrc_ioctl.h"
@@ -20,6 +21,7 @@
 
 extern unsigned int gdrc_max_subs_per_file;
 extern unsigned long long gdrc_max_pinned_bytes_per_file;
+extern unsigned long long gdrc_max_pinned_bytes_per_user;
 
 struct gdrc_pin;
 
@@ -49,6 +51,12 @@ struct gdrc_file {
 	 * space).  Only this mm may subscribe or map the generation page.
 	 */
 	struct mm_struct *mm;
+	/*
+	 * The opener's uid (current_uid() at open), charged for this file's
+	 * pinned bytes in the per-user table of gdrc_pin.c, whoever later
+	 * releases the pins (fd passed, close in another process).
+	 */
+	kuid_t uid;
 	/*
 	 * The generation page: GDRC_MAX_SLOTS __u64 words, zeroed at open,
 	 * mapped read-only into user space, written only by the invalidate

@@ -15,6 +15,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/cred.h>
 #include <linux/fs.h>
 #include <linux/kernel.h>
 #include <linux/miscdevice.h>
@@ -38,6 +39,12 @@ module_param_named(max_pinned_bytes_per_file, gdrc_max_pinned_bytes_per_file,
 		   ullong, 0644);
 MODULE_PARM_DESC(max_pinned_bytes_per_file,
 		 "GPU bytes one open file may pin (default 1 GiB)");
+
+unsigned long long gdrc_max_pinned_bytes_per_user = 4ULL << 30;
+module_param_named(max_pinned_bytes_per_user, gdrc_max_pinned_bytes_per_user,
+		   ullong, 0644);
+MODULE_PARM_DESC(max_pinned_bytes_per_user,
+		 "GPU bytes the files opened by one uid may pin together (default 4 GiB, 0 = no limit)");
 
 static_assert(sizeof(struct gdrc_version_args) == 24);
 static_assert(sizeof(struct gdrc_subscribe_args) == 48);
@@ -76,6 +83,7 @@ static int gdrc_open(struct inode *inode, struct file *file)
 	gf->next_handle = 1;	/* so that no handle is 0 */
 	mmgrab(current->mm);
 	gf->mm = current->mm;
+	gf->uid = current_uid();
 
 	file->private_data = gf;
 	stream_open(inode, file);

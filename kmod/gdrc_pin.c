@@ -14,6 +14,9 @@
  * lock the free callback takes.  Order: gf->lock, then NVIDIA's own locks
  * (taken inside get_pages/put_pages), then gdrc_pin_lock, then the wait
  * queue's lock.  Nothing under gdrc_pin_lock calls into NVIDIA.
+ * gdrc_user_lock (spinlock, global) protects the per-user byte table; it
+ * is a leaf: taken under gf->lock (PIN, UNPIN, close), never together with
+ * gdrc_pin_lock, never by the free callback.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -29,6 +32,7 @@
 #include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
+#include <linux/uidgid.h>
 
 #include "gdrc_internal.h"
 
@@ -87,6 +91,82 @@ struct gdrc_pin {
 	u32 entries;
 	u8 gpu_uuid[GDRC_GPU_UUID_LEN];
 };
+
+/*
+ * Pinned bytes per uid (the opener's, see gf->uid), against
+ * max_pinned_bytes_per_user.  An entry exists while its uid has bytes
+ * pinned; a revoked pin stays charged until UNPIN or close releases it.
+ */
+struct gdrc_user {
+	struct hlist_node node;		/* in gdrc_user_table, by @uid */
+	kuid_t uid;
+	u64 pinned_bytes;
+};
+
+static DEFINE_SPINLOCK(gdrc_user_lock);
+static DEFINE_HASHTABLE(gdrc_user_table, 6);
+
+/* Called with gdrc_user_lock held. */
+static struct gdrc_user *gdrc_user_lookup(kuid_t uid)
+{
+	struct gdrc_user *u;
+
+	hash_for_each_possible(gdrc_user_table, u, node, __kuid_val(uid))
+		if (uid_eq(u->uid, uid))
+			return u;
+	return NULL;
+}
+
+/*
+ * Charges @bytes to @uid: -EDQUOT beyond max_pinned_bytes_per_user (0: no
+ * limit), -ENOMEM.  May sleep (allocates before taking the spinlock).
+ */
+static int gdrc_user_charge(kuid_t uid, u64 bytes)
+{
+	u64 limit = READ_ONCE(gdrc_max_pinned_bytes_per_user);
+	struct gdrc_user *u, *fresh;
+	int ret = 0;
+	u64 total;
+
+	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL);
+	if (!fresh)
+		return -ENOMEM;
+	spin_lock(&gdrc_user_lock);
+	u = gdrc_user_lookup(uid);
+	if (check_add_overflow(u ? u->pinned_bytes : 0, bytes, &total) ||
+	    (limit && total > limit)) {
+		ret = -EDQUOT;
+	} else if (u) {
+		u->pinned_bytes = total;
+	} else {
+		fresh->uid = uid;
+		fresh->pinned_bytes = total;
+		hash_add(gdrc_user_table, &fresh->node, __kuid_val(uid));
+		fresh = NULL;
+	}
+	spin_unlock(&gdrc_user_lock);
+	kfree(fresh);
+	return ret;
+}
+
+static void gdrc_user_uncharge(kuid_t uid, u64 bytes)
+{
+	struct gdrc_user *u, *gone = NULL;
+
+	spin_lock(&gdrc_user_lock);
+	u = gdrc_user_lookup(uid);
+	if (WARN_ON_ONCE(!u || u->pinned_bytes < bytes)) {
+		spin_unlock(&gdrc_user_lock);
+		return;
+	}
+	u->pinned_bytes -= bytes;
+	if (!u->pinned_bytes) {
+		hash_del(&u->node);
+		gone = u;
+	}
+	spin_unlock(&gdrc_user_lock);
+	kfree(gone);
+}
 
 static DEFINE_SPINLOCK(gdrc_pin_lock);
 static DEFINE_HASHTABLE(gdrc_pin_table, 8);
@@ -175,6 +255,7 @@ void gdrc_pin_exit(void)
 {
 	/* No file is open (each holds a module reference): no pin is left. */
 	WARN_ON_ONCE(!hash_empty(gdrc_pin_table));
+	WARN_ON_ONCE(!hash_empty(gdrc_user_table));
 	gdrc_nv_put();
 }
 
@@ -269,6 +350,7 @@ static void gdrc_pin_destroy(struct gdrc_file *gf, struct gdrc_pin *pin)
 	gf->pins[pin->slot] = NULL;
 	gf->nr_pins--;
 	gf->pinned_bytes -= pin->length;
+	gdrc_user_uncharge(gf->uid, pin->length);
 
 	/* From here on the callback cannot find the pin. */
 	spin_lock_irqsave(&gdrc_pin_lock, flags);
@@ -366,6 +448,9 @@ long gdrc_pin(struct gdrc_file *gf, void __user *uarg)
 		ret = -ENOSPC;
 		goto err_unlock;
 	}
+	ret = gdrc_user_charge(gf->uid, args.length);
+	if (ret)
+		goto err_unlock;
 	pin->slot = slot;
 	pin->handle = (gf->next_handle++ << GDRC_SLOT_BITS) | slot;
 	WRITE_ONCE(gf->gen[slot], 0);
@@ -413,6 +498,7 @@ long gdrc_pin(struct gdrc_file *gf, void __user *uarg)
 	if (ret) {
 		pr_debug("get_pages(%#llx, %#llx) failed: %ld\n", args.va,
 			 args.length, ret);
+		gdrc_user_uncharge(gf->uid, args.length);
 		goto err_unlock;
 	}
 	if (late_pt)

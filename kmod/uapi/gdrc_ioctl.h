@@ -131,7 +131,11 @@ struct gdrc_unsubscribe_args {
  * length > 0, no wrap: else -EINVAL.  flags: GDRC_PIN_PERSISTENT or 0, any
  * other bit -EINVAL; reserved fields must be 0.  -ENOSPC when the file's
  * pinned bytes would exceed max_pinned_bytes_per_file (module parameter)
- * or no generation slot is free.  -EPROTO when the provider returns a page
+ * or no generation slot is free.  -EDQUOT when the bytes pinned through
+ * all files opened by the same uid (the opener's, whoever pins or closes
+ * later) would exceed max_pinned_bytes_per_user (module parameter, 0: no
+ * limit); a revoked pin counts until UNPIN or close, as it does against
+ * max_pinned_bytes_per_file.  -EPROTO when the provider returns a page
  * table of an unknown major version.  Errors of nvidia_p2p_get_pages pass
  * through (-ENOMEM, -EINVAL, -ENOTSUPP...).
  *

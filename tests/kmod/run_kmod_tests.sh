@@ -2,16 +2,27 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # run_kmod_tests.sh: builds gdrcache.ko (on the host, against the VM lab's
-# guest kernel) and test_kmod_sub, then loads the module in a VM lab guest
-# and runs the test there.  Prints the guest's dmesg tail and fails if it
+# guest kernel) and the test programs, then loads the module in a VM lab
+# guest and runs them there.  Prints the guest's dmesg tail and fails if it
 # holds a WARN, BUG or oops.
 #
+# Test programs (tests/kmod/*.c, built into tests/kmod/.out), in order:
+#   test_kmod_sub                 subscriptions, the generation page, limits
+#   test_kmod_pin --no-provider   PIN gives ENODEV (mock not loaded yet)
+#   test_kmod_pin                 pin/unpin/query, revocation, errors
+#   test_kmod_stress              races, kill -9, fd passing, ioctl fuzzer
+#   test_kmod_quota               max_pinned_bytes_per_user (EDQUOT, per
+#                                 uid, release by another process/uid)
+#   test_kmod_pin --compiled-out  instead of the four above, without nv-p2p.h
+#   extra programs given as arguments (e.g. test_kmod_chan, test_kmod_gpu)
+#
 # GPU pinning: when NVIDIA's nv-p2p.h can be had (see nvp2p_include below),
-# gdrcache.ko is built with it, and so are the test-only mock provider
-# tests/kmod/mock_nvp2p and test_kmod_pin.  In the guest, test_kmod_pin
-# runs once before the mock is loaded (PIN gives ENODEV), then with it.
-# Without the header the pin tests are skipped with a message (only the
-# -EOPNOTSUPP answers of the compiled-out module are checked).
+# gdrcache.ko is built with it, and so is the test-only mock provider
+# tests/kmod/mock_nvp2p.  In the guest, test_kmod_pin runs once before the
+# mock is loaded (PIN gives ENODEV), then with it, followed by
+# test_kmod_stress and test_kmod_quota.  Without the header the pin tests
+# are skipped with a message (only the -EOPNOTSUPP answers of the
+# compiled-out module are checked).
 #
 # Exit: the tests' status; 77 when the VM lab is unavailable (see
 # tests/vm/README.md); 123/124/125 are the lab's own (oops, timeout, lab
@@ -105,7 +116,7 @@ else
 	echo "+ make -C $repo/kmod KVER=$kver"
 	make -s -C "$repo/kmod" KVER="$kver" modules || exit 1
 fi
-for t in test_kmod_sub test_kmod_pin; do
+for t in test_kmod_sub test_kmod_pin test_kmod_stress test_kmod_quota; do
 	echo "+ ${CC:-cc} ... -o $out/$t"
 	"${CC:-cc}" -std=gnu11 -Wall -Wextra -Werror -O2 -g -pthread \
 		-o "$out/$t" "$here/$t.c" || exit 1
@@ -114,7 +125,9 @@ if [[ -n $nvinc ]]; then
 	pin_cmd='
 '"$out"'/test_kmod_pin --no-provider || rc=$?
 insmod '"$here"'/mock_nvp2p/mock_nvp2p.ko || rc=1
-'"$out"'/test_kmod_pin || rc=$?'
+'"$out"'/test_kmod_pin || rc=$?
+'"$out"'/test_kmod_stress || rc=$?
+'"$out"'/test_kmod_quota || rc=$?'
 	unload_mock='
 rmmod mock_nvp2p || rc=1'
 else
@@ -140,7 +153,10 @@ guest_cmd='
 insmod '"$repo"'/kmod/gdrcache.ko || exit 1
 '"$out"'/test_kmod_sub
 rc=$?'"$pin_cmd$extra"'
-rmmod gdrcache || rc=${rc:-1}'"$unload_mock"'
+if ! rmmod gdrcache; then
+	echo "kmod: rmmod gdrcache failed"
+	rc=1
+fi'"$unload_mock"'
 
 echo "----- guest dmesg | tail -n 25 -----"
 dmesg | tail -n 25
