@@ -28,32 +28,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../kmod/uapi/gdrc_ioctl.h"
+#include "kmod_test.h"
 
-static int passed, failed;
-
-#define CHECK(cond)							\
-	do {								\
-		if (cond) {						\
-			passed++;					\
-		} else {						\
-			failed++;					\
-			fprintf(stderr, "%s:%d: CHECK failed: %s"	\
-				" (last errno %d %s)\n", __FILE__, __LINE__,	\
-				#cond, errno, strerror(errno));		\
-		}							\
-	} while (0)
-
-#define CHECK_ERRNO(call, e)						\
-	do {								\
-		errno = 0;						\
-		int r_ = (call);					\
-		CHECK(r_ == -1 && errno == (e));			\
-	} while (0)
-
-#define KB64		(64ULL * 1024)
 #define VA_BASE		0x7f0000000000ULL	/* any 64 KiB aligned VA */
-#define MOCK_DIR	"/sys/kernel/debug/mock_nvp2p/"
 #define MOCK_PARAM	"/sys/module/mock_nvp2p/parameters/"
 #define GDRC_PARAM	"/sys/module/gdrcache/parameters/"
 #ifndef ENOTSUPP
@@ -68,129 +45,12 @@ static uint64_t gen_word(uint32_t slot)
 	return __atomic_load_n(&gen[slot], __ATOMIC_ACQUIRE);
 }
 
-static int pin(int f, uint64_t va, uint64_t len, uint32_t flags,
-	       struct gdrc_pin_args *out)
-{
-	struct gdrc_pin_args a;
-	int r;
-
-	memset(&a, 0, sizeof(a));
-	a.va = va;
-	a.length = len;
-	a.flags = flags;
-	r = ioctl(f, GDRC_IOCTL_PIN, &a);
-	if (out)
-		*out = a;
-	return r;
-}
-
-static int unpin(int f, uint64_t handle)
-{
-	struct gdrc_unpin_args a;
-
-	memset(&a, 0, sizeof(a));
-	a.handle = handle;
-	return ioctl(f, GDRC_IOCTL_UNPIN, &a);
-}
-
-static int query(int f, uint64_t handle, struct gdrc_query_args *q)
-{
-	memset(q, 0, sizeof(*q));
-	q->handle = handle;
-	return ioctl(f, GDRC_IOCTL_QUERY, q);
-}
-
-static int write_str(const char *path, const char *s)
-{
-	int f = open(path, O_WRONLY);
-	ssize_t n;
-	int e;
-
-	if (f < 0)
-		return -1;
-	n = write(f, s, strlen(s));
-	e = errno;
-	close(f);
-	errno = e;
-	return n == (ssize_t)strlen(s) ? 0 : -1;
-}
-
-static int write_u64(const char *path, unsigned long long v)
-{
-	char buf[32];
-
-	snprintf(buf, sizeof(buf), "%#llx", v);
-	return write_str(path, buf);
-}
-
-static unsigned long long read_u64(const char *path)
-{
-	unsigned long long v = 0;
-	FILE *f = fopen(path, "r");
-
-	if (!f)
-		return ~0ULL;
-	if (fscanf(f, "%lli", &v) != 1)
-		v = ~0ULL;
-	fclose(f);
-	return v;
-}
-
-struct stats {
-	unsigned long long get_pages, get_pages_ok, put_pages, free_page_table;
-	unsigned long long callbacks, live, errors, put_revoked;
-};
-
-static struct stats stats(void)
-{
-	struct stats s;
-	char name[64];
-	unsigned long long v;
-	FILE *f = fopen(MOCK_DIR "stats", "r");
-
-	memset(&s, 0xff, sizeof(s));
-	if (!f)
-		return s;
-	while (fscanf(f, "%63s %llu", name, &v) == 2) {
-		if (!strcmp(name, "get_pages"))
-			s.get_pages = v;
-		else if (!strcmp(name, "get_pages_ok"))
-			s.get_pages_ok = v;
-		else if (!strcmp(name, "put_pages"))
-			s.put_pages = v;
-		else if (!strcmp(name, "free_page_table"))
-			s.free_page_table = v;
-		else if (!strcmp(name, "callbacks"))
-			s.callbacks = v;
-		else if (!strcmp(name, "live"))
-			s.live = v;
-		else if (!strcmp(name, "errors"))
-			s.errors = v;
-		else if (!strcmp(name, "put_revoked"))
-			s.put_revoked = v;
-	}
-	fclose(f);
-	return s;
-}
-
-static int fire(uint64_t va)
-{
-	return write_u64(MOCK_DIR "fire", va);
-}
-
 static void drain(void)
 {
 	uint64_t n;
 
 	while (read(fd, &n, sizeof(n)) == sizeof(n))
 		;
-}
-
-static int readable(int f)
-{
-	struct pollfd p = { .fd = f, .events = POLLIN };
-
-	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
 static void test_basic(void)

@@ -31,82 +31,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../kmod/uapi/gdrc_ioctl.h"
+#include "kmod_test.h"
 
-static int passed, failed;
-
-#define CHECK(cond)							\
-	do {								\
-		if (cond) {						\
-			passed++;					\
-		} else {						\
-			failed++;					\
-			fprintf(stderr, "%s:%d: [%d] CHECK failed: %s"	\
-				" (last errno %d %s)\n", __FILE__, __LINE__,	\
-				(int)getuid(), #cond, errno, strerror(errno)); \
-		}							\
-	} while (0)
-
-#define CHECK_ERRNO(call, e)						\
-	do {								\
-		errno = 0;						\
-		long r_ = (call);					\
-		CHECK(r_ == -1 && errno == (e));			\
-	} while (0)
-
-#define KB64		(64ULL * 1024)
 #define QUOTA		(4 * KB64)
 #define VA_BASE		0x7e0000000000ULL	/* any 64 KiB aligned VA */
 #define VA_CHILD	0x7f0000000000ULL
 #define PARAM		"/sys/module/gdrcache/parameters/max_pinned_bytes_per_user"
-#define MOCK_FIRE	"/sys/kernel/debug/mock_nvp2p/fire"
 #define NOBODY		65534
 
-static int pin(int f, uint64_t va, uint64_t len, uint64_t *handle)
+/* PIN without flags; *handle gets the handle, 0 on failure. */
+static int pin_h(int f, uint64_t va, uint64_t len, uint64_t *handle)
 {
 	struct gdrc_pin_args a;
-	int r;
+	int r = pin(f, va, len, 0, &a);
 
-	memset(&a, 0, sizeof(a));
-	a.va = va;
-	a.length = len;
-	r = ioctl(f, GDRC_IOCTL_PIN, &a);
 	if (handle)
 		*handle = r == 0 ? a.handle : 0;
 	return r;
 }
 
-static int unpin(int f, uint64_t handle)
-{
-	struct gdrc_unpin_args a;
-
-	memset(&a, 0, sizeof(a));
-	a.handle = handle;
-	return ioctl(f, GDRC_IOCTL_UNPIN, &a);
-}
-
-static int query(int f, uint64_t handle, struct gdrc_query_args *q)
-{
-	memset(q, 0, sizeof(*q));
-	q->handle = handle;
-	return ioctl(f, GDRC_IOCTL_QUERY, q);
-}
-
 static int dev_open(void)
 {
 	return open("/dev/" GDRC_DEVICE_NAME, O_RDWR | O_CLOEXEC);
-}
-
-static int param_write(const char *v)
-{
-	int f = open(PARAM, O_WRONLY);
-	ssize_t n;
-
-	if (f < 0)
-		return -1;
-	n = write(f, v, strlen(v));
-	close(f);
-	return n == (ssize_t)strlen(v) ? 0 : -1;
 }
 
 static int param_read(char *buf, size_t len)
@@ -123,19 +69,6 @@ static int param_read(char *buf, size_t len)
 	buf[n] = 0;
 	buf[strcspn(buf, "\n")] = 0;
 	return 0;
-}
-
-static int fire(uint64_t va)
-{
-	char buf[32];
-	int f = open(MOCK_FIRE, O_WRONLY), len, r;
-
-	if (f < 0)
-		return -1;
-	len = snprintf(buf, sizeof(buf), "%#llx", (unsigned long long)va);
-	r = pwrite(f, buf, len, 0) == len ? 0 : -1;
-	close(f);
-	return r;
 }
 
 static int become_nobody(void)
@@ -187,22 +120,22 @@ static int other_user(void *p)
 	CHECK_ERRNO(unpin(f, a->root_handle), EINVAL);
 	CHECK_ERRNO(query(f, a->root_handle, &q), EINVAL);
 	/* Its own 256 KiB, while uid 0 is at its limit. */
-	CHECK(pin(f, VA_CHILD, 2 * KB64, &h1) == 0);
-	CHECK(pin(f, VA_CHILD + 2 * KB64, 2 * KB64, &h2) == 0);
-	CHECK_ERRNO(pin(f, VA_CHILD + 4 * KB64, KB64, NULL), EDQUOT);
+	CHECK(pin_h(f, VA_CHILD, 2 * KB64, &h1) == 0);
+	CHECK(pin_h(f, VA_CHILD + 2 * KB64, 2 * KB64, &h2) == 0);
+	CHECK_ERRNO(pin_h(f, VA_CHILD + 4 * KB64, KB64, NULL), EDQUOT);
 	CHECK(query(f, h2, &q) == 0 && q.va == VA_CHILD + 2 * KB64);
 	/* uid 0's fd: not the opener's mm. */
 	CHECK_ERRNO(unpin(a->root_fd, a->root_handle), EACCES);
 	CHECK_ERRNO(query(a->root_fd, a->root_handle, &q), EACCES);
-	CHECK_ERRNO(pin(a->root_fd, VA_CHILD + 8 * KB64, KB64, NULL), EACCES);
+	CHECK_ERRNO(pin_h(a->root_fd, VA_CHILD + 8 * KB64, KB64, NULL), EACCES);
 	/* Unpin gives its bytes back; close the rest. */
 	CHECK(unpin(f, h1) == 0);
-	CHECK(pin(f, VA_CHILD + 4 * KB64, 2 * KB64, &h3) == 0);
-	CHECK_ERRNO(pin(f, VA_CHILD + 8 * KB64, KB64, NULL), EDQUOT);
+	CHECK(pin_h(f, VA_CHILD + 4 * KB64, 2 * KB64, &h3) == 0);
+	CHECK_ERRNO(pin_h(f, VA_CHILD + 8 * KB64, KB64, NULL), EDQUOT);
 	CHECK(close(f) == 0);
 	/* All closed: its full quota again. */
 	f = dev_open();
-	CHECK(pin(f, VA_CHILD, QUOTA, NULL) == 0);
+	CHECK(pin_h(f, VA_CHILD, QUOTA, NULL) == 0);
 	CHECK(close(f) == 0);
 	return 0;
 }
@@ -234,18 +167,18 @@ int main(void)
 	}
 	printf("max_pinned_bytes_per_user was %s\n", orig);
 	CHECK(strcmp(orig, "4294967296") == 0);	/* the default, 4 GiB */
-	CHECK(param_write("262144") == 0);
+	CHECK(write_str(PARAM, "262144") == 0);
 
 	/* 1. uid 0 pins up to the limit on fa; fb is of the same user. */
 	fa = dev_open();
 	fb = dev_open();
 	CHECK(fa >= 0 && fb >= 0);
-	CHECK(pin(fa, VA_BASE, 2 * KB64, &h[0]) == 0);
-	CHECK(pin(fa, VA_BASE + 2 * KB64, 2 * KB64, &h[1]) == 0);
-	CHECK_ERRNO(pin(fb, VA_BASE + 4 * KB64, KB64, NULL), EDQUOT);
-	CHECK_ERRNO(pin(fa, VA_BASE + 4 * KB64, KB64, NULL), EDQUOT);
+	CHECK(pin_h(fa, VA_BASE, 2 * KB64, &h[0]) == 0);
+	CHECK(pin_h(fa, VA_BASE + 2 * KB64, 2 * KB64, &h[1]) == 0);
+	CHECK_ERRNO(pin_h(fb, VA_BASE + 4 * KB64, KB64, NULL), EDQUOT);
+	CHECK_ERRNO(pin_h(fa, VA_BASE + 4 * KB64, KB64, NULL), EDQUOT);
 	/* The per-file limit still answers ENOSPC first. */
-	CHECK(param_write("0") == 0);
+	CHECK(write_str(PARAM, "0") == 0);
 	{
 		FILE *pf = fopen("/sys/module/gdrcache/parameters/"
 				 "max_pinned_bytes_per_file", "r+");
@@ -257,9 +190,9 @@ int main(void)
 			fprintf(pf, "262144\n");
 			fclose(pf);
 		}
-		CHECK_ERRNO(pin(fa, VA_BASE + 4 * KB64, KB64, NULL), ENOSPC);
+		CHECK_ERRNO(pin_h(fa, VA_BASE + 4 * KB64, KB64, NULL), ENOSPC);
 		/* 0 per user: no user limit, fb pins beyond 256 KiB. */
-		CHECK(pin(fb, VA_BASE + 4 * KB64, KB64, &h[2]) == 0);
+		CHECK(pin_h(fb, VA_BASE + 4 * KB64, KB64, &h[2]) == 0);
 		CHECK(unpin(fb, h[2]) == 0);
 		pf = fopen("/sys/module/gdrcache/parameters/"
 			   "max_pinned_bytes_per_file", "w");
@@ -268,36 +201,36 @@ int main(void)
 			fclose(pf);
 		}
 	}
-	CHECK(param_write("262144") == 0);
-	CHECK_ERRNO(pin(fb, VA_BASE + 4 * KB64, KB64, NULL), EDQUOT);
+	CHECK(write_str(PARAM, "262144") == 0);
+	CHECK_ERRNO(pin_h(fb, VA_BASE + 4 * KB64, KB64, NULL), EDQUOT);
 
 	/* 2. A revoked pin counts until UNPIN. */
 	CHECK(fire(VA_BASE) == 0);
 	CHECK(query(fa, h[0], &q) == 0 && (q.state & GDRC_PIN_REVOKED));
-	CHECK_ERRNO(pin(fb, VA_BASE + 4 * KB64, KB64, NULL), EDQUOT);
+	CHECK_ERRNO(pin_h(fb, VA_BASE + 4 * KB64, KB64, NULL), EDQUOT);
 	CHECK(unpin(fa, h[0]) == 0);
-	CHECK(pin(fb, VA_BASE + 4 * KB64, KB64, &h[2]) == 0);
-	CHECK(pin(fb, VA_BASE + 5 * KB64, KB64, &h[3]) == 0);
-	CHECK_ERRNO(pin(fb, VA_BASE + 6 * KB64, KB64, NULL), EDQUOT);
+	CHECK(pin_h(fb, VA_BASE + 4 * KB64, KB64, &h[2]) == 0);
+	CHECK(pin_h(fb, VA_BASE + 5 * KB64, KB64, &h[3]) == 0);
+	CHECK_ERRNO(pin_h(fb, VA_BASE + 6 * KB64, KB64, NULL), EDQUOT);
 	CHECK(unpin(fb, h[3]) == 0);
 	/* uid 0 is at 192 KiB: 64 KiB left. */
 
 	/* 3. Another user: own quota, no access to uid 0's pins. */
-	CHECK(pin(fb, VA_BASE + 5 * KB64, KB64, &h[3]) == 0);	/* at 256 */
+	CHECK(pin_h(fb, VA_BASE + 5 * KB64, KB64, &h[3]) == 0);	/* at 256 */
 	oa.root_fd = fa;
 	oa.root_handle = h[1];
 	r = in_child(other_user, &oa);
 	CHECK(r == 0);
 	/* uid 0 unchanged by all that: still at its limit, h[1] alive. */
-	CHECK_ERRNO(pin(fa, VA_BASE + 6 * KB64, KB64, NULL), EDQUOT);
+	CHECK_ERRNO(pin_h(fa, VA_BASE + 6 * KB64, KB64, NULL), EDQUOT);
 	CHECK(query(fa, h[1], &q) == 0 && !(q.state & GDRC_PIN_REVOKED));
 
 	/* 4. Last close by another process, another uid: uid 0 gets the
 	 * bytes back. */
 	CHECK(close(fb) == 0);		/* 128 KiB freed: 128 KiB pinned */
 	fc = dev_open();
-	CHECK(pin(fc, VA_BASE + 8 * KB64, 2 * KB64, NULL) == 0);	/* 256 */
-	CHECK_ERRNO(pin(fa, VA_BASE + 10 * KB64, KB64, NULL), EDQUOT);
+	CHECK(pin_h(fc, VA_BASE + 8 * KB64, 2 * KB64, NULL) == 0);	/* 256 */
+	CHECK_ERRNO(pin_h(fa, VA_BASE + 10 * KB64, KB64, NULL), EDQUOT);
 	{
 		pid_t pid = fork();
 		int st;
@@ -313,27 +246,27 @@ int main(void)
 		}
 		CHECK(pid > 0);
 		CHECK(close(fc) == 0);	/* the child's copy keeps it open */
-		CHECK_ERRNO(pin(fa, VA_BASE + 10 * KB64, KB64, NULL), EDQUOT);
+		CHECK_ERRNO(pin_h(fa, VA_BASE + 10 * KB64, KB64, NULL), EDQUOT);
 		CHECK(pid > 0 && waitpid(pid, &st, 0) == pid &&
 		      WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
-	CHECK(pin(fa, VA_BASE + 10 * KB64, 2 * KB64, &h[2]) == 0);	/* 256 */
-	CHECK_ERRNO(pin(fa, VA_BASE + 12 * KB64, KB64, NULL), EDQUOT);
+	CHECK(pin_h(fa, VA_BASE + 10 * KB64, 2 * KB64, &h[2]) == 0);	/* 256 */
+	CHECK_ERRNO(pin_h(fa, VA_BASE + 12 * KB64, KB64, NULL), EDQUOT);
 
 	/* 5. All closed: the accounting is back to zero. */
 	CHECK(close(fa) == 0);
 	fa = dev_open();
 	fb = dev_open();
-	CHECK(pin(fa, VA_BASE, 2 * KB64, NULL) == 0);
-	CHECK(pin(fb, VA_BASE + 2 * KB64, 2 * KB64, NULL) == 0);
-	CHECK_ERRNO(pin(fb, VA_BASE + 4 * KB64, KB64, NULL), EDQUOT);
+	CHECK(pin_h(fa, VA_BASE, 2 * KB64, NULL) == 0);
+	CHECK(pin_h(fb, VA_BASE + 2 * KB64, 2 * KB64, NULL) == 0);
+	CHECK_ERRNO(pin_h(fb, VA_BASE + 4 * KB64, KB64, NULL), EDQUOT);
 	CHECK(close(fa) == 0);
 	CHECK(close(fb) == 0);
 	fa = dev_open();
-	CHECK(pin(fa, VA_BASE, QUOTA, NULL) == 0);
+	CHECK(pin_h(fa, VA_BASE, QUOTA, NULL) == 0);
 	CHECK(close(fa) == 0);
 
-	CHECK(param_write(orig) == 0);
+	CHECK(write_str(PARAM, orig) == 0);
 	{
 		char now[64];
 

@@ -37,32 +37,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../kmod/uapi/gdrc_ioctl.h"
+#include "kmod_test.h"
 
-static int passed, failed;
-
-#define CHECK(cond)							\
-	do {								\
-		if (cond) {						\
-			passed++;					\
-		} else {						\
-			failed++;					\
-			fprintf(stderr, "%s:%d: CHECK failed: %s"	\
-				" (last errno %d %s)\n", __FILE__, __LINE__,	\
-				#cond, errno, strerror(errno));		\
-		}							\
-	} while (0)
-
-#define CHECK_ERRNO(call, e)						\
-	do {								\
-		errno = 0;						\
-		long r_ = (call);					\
-		CHECK(r_ == -1 && errno == (e));			\
-	} while (0)
-
-#define KB64		(64ULL * 1024)
 #define VA_BASE		0x7e0000000000ULL	/* any 64 KiB aligned VA */
-#define MOCK_DIR	"/sys/kernel/debug/mock_nvp2p/"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -85,99 +62,6 @@ static double now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int pin(int f, uint64_t va, uint64_t len, uint32_t flags,
-	       struct gdrc_pin_args *out)
-{
-	struct gdrc_pin_args a;
-	int r;
-
-	memset(&a, 0, sizeof(a));
-	a.va = va;
-	a.length = len;
-	a.flags = flags;
-	r = ioctl(f, GDRC_IOCTL_PIN, &a);
-	if (out)
-		*out = a;
-	return r;
-}
-
-static int unpin(int f, uint64_t handle)
-{
-	struct gdrc_unpin_args a;
-
-	memset(&a, 0, sizeof(a));
-	a.handle = handle;
-	return ioctl(f, GDRC_IOCTL_UNPIN, &a);
-}
-
-static int query(int f, uint64_t handle, struct gdrc_query_args *q)
-{
-	memset(q, 0, sizeof(*q));
-	q->handle = handle;
-	return ioctl(f, GDRC_IOCTL_QUERY, q);
-}
-
-static int subscribe(int f, uint64_t start, uint64_t len,
-		     struct gdrc_subscribe_args *out)
-{
-	struct gdrc_subscribe_args a;
-	int r;
-
-	memset(&a, 0, sizeof(a));
-	a.start = start;
-	a.length = len;
-	r = ioctl(f, GDRC_IOCTL_SUBSCRIBE, &a);
-	if (out)
-		*out = a;
-	return r;
-}
-
-static int unsubscribe(int f, uint64_t handle)
-{
-	struct gdrc_unsubscribe_args a;
-
-	memset(&a, 0, sizeof(a));
-	a.handle = handle;
-	return ioctl(f, GDRC_IOCTL_UNSUBSCRIBE, &a);
-}
-
-struct stats {
-	unsigned long long get_pages, get_pages_ok, put_pages, free_page_table;
-	unsigned long long callbacks, live, errors, put_revoked;
-};
-
-static struct stats stats(void)
-{
-	struct stats s;
-	char name[64];
-	unsigned long long v;
-	FILE *f = fopen(MOCK_DIR "stats", "r");
-
-	memset(&s, 0xff, sizeof(s));
-	if (!f)
-		return s;
-	while (fscanf(f, "%63s %llu", name, &v) == 2) {
-		if (!strcmp(name, "get_pages"))
-			s.get_pages = v;
-		else if (!strcmp(name, "get_pages_ok"))
-			s.get_pages_ok = v;
-		else if (!strcmp(name, "put_pages"))
-			s.put_pages = v;
-		else if (!strcmp(name, "free_page_table"))
-			s.free_page_table = v;
-		else if (!strcmp(name, "callbacks"))
-			s.callbacks = v;
-		else if (!strcmp(name, "live"))
-			s.live = v;
-		else if (!strcmp(name, "errors"))
-			s.errors = v;
-		else if (!strcmp(name, "put_revoked"))
-			s.put_revoked = v;
-	}
-	fclose(f);
-	return s;
 }
 
 /* Every table given back exactly once, none live, no misuse. */

@@ -25,29 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../kmod/uapi/gdrc_ioctl.h"
-
-static int passed, failed;
-
-#define CHECK(cond)							\
-	do {								\
-		if (cond) {						\
-			passed++;					\
-		} else {						\
-			failed++;					\
-			fprintf(stderr, "%s:%d: CHECK failed: %s"	\
-				" (last errno %d %s)\n", __FILE__, __LINE__,	\
-				#cond, errno, strerror(errno));		\
-		}							\
-	} while (0)
-
-/* ioctl must fail with exactly errno @e. */
-#define CHECK_ERRNO(call, e)						\
-	do {								\
-		errno = 0;						\
-		int r_ = (call);					\
-		CHECK(r_ == -1 && errno == (e));			\
-	} while (0)
+#include "kmod_test.h"
 
 static long pagesz;
 static int fd;
@@ -58,38 +36,18 @@ static uint64_t gen_word(uint32_t slot)
 	return __atomic_load_n(&gen[slot], __ATOMIC_ACQUIRE);
 }
 
-static int subscribe(int f, void *start, uint64_t len, uint64_t *handle,
-		     uint32_t *slot)
+/* SUBSCRIBE [start, start + len); on success the handle and slot. */
+static int sub_at(int f, void *start, uint64_t len, uint64_t *handle,
+		  uint32_t *slot)
 {
 	struct gdrc_subscribe_args a;
-	int r;
+	int r = subscribe(f, (uintptr_t)start, len, &a);
 
-	memset(&a, 0, sizeof(a));
-	a.start = (uintptr_t)start;
-	a.length = len;
-	r = ioctl(f, GDRC_IOCTL_SUBSCRIBE, &a);
 	if (r == 0) {
 		*handle = a.handle;
 		*slot = a.slot;
 	}
 	return r;
-}
-
-static int unsubscribe(int f, uint64_t handle)
-{
-	struct gdrc_unsubscribe_args a;
-
-	memset(&a, 0, sizeof(a));
-	a.handle = handle;
-	return ioctl(f, GDRC_IOCTL_UNSUBSCRIBE, &a);
-}
-
-/* poll() with timeout 0: 1 if readable. */
-static int readable(void)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-
-	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
 /* Reads and discards pending events; returns their count. */
@@ -182,19 +140,19 @@ static void test_munmap_madvise(void)
 
 	CHECK(buf != NULL);
 	drain();
-	CHECK(subscribe(fd, buf, 16 * pagesz, &h, &slot) == 0);
+	CHECK(sub_at(fd, buf, 16 * pagesz, &h, &slot) == 0);
 	CHECK(h != 0 && slot < GDRC_MAX_SLOTS);
 	CHECK(gen_word(slot) == 0);
-	CHECK(!readable());
+	CHECK(!readable(fd));
 
 	/* munmap of part of the range. */
 	CHECK(munmap(buf + 4 * pagesz, 2 * pagesz) == 0);
 	g = gen_word(slot);
 	CHECK(g >= 1);
-	CHECK(readable());
+	CHECK(readable(fd));
 	CHECK(read(fd, &n, sizeof(n)) == sizeof(n));
 	CHECK(n >= 1);
-	CHECK(!readable());
+	CHECK(!readable(fd));
 	fl = fcntl(fd, F_GETFL);
 	fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 	CHECK_ERRNO(read(fd, &n, sizeof(n)), EAGAIN);
@@ -204,7 +162,7 @@ static void test_munmap_madvise(void)
 	/* madvise(MADV_DONTNEED). */
 	CHECK(madvise(buf, 2 * pagesz, MADV_DONTNEED) == 0);
 	CHECK(gen_word(slot) > g);
-	CHECK(readable());
+	CHECK(readable(fd));
 	g = gen_word(slot);
 
 	/* A range outside the subscription does not bump it. */
@@ -214,7 +172,7 @@ static void test_munmap_madvise(void)
 		drain();
 		CHECK(munmap(other, 2 * pagesz) == 0);
 		CHECK(gen_word(slot) == g);
-		CHECK(!readable());
+		CHECK(!readable(fd));
 	}
 
 	CHECK(unsubscribe(fd, h) == 0);
@@ -231,8 +189,8 @@ static void test_mremap_fork(void)
 	int st;
 
 	CHECK(a && b);
-	CHECK(subscribe(fd, a, 4 * pagesz, &ha, &sa) == 0);
-	CHECK(subscribe(fd, b, 4 * pagesz, &hb, &sb) == 0);
+	CHECK(sub_at(fd, a, 4 * pagesz, &ha, &sa) == 0);
+	CHECK(sub_at(fd, b, 4 * pagesz, &hb, &sb) == 0);
 	CHECK(sa != sb);
 	drain();
 
@@ -243,7 +201,7 @@ static void test_mremap_fork(void)
 	CHECK(mremap(a, 4 * pagesz, 4 * pagesz, MREMAP_MAYMOVE | MREMAP_FIXED,
 		     dst) == dst);
 	CHECK(gen_word(sa) >= 1);
-	CHECK(readable());
+	CHECK(readable(fd));
 	drain();
 
 	/* fork write-protects the parent's private pages (COW). */
@@ -275,7 +233,7 @@ static void test_mremap_fork(void)
 	if (!WIFEXITED(st) || WEXITSTATUS(st))
 		fprintf(stderr, "child status %#x\n", st);
 	CHECK(gen_word(sb) >= 1);
-	CHECK(readable());
+	CHECK(readable(fd));
 
 	/* The parent's subscription survived the child's attempts. */
 	CHECK(unsubscribe(fd, ha) == 0);
@@ -290,13 +248,13 @@ static void test_unsubscribed(void)
 	uint64_t h, g;
 	uint32_t slot;
 
-	CHECK(subscribe(fd, buf, 2 * pagesz, &h, &slot) == 0);
+	CHECK(sub_at(fd, buf, 2 * pagesz, &h, &slot) == 0);
 	CHECK(unsubscribe(fd, h) == 0);
 	drain();
 	g = gen_word(slot);
 	CHECK(munmap(buf, 2 * pagesz) == 0);
 	CHECK(gen_word(slot) == g);
-	CHECK(!readable());
+	CHECK(!readable(fd));
 }
 
 static void test_bad_inputs(void)
@@ -367,7 +325,7 @@ static void test_limit(void)
 	}
 	CHECK(max >= 1 && max <= GDRC_MAX_SLOTS);
 	for (i = 0; i < max; i++) {
-		if (subscribe(fd, buf, pagesz, &handles[i], &slot) != 0)
+		if (sub_at(fd, buf, pagesz, &handles[i], &slot) != 0)
 			break;
 		if (slot >= GDRC_MAX_SLOTS || seen[slot]++)
 			dup++;
@@ -375,7 +333,7 @@ static void test_limit(void)
 	}
 	CHECK(n == max);
 	CHECK(dup == 0);
-	CHECK_ERRNO(subscribe(fd, buf, pagesz, &h, &slot), ENOSPC);
+	CHECK_ERRNO(sub_at(fd, buf, pagesz, &h, &slot), ENOSPC);
 	/* Every one of them sees one munmap. */
 	drain();
 	CHECK(munmap(buf, pagesz) == 0);
@@ -390,7 +348,7 @@ static void test_limit(void)
 	CHECK(dup == 0);
 	/* A freed slot is handed out again, with its word reset. */
 	buf = anon(1);
-	CHECK(subscribe(fd, buf, pagesz, &h, &slot) == 0);
+	CHECK(sub_at(fd, buf, pagesz, &h, &slot) == 0);
 	CHECK(gen_word(slot) == 0);
 	CHECK(unsubscribe(fd, h) == 0);
 	munmap(buf, pagesz);
@@ -414,7 +372,7 @@ static void test_blocking_read(void)
 	uint32_t slot;
 
 	drain();
-	CHECK(subscribe(fd, buf, 2 * pagesz, &h, &slot) == 0);
+	CHECK(sub_at(fd, buf, 2 * pagesz, &h, &slot) == 0);
 	CHECK(pthread_create(&t, NULL, reader, NULL) == 0);
 	usleep(100 * 1000);	/* let it block (not required to be correct) */
 	CHECK(munmap(buf, 2 * pagesz) == 0);
@@ -452,7 +410,7 @@ static void test_churn(void)
 	CHECK(churn_buf != NULL);
 	CHECK(pthread_create(&t, NULL, churner, NULL) == 0);
 	for (i = 0; i < 300; i++) {
-		if (subscribe(fd, churn_buf, 4 * pagesz, &h, &slot) ||
+		if (sub_at(fd, churn_buf, 4 * pagesz, &h, &slot) ||
 		    unsubscribe(fd, h))
 			bad++;
 	}
@@ -474,7 +432,7 @@ static void test_release(void)
 
 	f2 = open(GDRC_DEVICE_PATH, O_RDWR);
 	CHECK(f2 >= 0);
-	CHECK(subscribe(f2, buf, 2 * pagesz, &h, &slot) == 0);
+	CHECK(sub_at(f2, buf, 2 * pagesz, &h, &slot) == 0);
 	CHECK(close(f2) == 0);
 	CHECK(munmap(buf, pagesz) == 0);	/* nothing left to notify */
 
@@ -483,7 +441,7 @@ static void test_release(void)
 		int f3 = open(GDRC_DEVICE_PATH, O_RDWR);
 		char *c = anon(4);
 
-		if (f3 < 0 || !c || subscribe(f3, c, 4 * pagesz, &h, &slot))
+		if (f3 < 0 || !c || sub_at(f3, c, 4 * pagesz, &h, &slot))
 			_exit(1);
 		_exit(0);	/* exit_mmap first, then the release */
 	}
