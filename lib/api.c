@@ -237,12 +237,6 @@ static void kmod_setup(struct gdrc_ctx *ctx, struct gdrc_cache_params *p)
 	p->karg = ctx->kchan;
 }
 
-/* The cache's tag check: is the region's allocation still there? */
-static int ctx_tag_ok(void *arg, const struct gdrc_region *r)
-{
-	return gdrc_classify_tag_ok(arg, r->start, r->buffer_id);
-}
-
 static void gpu_setup(struct gdrc_ctx *ctx)
 {
 	const char *lib = ctx->knobs.cuda_library;
@@ -291,8 +285,11 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 	kmod_setup(ctx, &p);
 	p.cache_host = host_caching(&ctx->knobs, ctx->kchan != NULL);
 	gpu_setup(ctx);
-	p.tag_ok = ctx_tag_ok;
-	p.tag_arg = (void *)ctx->cuda;
+	/* The tag check calls the driver directly (see tag_query); without
+	 * a driver no region asks for it. */
+	if (ctx->cuda)
+		p.tag_query = ctx->cuda->cuPointerGetAttribute;
+	p.tag_what = CU_POINTER_ATTRIBUTE_BUFFER_ID;
 	return gdrc_cache_init(&ctx->cache, &p);
 }
 

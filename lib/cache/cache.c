@@ -1002,7 +1002,7 @@ static int tag_valid(struct gdrc_cache *c, struct gdrc_region *r)
 		return 1;
 	shard = tls_shard();
 	gdrc_shard_inc(&c->shards[shard].tag_checks, shard);
-	if (c->p.tag_ok(c->p.tag_arg, r))
+	if (gdrc_region_tag_ok(c, r))
 		return 1;
 	invalidate_region(c, r, GDRC_STAT_INV_TAG_CHECK);
 	region_drop(c, r, 1);

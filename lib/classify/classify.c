@@ -262,13 +262,3 @@ out:
 	pthread_mutex_unlock(&classify_lock);
 	return how;
 }
-
-int gdrc_classify_tag_ok(const struct gdrc_cuda *cu, uintptr_t addr,
-			 uint64_t buffer_id)
-{
-	unsigned long long now = 0;
-
-	return cu->cuPointerGetAttribute(&now, CU_POINTER_ATTRIBUTE_BUFFER_ID,
-					 (CUdeviceptr)addr) == CUDA_SUCCESS &&
-	       now == buffer_id;
-}

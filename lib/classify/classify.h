@@ -48,11 +48,4 @@ uint32_t gdrc_classify_sync_memops(const struct gdrc_cuda *cu,
 				   const struct gdrc_class *cls,
 				   int *did_set_p);
 
-/*
- * Tag check: is the allocation at addr still the one with buffer_id?
- * One cuPointerGetAttribute call; a freed address fails it.
- */
-int gdrc_classify_tag_ok(const struct gdrc_cuda *cu, uintptr_t addr,
-			 uint64_t buffer_id);
-
 #endif /* GDRC_CLASSIFY_H */

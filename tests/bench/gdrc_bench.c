@@ -78,7 +78,8 @@
  * "shared" or "private", "threads", "oversubscribed", "mops", "ratio",
  * "ucx_mops", "ucx_ratio"}], "gpu": {"device", "driver" (as
  * cuDriverGetVersion says, e.g. 13000), "tag_query_ns", "hit_always_ns",
- * "ratio_always_vs_tag", "hit_hooks_ns", "ratio_hooks_vs_host_hit",
+ * "ratio_always_vs_tag", "ratio_always_vs_tag_paired" (the per-round
+ * ratio of the paired rounds), "hit_hooks_ns", "ratio_hooks_vs_host_hit",
  * "miss_device_ns", "miss_pool_ns", "miss_host_pinned_ns",
  * "classify_ns"} or null when g. was skipped.  Each number is the best
  * repetition; the same key with "_median" appended holds the median.
@@ -114,6 +115,7 @@
 
 #define BENCH_PAGE 4096UL
 #define BENCH_REPS 5
+#define BENCH_PAIRS 15		/* g: alternating rounds of two loops */
 #define BENCH_RANGE 64		/* bytes per get */
 #define BENCH_OFFSET 256	/* where in its page a hit range starts */
 #define BENCH_ACCESS                                                         \
@@ -182,6 +184,7 @@ struct bench_gpu_res {
 	int driver;			/* cuDriverGetVersion, e.g. 13000 */
 	struct bench_res tag_query;	/* bare cuPointerGetAttribute */
 	struct bench_res hit_always;	/* GDRC_VALIDATE=always */
+	struct bench_res paired;	/* hit_always / tag_query per round */
 	struct bench_res hit_hooks;	/* GDRC_VALIDATE=hooks */
 	struct bench_res miss_device;	/* cuMemAlloc */
 	struct bench_res miss_pool;	/* cuMemAllocAsync */
@@ -272,6 +275,31 @@ static int bench_run(bench_loop_fn fn, void *arg, uint64_t iters,
 		s[i] = (double)(bench_now_ns() - t0) / (double)iters;
 	}
 	bench_summarize(s, BENCH_REPS, 0, r);
+	return 0;
+}
+
+/*
+ * The ratio of two loops' costs, b over a, taken in BENCH_PAIRS rounds
+ * that each time a then b back to back, so that both see the same state
+ * of the machine (clock, neighbours, the driver's own bimodal timing):
+ * r holds the best and median per-round ratio.
+ */
+static int bench_pair(bench_loop_fn fa, void *aa, bench_loop_fn fb, void *ab,
+		      uint64_t iters, struct bench_res *r)
+{
+	double s[BENCH_PAIRS];
+
+	for (int i = 0; i < BENCH_PAIRS; i++) {
+		uint64_t t0 = bench_now_ns(), t1;
+
+		if (fa(aa, iters))
+			return -1;
+		t1 = bench_now_ns();
+		if (fb(ab, iters))
+			return -1;
+		s[i] = (double)(bench_now_ns() - t1) / (double)(t1 - t0);
+	}
+	bench_summarize(s, BENCH_PAIRS, 0, r);
 	return 0;
 }
 
@@ -1562,6 +1590,8 @@ static int bench_gpu_measure(struct bench_gpu *g, const struct bench_opts *o,
 	const char *hit_addr = (const char *)(uintptr_t)g->dev_buf +
 			       BENCH_GPU_OFFSET;
 	struct bench_gpu_tag_arg tag = { .addr = g->dev_buf };
+	struct bench_hit_arg always = { .ctx = g->always,
+					.addr = { hit_addr } };
 	struct bench_gpu_miss_arg cls = {
 		.ctx = g->plain,
 		.addr = (const char *)(uintptr_t)g->unreg_buf +
@@ -1582,6 +1612,11 @@ static int bench_gpu_measure(struct bench_gpu *g, const struct bench_opts *o,
 	bench_gpu_line("g. gpu hit, validate always", &r->hit_always);
 	bench_gpu_ratio("g. ratio always/tag query (<= 1.15)",
 			&r->hit_always, &r->tag_query);
+	if (bench_pair(bench_gpu_tag_loop, &tag, bench_hit_loop, &always,
+		       calls / 10, &r->paired))
+		return -1;
+	printf("%-37s %10.3f %10.3f\n", "g. same, paired rounds (<= 1.15)",
+	       r->paired.best, r->paired.median);
 	if (bench_gpu_hit(g->hooks, hit_addr, 0, BENCH_HIT_ITERS / o->div,
 			  "g. gpu hit, validate hooks", &r->hit_hooks))
 		return -1;
@@ -1738,6 +1773,7 @@ static void bench_gpu_json(FILE *f, const struct bench_results *res)
 	bench_json_res(f, "hit_always_ns", &g->hit_always, sep);
 	bench_gpu_json_ratio(f, "ratio_always_vs_tag", &g->hit_always,
 			     &g->tag_query, sep);
+	bench_json_res(f, "ratio_always_vs_tag_paired", &g->paired, sep);
 	bench_json_res(f, "hit_hooks_ns", &g->hit_hooks, sep);
 	bench_gpu_json_ratio(f, "ratio_hooks_vs_host_hit", &g->hit_hooks,
 			     &res->hit, sep);
