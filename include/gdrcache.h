@@ -338,6 +338,22 @@ GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *ctx, const void *ptr,
 GDRC_API gdrc_status_t gdrc_gpu_status(struct gdrc_ctx *ctx,
 				       const char **reason_p);
 
+/**
+ * Are CUDA frees seen?  With GDRC_MEM_HOOKS=auto the library detours the
+ * driver's free functions (cuMemFree, cuMemFreeAsync, cuMemFreeHost,
+ * cuMemHostUnregister, cuMemUnmap: every runtime and driver free ends
+ * there) and checks, once a CUDA context exists, that a free made through
+ * cuGetProcAddress's entry points is reported (docs/hooks.md).
+ * @param [out] reason_p  why not (a string owned by the library), or NULL
+ *                        when they work; may be NULL.
+ * @return GDRC_OK when installed and self-tested; GDRC_ERR_UNSUPPORTED
+ *         when not (no driver, GDRC_MEM_HOOKS=none, a function that could
+ *         not be hooked, a failed or not yet possible self test);
+ *         GDRC_ERR_INVALID_PARAM for a NULL ctx.  Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_cuda_hooks_status(struct gdrc_ctx *ctx,
+					      const char **reason_p);
+
 /* ====================================================================
  * Invalidation
  * ==================================================================== */
@@ -387,6 +403,8 @@ enum gdrc_stat {
 	GDRC_STAT_SYNC_MEMOPS_SET,   /* allocations given SYNC_MEMOPS */
 	GDRC_STAT_CLASSIFY_CALLS,    /* cuPointerGetAttributes on misses */
 	GDRC_STAT_INV_KMOD,          /* invalidations seen by gdrcache.ko */
+	GDRC_STAT_INV_CUDA_HOOK,     /* invalidations from CUDA free hooks */
+	GDRC_STAT_CUDA_EVENTS,       /* CUDA free events received */
 	GDRC_STAT_COUNT
 };
 

@@ -46,6 +46,7 @@ struct gdrc_ctx {
 	const struct gdrc_cuda *cuda; /* NULL: no GPU support */
 	struct gdrc_kchan *kchan; /* gdrcache.ko's channel, or NULL */
 	char gpu_reason[256];     /* why cuda is NULL */
+	int cuda_hooks;           /* GDRC_MEM_HOOKS=auto with a driver */
 	int hooks_slot;           /* subscription, or -1 */
 	int registry_slot;        /* index in registry[] */
 };
@@ -54,6 +55,17 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gdrc_ctx *registry[GDRC_MAX_CONTEXTS]; /* registry_lock */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static int hooks_lost_seen; /* registry_lock */
+
+/*
+ * The CUDA free hooks' self test (process-wide, like the hooks): it needs
+ * a current context, so it runs at the first gdrc_init that has one or
+ * else at the first GPU miss.  Until it passed, no GPU registration goes
+ * without tag checks.
+ */
+enum { CUHOOKS_UNTESTED, CUHOOKS_OK, CUHOOKS_BAD };
+static pthread_mutex_t cuhooks_test_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int cuhooks_state;  /* written under cuhooks_test_lock */
+static char cuhooks_test_why[256]; /* cuhooks_test_lock; final once BAD */
 
 static void atfork_prepare(void)
 {
@@ -81,11 +93,14 @@ static void atfork_install(void)
 }
 
 /* Hook context: see hooks.h.  Only queues. */
-static void ctx_mem_event(uintptr_t start, uintptr_t end, void *arg)
+static void ctx_mem_event(uintptr_t start, uintptr_t end, int source,
+			  void *arg)
 {
 	struct gdrc_ctx *ctx = arg;
 
-	gdrc_cache_post_event(&ctx->cache, start, end);
+	gdrc_cache_post_event(&ctx->cache, start, end,
+			      source == GDRC_HOOKS_SRC_CUDA ? GDRC_INVQ_CUDA :
+							      GDRC_INVQ_HOST);
 }
 
 static int registry_add(struct gdrc_ctx *ctx)
@@ -112,6 +127,30 @@ static void registry_del(struct gdrc_ctx *ctx)
 }
 
 /*
+ * Another library rewrote a CUDA free function we hooked: frees may go
+ * unseen from now on.  Every GPU registration trusted to the hooks goes,
+ * and new ones are tag checked (cuhooks_state BAD).
+ */
+static void cuhooks_lost(void)
+{
+	pthread_mutex_lock(&cuhooks_test_lock);
+	if (atomic_load(&cuhooks_state) != CUHOOKS_BAD) {
+		snprintf(cuhooks_test_why, sizeof(cuhooks_test_why),
+			 "a cuda free function was rewritten by another library after the hooks went in");
+		atomic_store(&cuhooks_state, CUHOOKS_BAD);
+		gdrc_warn("%s: gpu hits are tag checked from now on",
+			  cuhooks_test_why);
+	}
+	pthread_mutex_unlock(&cuhooks_test_lock);
+	pthread_mutex_lock(&registry_lock);
+	for (int i = 0; i < GDRC_MAX_CONTEXTS; i++)
+		if (registry[i] && registry[i]->cuda_hooks)
+			gdrc_cache_post_event(&registry[i]->cache, 0,
+					      UINTPTR_MAX, GDRC_INVQ_CUDA);
+	pthread_mutex_unlock(&registry_lock);
+}
+
+/*
  * Another library patched glibc over our hooks: unmaps may have gone
  * unseen since.  Flush every context that relied on the hooks and cache
  * no host memory any more.  Cheap when nothing happened.
@@ -119,8 +158,11 @@ static void registry_del(struct gdrc_ctx *ctx)
 static void hooks_check(void)
 {
 	/* The probe is one load; the full check reads five functions. */
-	if (gdrc_likely(gdrc_hooks_probe_ok()) || !gdrc_hooks_active() ||
-	    gdrc_hooks_intact())
+	if (gdrc_likely(gdrc_hooks_probe_ok()))
+		return;
+	if (gdrc_cuhooks_active() && !gdrc_cuhooks_intact())
+		cuhooks_lost();
+	if (!gdrc_hooks_active() || gdrc_hooks_intact())
 		return;
 	pthread_mutex_lock(&registry_lock);
 	if (!hooks_lost_seen) {
@@ -133,6 +175,48 @@ static void hooks_check(void)
 		    atomic_load(&registry[i]->cache.cache_host))
 			gdrc_cache_stop_host_caching(&registry[i]->cache);
 	pthread_mutex_unlock(&registry_lock);
+}
+
+/*
+ * Run the CUDA hooks' self test once, in context cu_ctx (NULL: the
+ * current one, if any).  @return the state after it.
+ */
+static int cuhooks_test(const struct gdrc_cuda *cu, CUcontext cu_ctx)
+{
+	CUcontext cur = NULL, popped;
+	int state;
+
+	if (atomic_load(&cuhooks_state) != CUHOOKS_UNTESTED)
+		return atomic_load(&cuhooks_state);
+	if (cu->cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
+		cur = NULL;
+	if (!cur && !cu_ctx)
+		return CUHOOKS_UNTESTED; /* no context yet: at a GPU miss */
+	pthread_mutex_lock(&cuhooks_test_lock);
+	state = atomic_load(&cuhooks_state);
+	if (state == CUHOOKS_UNTESTED) {
+		int pushed = cu_ctx && cu_ctx != cur &&
+			     cu->cuCtxPushCurrent(cu_ctx) == CUDA_SUCCESS;
+
+		if (!gdrc_cuhooks_active())
+			snprintf(cuhooks_test_why, sizeof(cuhooks_test_why),
+				 "%s", gdrc_cuhooks_reason());
+		state = gdrc_cuhooks_active() &&
+				!gdrc_cuhooks_self_test(
+					cuhooks_test_why,
+					sizeof(cuhooks_test_why)) ?
+			CUHOOKS_OK : CUHOOKS_BAD;
+		if (pushed)
+			cu->cuCtxPopCurrent(&popped);
+		if (state == CUHOOKS_BAD)
+			gdrc_warn("cuda free hooks failed: %s; gpu hits are tag checked",
+				  cuhooks_test_why);
+		else
+			gdrc_debug("cuda free hooks passed their self test");
+		atomic_store(&cuhooks_state, state);
+	}
+	pthread_mutex_unlock(&cuhooks_test_lock);
+	return state;
 }
 
 /* Choose the backend from the knob and the PD. */
@@ -237,25 +321,41 @@ static void kmod_setup(struct gdrc_ctx *ctx, struct gdrc_cache_params *p)
 	p->karg = ctx->kchan;
 }
 
-static void gpu_setup(struct gdrc_ctx *ctx)
+/*
+ * Load the driver and, with GDRC_MEM_HOOKS=auto, hook its frees.
+ * @return GDRC_OK (GPU support on or off), or GDRC_ERR_UNSUPPORTED when
+ *         GDRC_VALIDATE=hooks asks for hooks that failed.
+ */
+static gdrc_status_t gpu_setup(struct gdrc_ctx *ctx)
 {
 	const char *lib = ctx->knobs.cuda_library;
 
 	if (!strcmp(lib, "none")) {
 		snprintf(ctx->gpu_reason, sizeof(ctx->gpu_reason),
 			 "GDRC_CUDA_LIBRARY=none");
-		return;
+		return GDRC_OK;
 	}
 	ctx->cuda = gdrc_cuda_get(lib);
 	if (!ctx->cuda) {
 		snprintf(ctx->gpu_reason, sizeof(ctx->gpu_reason), "%s",
 			 gdrc_cuda_reason());
-		return;
+		return GDRC_OK;
 	}
-	if (ctx->knobs.validate == GDRC_KNOB_VALIDATE_HOOKS)
-		gdrc_warn("GDRC_VALIDATE=hooks trusts free interception, which "
-			  "does not cover CUDA frees yet: report them with "
-			  "gdrc_invalidate");
+	if (ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_AUTO) {
+		if (ctx->knobs.validate == GDRC_KNOB_VALIDATE_HOOKS)
+			gdrc_warn("GDRC_VALIDATE=hooks with GDRC_MEM_HOOKS=none: "
+				  "report every CUDA free with gdrc_invalidate");
+		return GDRC_OK;
+	}
+	ctx->cuda_hooks = 1;
+	gdrc_cuhooks_install(ctx->cuda->handle);
+	if (cuhooks_test(ctx->cuda, NULL) == CUHOOKS_BAD &&
+	    ctx->knobs.validate == GDRC_KNOB_VALIDATE_HOOKS) {
+		gdrc_error("GDRC_VALIDATE=hooks refused: the cuda free hooks do not work (%s)",
+			   cuhooks_test_why);
+		return GDRC_ERR_UNSUPPORTED;
+	}
+	return GDRC_OK;
 }
 
 static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
@@ -284,7 +384,9 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 	p.check = ctx->knobs.check;
 	kmod_setup(ctx, &p);
 	p.cache_host = host_caching(&ctx->knobs, ctx->kchan != NULL);
-	gpu_setup(ctx);
+	status = gpu_setup(ctx);
+	if (status)
+		return status;
 	/* The tag check calls the driver directly (see tag_query); without
 	 * a driver no region asks for it. */
 	if (ctx->cuda)
@@ -317,7 +419,7 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 		status = GDRC_ERR_LIMIT;
 		goto err_cleanup;
 	}
-	if (ctx->cache.p.cache_host &&
+	if ((ctx->cache.p.cache_host || ctx->cuda_hooks) &&
 	    ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_AUTO) {
 		ctx->hooks_slot = gdrc_hooks_subscribe(ctx_mem_event, ctx);
 		if (ctx->hooks_slot < 0) {
@@ -419,7 +521,11 @@ static gdrc_status_t req_gpu(struct gdrc_ctx *ctx, const struct gdrc_class *cls,
 	req->alloc_start = info->alloc_base;
 	req->alloc_end = alloc_end;
 	req->reg_align = GDRC_GPU_PAGE_SIZE;
-	req->tag_check = ctx->knobs.validate != GDRC_KNOB_VALIDATE_HOOKS;
+	/* hooks mode trusts the CUDA hooks only once they passed their self
+	 * test (run now if no context was current at gdrc_init). */
+	req->tag_check = ctx->knobs.validate != GDRC_KNOB_VALIDATE_HOOKS ||
+			 (ctx->cuda_hooks &&
+			  cuhooks_test(ctx->cuda, cls->cu_ctx) != CUHOOKS_OK);
 	req->tag_check_auto = ctx->knobs.validate == GDRC_KNOB_VALIDATE_AUTO;
 	if (info->alloc_size <= ctx->knobs.whole_alloc_max) {
 		req->key_start = info->alloc_base;
@@ -465,6 +571,15 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 		if (status)
 			return status;
 		req.kind = cls.info.kind;
+		if (cls.info.kind == GDRC_PTR_HOST_PINNED &&
+		    cls.info.alloc_size) {
+			/* Bounds merges, and lets cuMemFreeHost's event
+			 * (base address only) find it. */
+			req.buffer_id = cls.info.buffer_id;
+			req.alloc_start = cls.info.alloc_base;
+			req.alloc_end = cls.info.alloc_base +
+					cls.info.alloc_size;
+		}
 		if (cls.info.mem_type == GDRC_MEM_CUDA) {
 			status = req_gpu(ctx, &cls, &req);
 			if (status)
@@ -596,6 +711,29 @@ GDRC_API gdrc_status_t gdrc_gpu_status(struct gdrc_ctx *ctx,
 	if (reason_p)
 		*reason_p = ctx->cuda ? NULL : ctx->gpu_reason;
 	return ctx->cuda ? GDRC_OK : GDRC_ERR_NO_DEVICE;
+}
+
+GDRC_API gdrc_status_t gdrc_cuda_hooks_status(struct gdrc_ctx *ctx,
+					      const char **reason_p)
+{
+	const char *why = NULL;
+	int state;
+
+	if (!ctx)
+		return GDRC_ERR_INVALID_PARAM;
+	if (!ctx->cuda)
+		why = ctx->gpu_reason;
+	else if (!ctx->cuda_hooks)
+		why = "GDRC_MEM_HOOKS=none";
+	else if ((state = cuhooks_test(ctx->cuda, NULL)) == CUHOOKS_UNTESTED)
+		why = gdrc_cuhooks_active() ?
+			      "installed; self test waits for a cuda context" :
+			      gdrc_cuhooks_reason();
+	else if (state == CUHOOKS_BAD)
+		why = cuhooks_test_why;
+	if (reason_p)
+		*reason_p = why;
+	return why ? GDRC_ERR_UNSUPPORTED : GDRC_OK;
 }
 
 GDRC_API gdrc_status_t gdrc_invalidate(struct gdrc_ctx *ctx, const void *addr,

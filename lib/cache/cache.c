@@ -53,7 +53,9 @@ struct gdrc_inflight {
 	struct gdrc_inflight *next;
 	uintptr_t start;
 	uintptr_t end;
-	int stale; /* an unmap overlapped it while registering */
+	uintptr_t alloc_start; /* its CUDA allocation, or 0, 0 */
+	uintptr_t alloc_end;
+	int stale; /* an unmap or free overlapped it while registering */
 };
 
 /* Objects per pool chunk. */
@@ -543,6 +545,10 @@ static void region_insert(struct gdrc_cache *c, struct gdrc_region *r)
 	r->node.start = r->start;
 	r->node.end = r->end;
 	gdrc_itree_insert(&c->tree, &r->node);
+	if (r->alloc_end > r->alloc_start &&
+	    r->alloc_end - r->alloc_start + c->page_size > c->alloc_span_max)
+		c->alloc_span_max = r->alloc_end - r->alloc_start +
+				    c->page_size;
 	r->was_cached = 1;
 	atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
 	r->enq = tick;
@@ -636,6 +642,8 @@ struct collect {
 	uintptr_t end;
 	uint32_t access;
 	int subsume;          /* collect only regions inside [start, end) */
+	int alloc_match;      /* collect only regions whose allocation
+			       * overlaps [start, end) */
 	const struct gdrc_cache_req *req; /* subsume, stale: the memory */
 	const struct gdrc_cache *c;       /* kstale: the cache */
 };
@@ -650,6 +658,9 @@ static int collect_fn(struct gdrc_itree_node *node, void *arg)
 	    (r->start < col->start || r->end > col->end ||
 	     (r->access & ~col->access) || r->mem_type != col->req->mem_type ||
 	     r->buffer_id != col->req->buffer_id))
+		return 0;
+	if (col->alloc_match &&
+	    !(r->alloc_start < col->end && r->alloc_end > col->start))
 		return 0;
 	r->free_next = col->list;
 	col->list = r;
@@ -692,6 +703,32 @@ static void invalidate_locked(struct gdrc_cache *c, uintptr_t start,
 	stat_add(c, source, n);
 }
 
+/*
+ * CUDA allocations overlapping [start, end) were freed (a free by base
+ * address posts [base, base + 1)): drop every region made for one of
+ * them, and only those.  A GPU region's key can reach past its own small
+ * allocation into a neighbour's 64 KiB page, so keys are not compared;
+ * allocation ranges are.  Each region's key lies within alloc_span_max
+ * of its allocation, which bounds the tree walk.
+ */
+static void invalidate_allocs_locked(struct gdrc_cache *c, uintptr_t start,
+				     uintptr_t end, struct cache_defer *d)
+{
+	struct collect col = { .alloc_match = 1, .start = start, .end = end };
+	uintptr_t span = c->alloc_span_max;
+	unsigned n;
+
+	gdrc_itree_overlap(&c->tree, start > span ? start - span : 0,
+			   end < UINTPTR_MAX - span ? end + span : UINTPTR_MAX,
+			   collect_fn, &col);
+	n = remove_collected(c, &col, GDRC_STAT_MISS_INVALIDATED, d);
+	for (struct gdrc_inflight *f = c->inflight; f; f = f->next)
+		if (f->alloc_start < end && f->alloc_end > start)
+			f->stale = 1;
+	stat_add(c, GDRC_STAT_INVALIDATIONS, n);
+	stat_add(c, GDRC_STAT_INV_CUDA_HOOK, n);
+}
+
 /* Apply queued host unmaps.  Must run before any lookup under the write
  * lock, so that nothing unmapped before this call is found. */
 static void drain(struct gdrc_cache *c, struct cache_defer *d)
@@ -706,9 +743,13 @@ static void drain(struct gdrc_cache *c, struct cache_defer *d)
 	if (all)
 		invalidate_locked(c, 0, UINTPTR_MAX, GDRC_STAT_INV_HOST_HOOK,
 				  d);
-	for (unsigned i = 0; i < n; i++)
-		invalidate_locked(c, q[i].start, q[i].end,
-				  GDRC_STAT_INV_HOST_HOOK, d);
+	for (unsigned i = 0; i < n; i++) {
+		if (q[i].cls == GDRC_INVQ_CUDA)
+			invalidate_allocs_locked(c, q[i].start, q[i].end, d);
+		else
+			invalidate_locked(c, q[i].start, q[i].end,
+					  GDRC_STAT_INV_HOST_HOOK, d);
+	}
 	gdrc_invq_done(&c->invq);
 }
 
@@ -1359,6 +1400,7 @@ again:
 	c->reserved_bytes += plan.reg_end - plan.reg_start;
 	inflight = (struct gdrc_inflight){
 		.next = c->inflight, .start = plan.start, .end = plan.end,
+		.alloc_start = req->alloc_start, .alloc_end = req->alloc_end,
 	};
 	c->inflight = &inflight;
 	unlock_and_release(c, &d);
@@ -1437,9 +1479,9 @@ gdrc_status_t gdrc_cache_invalidate(struct gdrc_cache *c, uintptr_t start,
 }
 
 void gdrc_cache_post_event(struct gdrc_cache *c, uintptr_t start,
-			   uintptr_t end)
+			   uintptr_t end, int cls)
 {
-	gdrc_invq_post(&c->invq, start, end);
+	gdrc_invq_post(&c->invq, start, end, cls);
 }
 
 void gdrc_cache_stop_host_caching(struct gdrc_cache *c)
@@ -1483,8 +1525,10 @@ void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values)
 		atomic_load_explicit(&c->pinned_bytes, memory_order_relaxed);
 	values[GDRC_STAT_PINNED_BYTES_MAX] = atomic_load_explicit(
 		&c->pinned_bytes_max, memory_order_relaxed);
-	values[GDRC_STAT_MEM_EVENTS] =
-		atomic_load_explicit(&c->invq.events, memory_order_relaxed);
+	values[GDRC_STAT_MEM_EVENTS] = atomic_load_explicit(
+		&c->invq.events[GDRC_INVQ_HOST], memory_order_relaxed);
+	values[GDRC_STAT_CUDA_EVENTS] = atomic_load_explicit(
+		&c->invq.events[GDRC_INVQ_CUDA], memory_order_relaxed);
 	values[GDRC_STAT_INVQ_MERGES] =
 		atomic_load_explicit(&c->invq.merges, memory_order_relaxed);
 }

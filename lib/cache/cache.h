@@ -108,7 +108,8 @@ struct gdrc_region {
 	int device;              /* fixed: CUDA ordinal or -1 */
 	int tag_check;           /* fixed: hits check the BUFFER_ID */
 	uint64_t buffer_id;      /* fixed: GPU allocation identity, else 0 */
-	uintptr_t alloc_start;   /* fixed: GPU: the whole allocation */
+	uintptr_t alloc_start;   /* fixed: GPU or CUDA-pinned host memory:
+				  * the whole allocation; else 0, 0 */
 	uintptr_t alloc_end;     /* fixed */
 	uint32_t info_flags;     /* fixed: GDRC_MR_INFO_* it was made with */
 	int kslot;               /* fixed: kernel channel word, or -1 */
@@ -231,7 +232,7 @@ struct gdrc_cache_req {
 	uint32_t info_flags; /* GDRC_MR_INFO_SYNC_MEMOPS* */
 	uintptr_t key_start; /* GPU: the allocation, or the request */
 	uintptr_t key_end;   /*      rounded to 64 KiB within it */
-	uintptr_t alloc_start; /* GPU: the allocation, to bound merges */
+	uintptr_t alloc_start; /* GPU, CUDA-pinned host: the allocation */
 	uintptr_t alloc_end;
 	uintptr_t reg_align; /* GPU: registrations round out to this */
 	int tag_check_auto;  /* GPU: tag checks only if the kernel channel
@@ -280,6 +281,9 @@ struct gdrc_cache {
 	struct gdrc_region *lru_head;  /* least recent first */
 	struct gdrc_region *lru_tail;
 	uint64_t nregions;             /* in the tree */
+	/* Longest allocation of a region ever inserted, plus a page: each
+	 * key lies within this of its allocation (CUDA frees' tree walk). */
+	uintptr_t alloc_span_max;
 	uint64_t reserved_regions;     /* being registered */
 	uint64_t reserved_bytes;
 	struct gdrc_inflight *inflight; /* registrations in progress */
@@ -349,9 +353,10 @@ int gdrc_cache_tls_shard(void);
 gdrc_status_t gdrc_cache_invalidate(struct gdrc_cache *c, uintptr_t start,
 				    uintptr_t end, int source);
 
-/* Hook-safe: queue an unmapped range. */
+/* Hook-safe: queue an event, cls an enum gdrc_invq_class: unmapped
+ * pages (HOST), or freed CUDA allocations (CUDA, see invq.h). */
 void gdrc_cache_post_event(struct gdrc_cache *c, uintptr_t start,
-			   uintptr_t end);
+			   uintptr_t end, int cls);
 
 /* The memory hooks stopped working: flush every registration and cache
  * no host memory from now on.  Not hook-safe. */

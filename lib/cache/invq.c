@@ -50,12 +50,13 @@ static uintptr_t invq_gap(const struct gdrc_invq_range *a, uintptr_t start,
 	return 0;
 }
 
-void gdrc_invq_post(struct gdrc_invq *q, uintptr_t start, uintptr_t end)
+void gdrc_invq_post(struct gdrc_invq *q, uintptr_t start, uintptr_t end,
+		    int cls)
 {
 	struct gdrc_invq_range *best = NULL;
 	uintptr_t best_gap = UINTPTR_MAX;
 
-	atomic_fetch_add_explicit(&q->events, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&q->events[cls], 1, memory_order_relaxed);
 	if (invq_lock(q)) {
 		atomic_store_explicit(&q->all, 1, memory_order_relaxed);
 		atomic_store_explicit(&q->pending, 1, memory_order_release);
@@ -64,12 +65,17 @@ void gdrc_invq_post(struct gdrc_invq *q, uintptr_t start, uintptr_t end)
 	for (unsigned i = 0; i < q->count; i++) {
 		uintptr_t gap = invq_gap(&q->r[i], start, end);
 
+		if (q->r[i].cls != cls)
+			continue;
 		if (gap < best_gap) {
 			best_gap = gap;
 			best = &q->r[i];
 		}
 	}
-	if (best && (best_gap == 0 || q->count == GDRC_INVQ_SLOTS)) {
+	if (!best && q->count == GDRC_INVQ_SLOTS) {
+		/* Full of the other class: nothing to widen safely. */
+		atomic_store_explicit(&q->all, 1, memory_order_relaxed);
+	} else if (best && (best_gap == 0 || q->count == GDRC_INVQ_SLOTS)) {
 		if (best_gap)
 			atomic_fetch_add_explicit(&q->merges, 1,
 						  memory_order_relaxed);
@@ -80,6 +86,7 @@ void gdrc_invq_post(struct gdrc_invq *q, uintptr_t start, uintptr_t end)
 	} else {
 		q->r[q->count].start = start;
 		q->r[q->count].end = end;
+		q->r[q->count].cls = cls;
 		q->count++;
 	}
 	atomic_store_explicit(&q->pending, 1, memory_order_release);

@@ -6,7 +6,9 @@
  * lock); the cache drains them under its write lock on the next call
  * that needs the tree.  The queue is bounded and merging: overlapping or
  * adjacent ranges merge, and when all GDRC_INVQ_SLOTS are taken the new
- * range widens its nearest neighbour, so any number of events costs a
+ * range widens its nearest neighbour (of the same class when there is
+ * one: a widened CUDA range still only matches allocations, a widened
+ * host range still only pages), so any number of events costs a
  * fixed amount of memory and never loses one (only precision).  If the
  * queue's small spinlock cannot be had (a signal handler interrupted its
  * holder on the same thread), the post marks "everything", which the
@@ -24,9 +26,17 @@
 
 #define GDRC_INVQ_SLOTS 64
 
+/* Classes of events; only ranges of one class merge with each other. */
+enum gdrc_invq_class {
+	GDRC_INVQ_HOST,   /* pages unmapped: match registrations' ranges */
+	GDRC_INVQ_CUDA,   /* CUDA allocations freed: match their allocation */
+	GDRC_INVQ_CLASSES
+};
+
 struct gdrc_invq_range {
 	uintptr_t start;
 	uintptr_t end;
+	int cls;          /* enum gdrc_invq_class */
 };
 
 struct gdrc_invq {
@@ -34,15 +44,16 @@ struct gdrc_invq {
 	_Atomic int all;            /* invalidate everything (lock lost) */
 	atomic_flag lock;           /* protects count and r[] */
 	unsigned count;             /* ranges in r[] */
-	_Atomic uint64_t events;    /* posts, ever */
+	_Atomic uint64_t events[GDRC_INVQ_CLASSES]; /* posts, ever */
 	_Atomic uint64_t merges;    /* posts that widened another range */
 	struct gdrc_invq_range r[GDRC_INVQ_SLOTS];
 };
 
 void gdrc_invq_init(struct gdrc_invq *q);
 
-/* Hook-safe: queue [start, end), start < end. */
-void gdrc_invq_post(struct gdrc_invq *q, uintptr_t start, uintptr_t end);
+/* Hook-safe: queue [start, end), start < end, of class cls. */
+void gdrc_invq_post(struct gdrc_invq *q, uintptr_t start, uintptr_t end,
+		    int cls);
 
 /*
  * Move the queued ranges to out[GDRC_INVQ_SLOTS]; pending stays set.

@@ -112,6 +112,7 @@ static int cuda_open(const char *path)
 			 res ? gdrc_cuda_err(&t, res) : "count 0");
 		goto err_close;
 	}
+	t.handle = cuda_handle;
 	cuda_table = t;
 	gdrc_debug("cuda driver %d loaded from %s, %d device(s)",
 		   t.driver_version, path, t.device_count);

@@ -43,6 +43,7 @@ struct gdrc_cuda {
 	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
 	CUresult (*cuCtxGetFlags)(unsigned *flags);  /* optional */
 	CUresult (*cuCtxSetFlags)(unsigned flags);   /* optional, 12.1+ */
+	void *handle;                                /* the dlopen handle */
 	int driver_version;                          /* cuDriverGetVersion */
 	int device_count;
 };

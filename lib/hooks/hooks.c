@@ -74,6 +74,7 @@ static _Atomic uint64_t hooks_live[HOOKS_WORDS]; /* bit set: slot taken */
 static pthread_mutex_t hooks_sub_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static _Atomic uint64_t hooks_events;
+static _Atomic uint64_t hooks_cuda_events;
 /* Set before the patches go in; read in hook context. */
 static _Atomic uintptr_t hooks_page_mask = 4095;
 
@@ -92,7 +93,7 @@ static char hooks_why[256];     /* written once, under hooks_once */
 
 /* Hook context: one slot, held by its users count while fn runs. */
 static void hooks_call(struct hooks_slot *slot, uintptr_t start,
-		       uintptr_t end)
+		       uintptr_t end, int source)
 {
 	gdrc_hooks_event_fn fn;
 
@@ -102,8 +103,28 @@ static void hooks_call(struct hooks_slot *slot, uintptr_t start,
 	atomic_fetch_add(&slot->users, 1);
 	fn = atomic_load(&slot->fn);
 	if (fn)
-		fn(start, end, atomic_load(&slot->arg));
+		fn(start, end, source, atomic_load(&slot->arg));
 	atomic_fetch_sub(&slot->users, 1);
+}
+
+/* Hook context: hand [start, end) to every live subscriber. */
+static void hooks_dispatch(uintptr_t start, uintptr_t end, int source)
+{
+	/* A subscriber may clobber errno; munmap's caller must not see it. */
+	int saved_errno = errno;
+
+	for (int w = 0; w < HOOKS_WORDS; w++) {
+		uint64_t live = atomic_load(&hooks_live[w]);
+
+		while (live) {
+			int bit = __builtin_ctzll(live);
+
+			live &= live - 1;
+			hooks_call(&hooks_slots[w * HOOKS_WORD_BITS + bit],
+				   start, end, source);
+		}
+	}
+	errno = saved_errno;
 }
 
 /* Hook context, from the replacements in patch_x86_64.c. */
@@ -112,8 +133,6 @@ void gdrc_hooks_report(uintptr_t addr, size_t len)
 	uintptr_t mask = atomic_load_explicit(&hooks_page_mask,
 					      memory_order_relaxed);
 	uintptr_t start, end, last;
-	int saved_errno, w;
-	uint64_t live;
 
 	if (!len || len - 1 > UINTPTR_MAX - addr)
 		return;
@@ -125,25 +144,26 @@ void gdrc_hooks_report(uintptr_t addr, size_t len)
 	end = (last | mask) + 1;
 
 	atomic_fetch_add_explicit(&hooks_events, 1, memory_order_relaxed);
-	/* A subscriber may clobber errno; munmap's caller must not see it. */
-	saved_errno = errno;
-	for (w = 0; w < HOOKS_WORDS; w++) {
-		live = atomic_load(&hooks_live[w]);
-		while (live) {
-			int bit = __builtin_ctzll(live);
+	hooks_dispatch(start, end, GDRC_HOOKS_SRC_HOST);
+}
 
-			live &= live - 1;
-			hooks_call(&hooks_slots[w * HOOKS_WORD_BITS + bit],
-				   start, end);
-		}
-	}
-	errno = saved_errno;
+/* Hook context, from the replacements in cuhooks.c. */
+void gdrc_hooks_report_cuda(uintptr_t start, uintptr_t end)
+{
+	atomic_fetch_add_explicit(&hooks_cuda_events, 1,
+				  memory_order_relaxed);
+	hooks_dispatch(start, end, GDRC_HOOKS_SRC_CUDA);
 }
 
 /* Any context, hook context included: reads a counter. */
 uint64_t gdrc_hooks_event_count(void)
 {
 	return atomic_load_explicit(&hooks_events, memory_order_relaxed);
+}
+
+uint64_t gdrc_hooks_cuda_event_count(void)
+{
+	return atomic_load_explicit(&hooks_cuda_events, memory_order_relaxed);
 }
 
 /* Any context, hook context included. */

@@ -23,6 +23,7 @@
 #define GDRC_HOOKS_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <gdrcache.h>
@@ -30,8 +31,17 @@
 /* Subscribers at most. */
 #define GDRC_HOOKS_MAX_SUBSCRIBERS 64
 
-/* Hook-context callback: [start, end) page aligned, start < end. */
-typedef void (*gdrc_hooks_event_fn)(uintptr_t start, uintptr_t end, void *arg);
+/* Where an event came from. */
+enum gdrc_hooks_source {
+	GDRC_HOOKS_SRC_HOST, /* [start, end) page aligned, contents gone */
+	GDRC_HOOKS_SRC_CUDA, /* a CUDA free: every allocation overlapping
+			      * [start, end) is gone (a free by base
+			      * address reports [base, base + 1)) */
+};
+
+/* Hook-context callback: start < end; source: enum gdrc_hooks_source. */
+typedef void (*gdrc_hooks_event_fn)(uintptr_t start, uintptr_t end,
+				    int source, void *arg);
 
 /*
  * Install the hooks once per process and self-test them (an mmap and
@@ -60,6 +70,35 @@ void gdrc_hooks_unsubscribe(int slot);
 
 /* Events delivered since the process started (for tests and stats). */
 uint64_t gdrc_hooks_event_count(void);
+uint64_t gdrc_hooks_cuda_event_count(void);
+
+/*
+ * CUDA free hooks (cuhooks.c), once per process: detour libcuda's free
+ * functions (every address dlsym and cuGetProcAddress give out for
+ * cuMemFree, cuMemFreeAsync, cuMemFreeHost, cuMemHostUnregister,
+ * cuMemUnmap) so that each free is reported, source GDRC_HOOKS_SRC_CUDA,
+ * before the driver runs it.  libcuda: a dlopen handle to the driver.
+ * Later calls return the first call's result.  Needs no CUDA context.
+ * @return GDRC_OK; GDRC_ERR_UNSUPPORTED (gdrc_cuhooks_reason says why).
+ */
+gdrc_status_t gdrc_cuhooks_install(void *libcuda);
+
+/* @return 1 once gdrc_cuhooks_install() succeeded. */
+int gdrc_cuhooks_active(void);
+
+/* Why the CUDA hooks are off; NULL while they are on. */
+const char *gdrc_cuhooks_reason(void);
+
+/* @return 1 if every detoured entry still holds our jump. */
+int gdrc_cuhooks_intact(void);
+
+/*
+ * Allocate and free a small buffer through cuGetProcAddress's entry
+ * points (the runtime's path) and check the free was reported.  Needs a
+ * current CUDA context; not hook context.
+ * @return 0, or -1 with why.
+ */
+int gdrc_cuhooks_self_test(char *why, size_t why_len);
 
 /*
  * Why gdrc_hooks_install() failed, as a lowercase sentence; NULL if it
@@ -83,13 +122,19 @@ int gdrc_hooks_intact(void);
  */
 extern const uint64_t *_Atomic gdrc_hooks_probe_addr;
 extern uint64_t gdrc_hooks_probe_val;
+/* The same for the CUDA hooks: the first eight bytes of cuMemFree_v2. */
+extern const uint64_t *_Atomic gdrc_cuhooks_probe_addr;
+extern uint64_t gdrc_cuhooks_probe_val;
 
 static inline int gdrc_hooks_probe_ok(void)
 {
 	const uint64_t *p = atomic_load_explicit(&gdrc_hooks_probe_addr,
 						 memory_order_relaxed);
+	const uint64_t *q = atomic_load_explicit(&gdrc_cuhooks_probe_addr,
+						 memory_order_relaxed);
 
-	return !p || *(const volatile uint64_t *)p == gdrc_hooks_probe_val;
+	return (!p || *(const volatile uint64_t *)p == gdrc_hooks_probe_val) &&
+	       (!q || *(const volatile uint64_t *)q == gdrc_cuhooks_probe_val);
 }
 
 #endif /* GDRC_HOOKS_H */

@@ -22,6 +22,10 @@
  */
 void gdrc_hooks_report(uintptr_t addr, size_t len);
 
+/* Hook context (cuhooks.c): [start, end) of CUDA memory being freed,
+ * handed to every subscriber as is.  errno is preserved. */
+void gdrc_hooks_report_cuda(uintptr_t start, uintptr_t end);
+
 #ifdef __x86_64__
 /* libc's own entry points, for the self test (patched by then). */
 struct gdrc_patch_libc {
@@ -44,6 +48,39 @@ void gdrc_patch_revert(void);
 
 /* @return 1 if every entry point still holds our jump, else 0. */
 int gdrc_patch_intact(void);
+
+/* Code at src into buf / len bytes of new code at dst (detour_x86_64.c);
+ * write parks new callers while it works.  @return 0, or -1 (errno). */
+void gdrc_code_read(uint8_t *buf, const uint8_t *src, size_t len);
+int gdrc_code_write(uint8_t *dst, const uint8_t *src, size_t len);
+
+/* Bytes of a function's entry a detour may displace, at most. */
+#define GDRC_DETOUR_SAVE 24
+
+/* One function whose callers are sent to a replacement. */
+struct gdrc_detour {
+	uint8_t *fn;                   /* patched entry; NULL: none */
+	void *orig;                    /* call this for the original code */
+	int chained;                   /* fn already jumped elsewhere */
+	unsigned saved_len;            /* bytes displaced */
+	uint8_t saved[GDRC_DETOUR_SAVE]; /* their original contents */
+	uint8_t jmp[5];                /* what we wrote at fn */
+};
+
+/*
+ * Install time, not hook context.  Send every call of fn to repl, which
+ * may call d->orig to run fn's original code.
+ * @return 0; -1 with why (nothing changed) when fn's first instructions
+ *         cannot be relocated or no island page is free nearby.
+ */
+int gdrc_detour_install(struct gdrc_detour *d, void *fn, void *repl,
+			char *why, size_t why_len);
+
+/* Put fn's first bytes back (the trampoline stays allocated). */
+void gdrc_detour_remove(struct gdrc_detour *d);
+
+/* @return 1 if fn still holds our jump, else 0.  Reads memory only. */
+int gdrc_detour_intact(const struct gdrc_detour *d);
 #endif
 
 #endif /* GDRC_HOOKS_INT_H */

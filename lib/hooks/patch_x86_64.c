@@ -71,8 +71,6 @@
 #define PATCH_LEN 13
 #define PATCH_IMM_OFF 2
 #define PATCH_JMP_OFF 10
-/* jmp . : parks a caller while the rest of the patch is written */
-#define PATCH_PARK 0xfeebu
 
 /* The version every x86-64 glibc exports these symbols at. */
 #define PATCH_GLIBC_VER "GLIBC_2.2.5"
@@ -255,40 +253,10 @@ static struct patch_site patch_sites[] = {
  * Install time (under hooks.c's once; may log, allocate, lock).
  * ------------------------------------------------------------------ */
 
-/*
- * libc's code is read and written only through asm: a sanitizer would
- * check its own shadow for these addresses, and TSan has none for text
- * (it faults).  An aligned two-byte mov is a single, atomic store, and
- * x86 keeps stores in program order, so no fence is needed.
- */
-static inline uint8_t patch_peek8(const uint8_t *p)
-{
-	uint8_t v;
-
-	__asm__ volatile("movb %1, %0" : "=q"(v) : "m"(*p));
-	return v;
-}
-
-static inline void patch_poke8(uint8_t *p, uint8_t v)
-{
-	__asm__ volatile("movb %1, %0" : "=m"(*p) : "q"(v) : "memory");
-}
-
-static inline void patch_poke16(uint8_t *p, uint16_t v)
-{
-	__asm__ volatile("movw %1, %0"
-			 : "=m"(*(uint16_t *)(void *)p)
-			 : "r"(v)
-			 : "memory");
-}
-
 /* Copy PATCH_LEN bytes of code at src into our own buf. */
 static void patch_read(uint8_t *buf, const uint8_t *src)
 {
-	size_t i;
-
-	for (i = 0; i < PATCH_LEN; i++)
-		buf[i] = patch_peek8(src + i);
+	gdrc_code_read(buf, src, PATCH_LEN);
 }
 
 static void patch_encode(uint8_t *buf, const void *target)
@@ -382,35 +350,10 @@ static int patch_resolve(struct patch_site *site, void *libc,
 	return 0;
 }
 
-/*
- * Write PATCH_LEN bytes of code at dst.  The page stays executable
- * throughout, because other threads may be running code on it.  New
- * callers spin on a jump-to-self until the rest is in place; the
- * two-byte stores are single, aligned writes, so a caller sees either
- * the park or the full new entry.  x86 keeps instruction fetch coherent
- * with these stores; no cache flush is needed.
- */
+/* Write PATCH_LEN bytes of code at dst (see gdrc_code_write). */
 static int patch_write(uint8_t *dst, const uint8_t *src)
 {
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t first = gdrc_align_down((uintptr_t)dst, page);
-	uintptr_t last = gdrc_align_up((uintptr_t)dst + PATCH_LEN, page);
-	size_t i;
-
-	if (mprotect((void *)first, last - first,
-		     PROT_READ | PROT_WRITE | PROT_EXEC))
-		return -1;
-	if (!((uintptr_t)dst & 1)) {
-		patch_poke16(dst, PATCH_PARK);
-		for (i = 2; i < PATCH_LEN; i++)
-			patch_poke8(dst + i, src[i]);
-		patch_poke16(dst, (uint16_t)(src[0] | src[1] << 8));
-	} else {
-		for (i = 0; i < PATCH_LEN; i++)
-			patch_poke8(dst + i, src[i]);
-	}
-	__builtin___clear_cache((char *)dst, (char *)dst + PATCH_LEN);
-	return mprotect((void *)first, last - first, PROT_READ | PROT_EXEC);
+	return gdrc_code_write(dst, src, PATCH_LEN);
 }
 
 /* Put back the original bytes of every site patched so far. */

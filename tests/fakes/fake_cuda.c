@@ -37,6 +37,7 @@
  * deadlock.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -84,7 +85,14 @@
 	X(cuCtxGetCurrent)		\
 	X(cuDevicePrimaryCtxGetState)	\
 	X(cuDevicePrimaryCtxRetain)	\
-	X(cuDevicePrimaryCtxRelease_v2)
+	X(cuDevicePrimaryCtxRelease_v2)	\
+	X(cuMemAlloc_v2)		\
+	X(cuMemFree_v2)			\
+	X(cuMemFreeAsync)		\
+	X(cuMemFreeHost)		\
+	X(cuMemHostUnregister)		\
+	X(cuMemUnmap)			\
+	X(cuGetProcAddress_v2)
 
 enum fn_id {
 #define X(name) FN_##name,
@@ -1309,4 +1317,177 @@ int fake_cuda_primary_refs(int device)
 		    st.primary_refs[device] : -1;
 	unlock_state();
 	return n;
+}
+
+/* ====================================================================
+ * Allocation and free entry points, and cuGetProcAddress
+ * ==================================================================== */
+
+/*
+ * The free functions libgdrcache detours begin exactly as libcuda 580's
+ * do (push %rbp; mov %rsp,%rbp; push %r12; sub $8,%rsp, measured with
+ * tests/gpu/free_probe.c), whatever compiler or sanitizer builds the
+ * fake, and then call the C body with the arguments untouched: the
+ * detour is tested against the driver's real prologue.
+ */
+#define FAKE_DRIVER_ENTRY(name, body)                                       \
+	__asm__(".text\n.globl " #name "\n.type " #name ", @function\n"      \
+		".p2align 4\n" #name ":\n"                                   \
+		"\tpush %rbp\n\tmov %rsp, %rbp\n\tpush %r12\n"               \
+		"\tsub $8, %rsp\n\tcall " #body "\n\tadd $8, %rsp\n"         \
+		"\tpop %r12\n\tpop %rbp\n\tret\n"                            \
+		".size " #name ", . - " #name "\n")
+
+/* Free the allocation of one of kinds starting at p. */
+static CUresult free_entry(enum fn_id fn, CUdeviceptr p, unsigned kinds)
+{
+	struct fake_alloc *a;
+	CUresult rc;
+
+	lock_state();
+	rc = enter(fn, true);
+	a = rc ? NULL : lookup(p);
+	if (!rc && (!a || a->start != p || !(kinds & (1u << a->kind))))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	unlock_state();
+	if (!rc && fake_cuda_free(p))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	return rc;
+}
+
+#ifndef CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+#define CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED 713
+#endif
+
+#define DEVICE_KINDS ((1u << FAKE_DEVICE) | (1u << FAKE_POOL) | \
+		      (1u << FAKE_MANAGED))
+
+__attribute__((used)) static CUresult fake_mem_free(CUdeviceptr p)
+{
+	return free_entry(FN_cuMemFree_v2, p, DEVICE_KINDS);
+}
+
+__attribute__((used)) static CUresult fake_mem_free_v1(unsigned int p)
+{
+	return free_entry(FN_cuMemFree_v2, p, DEVICE_KINDS);
+}
+
+__attribute__((used)) static CUresult fake_mem_free_async(CUdeviceptr p,
+							   void *stream)
+{
+	(void)stream;
+	return free_entry(FN_cuMemFreeAsync, p, DEVICE_KINDS);
+}
+
+__attribute__((used)) static CUresult fake_mem_free_host(void *p)
+{
+	return free_entry(FN_cuMemFreeHost, (uintptr_t)p,
+			  1u << FAKE_HOST_PINNED);
+}
+
+/* The memory stays mapped; only the driver forgets it (and the fake
+ * leaks the mapping, which a test never reuses). */
+__attribute__((used)) static CUresult fake_mem_host_unregister(void *p)
+{
+	struct fake_alloc *a;
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuMemHostUnregister, true);
+	a = rc ? NULL : lookup((uintptr_t)p);
+	if (!rc && (!a || a->start != (uintptr_t)p ||
+		    a->kind != FAKE_HOST_PINNED))
+		rc = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	if (!rc)
+		remove_alloc(a);
+	unlock_state();
+	return rc;
+}
+
+/* The whole mapping of a VMM allocation (the fake's VMM allocations are
+ * mapped once, whole). */
+__attribute__((used)) static CUresult fake_mem_unmap(CUdeviceptr p,
+						      size_t size)
+{
+	struct fake_alloc *a;
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuMemUnmap, true);
+	a = rc ? NULL : lookup(p);
+	if (!rc && (!a || a->start != p || a->kind != FAKE_VMM ||
+		    a->span != size))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	unlock_state();
+	if (!rc && fake_cuda_free(p))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	return rc;
+}
+
+FAKE_DRIVER_ENTRY(cuMemFree_v2, fake_mem_free);
+FAKE_DRIVER_ENTRY(cuMemFree, fake_mem_free_v1);
+FAKE_DRIVER_ENTRY(cuMemFreeAsync, fake_mem_free_async);
+FAKE_DRIVER_ENTRY(cuMemFreeAsync_ptsz, fake_mem_free_async);
+FAKE_DRIVER_ENTRY(cuMemFreeHost, fake_mem_free_host);
+FAKE_DRIVER_ENTRY(cuMemHostUnregister, fake_mem_host_unregister);
+FAKE_DRIVER_ENTRY(cuMemUnmap, fake_mem_unmap);
+
+/* On the current context's device. */
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
+{
+	CUresult rc;
+	int device;
+
+	lock_state();
+	rc = enter(FN_cuMemAlloc_v2, true);
+	device = rc ? -1 : ctx_device(current_ctx());
+	if (!rc && device < 0)
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+	unlock_state();
+	if (rc)
+		return rc;
+	if (!p || !size)
+		return CUDA_ERROR_INVALID_VALUE;
+	*p = fake_cuda_alloc(FAKE_DEVICE, size, device);
+	return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/*
+ * As the real one: a name without its _v2 suffix gets the _v2 entry
+ * point, per-thread-stream flag (2) the _ptsz one where there is one,
+ * and a version below 3020 the 32-bit cuMemFree.
+ */
+CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
+			     unsigned long long flags, int *status)
+{
+	char name[128];
+	Dl_info self;
+	void *h, *fn = NULL;
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuGetProcAddress_v2, false);
+	unlock_state();
+	if (rc)
+		return rc;
+	if (!sym || !pfn || !dladdr((void *)cuGetProcAddress_v2, &self))
+		return CUDA_ERROR_INVALID_VALUE;
+	h = dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+	if (!h)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (flags & 2) {
+		snprintf(name, sizeof(name), "%s_ptsz", sym);
+		fn = dlsym(h, name);
+	}
+	if (!fn && ver >= 3020) {
+		snprintf(name, sizeof(name), "%s_v2", sym);
+		fn = dlsym(h, name);
+	}
+	if (!fn)
+		fn = dlsym(h, sym);
+	dlclose(h);
+	*pfn = fn;
+	if (status)
+		*status = fn ? 0 : 1;
+	return fn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }

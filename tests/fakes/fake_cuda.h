@@ -119,6 +119,15 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned *flags,
 				    int *active);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size);
+CUresult cuMemFree_v2(CUdeviceptr p);
+CUresult cuMemFreeAsync(CUdeviceptr p, void *stream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, void *stream);
+CUresult cuMemFreeHost(void *p);
+CUresult cuMemHostUnregister(void *p);
+CUresult cuMemUnmap(CUdeviceptr p, size_t size);
+CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
+			     unsigned long long flags, int *status);
 #endif
 
 #endif /* GDRC_FAKE_CUDA_H */

@@ -60,7 +60,7 @@ static void (*libc_free)(void *);
 static int (*libc_malloc_trim)(size_t);
 
 /* Hook context. */
-static void rec_fn(uintptr_t start, uintptr_t end, void *arg)
+static void rec_fn(uintptr_t start, uintptr_t end, int source, void *arg)
 {
 	struct rec *r = arg;
 	unsigned int i = atomic_fetch_add(&r->n, 1);
@@ -582,7 +582,7 @@ static void test_hooks_unsubscribe_stops_delivery(void **state)
 	assert_true(gdrc_hooks_event_count() > before);
 }
 
-static void dummy_fn(uintptr_t start, uintptr_t end, void *arg)
+static void dummy_fn(uintptr_t start, uintptr_t end, int source, void *arg)
 {
 	(void)start;
 	(void)end;
@@ -630,7 +630,8 @@ struct mt {
 };
 
 /* Hook context. */
-static void mt_perm_fn(uintptr_t start, uintptr_t end, void *arg)
+static void mt_perm_fn(uintptr_t start, uintptr_t end, int source,
+		       void *arg)
 {
 	struct mt *mt = arg;
 
@@ -640,7 +641,8 @@ static void mt_perm_fn(uintptr_t start, uintptr_t end, void *arg)
 }
 
 /* Hook context. */
-static void mt_toggle_fn(uintptr_t start, uintptr_t end, void *arg)
+static void mt_toggle_fn(uintptr_t start, uintptr_t end, int source,
+			 void *arg)
 {
 	struct mt *mt = arg;
 
