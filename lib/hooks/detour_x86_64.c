@@ -293,7 +293,7 @@ static uint8_t *island_slot(uintptr_t target)
 
 			if (side < 0 && target < (uintptr_t)off + page)
 				continue;
-			p = mmap((void *)want, page, PROT_READ | PROT_WRITE,
+			p = mmap((void *)want, page, PROT_READ | PROT_EXEC,
 				 MAP_PRIVATE | MAP_ANONYMOUS |
 					 MAP_FIXED_NOREPLACE,
 				 -1, 0);
@@ -408,7 +408,8 @@ int gdrc_detour_install(struct gdrc_detour *d, void *fn, void *repl,
 	}
 	entry = slot;
 	tramp = slot + DETOUR_ABS_LEN + 2;
-	if (island_protect(slot, PROT_READ | PROT_WRITE)) {
+	/* Other slots of the page may be running: it stays executable. */
+	if (island_protect(slot, PROT_READ | PROT_WRITE | PROT_EXEC)) {
 		pthread_mutex_unlock(&islands_lock);
 		snprintf(why, why_len, "mprotect of the island: %s",
 			 strerror(errno));
