@@ -26,6 +26,12 @@
  *                by the BUFFER_ID tag check: a new registration, never
  *                the stale one (GDRC_MEM_HOOKS=none, so that no host
  *                hook can catch it first; "hooked" runs with the hooks);
+ *   freed_through  the same with GDRC_VALIDATE=hooks, so only the CUDA
+ *                free hooks can catch it, for each way of freeing: the
+ *                driver symbol, cudaFree, cuGetProcAddress, dlsym,
+ *                cudaGetDriverEntryPointByVersion, cudaFreeAsync, the
+ *                per-thread-stream cuMemFreeAsync, cuMemUnmap,
+ *                cudaFreeHost, cudaHostUnregister;
  *   suballoc     two small allocations sharing a 64 KiB page keep
  *                separate registrations, and freeing one leaves the
  *                other cached;
@@ -47,6 +53,7 @@
  * Without a driver or a device it prints "skipped: no GPU" and exits 77,
  * which ctest reports as skipped; tests needing two devices skip alone.
  */
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -818,24 +825,35 @@ static void test_gpu_sync_memops_vmm(void **state)
 /*
  * get+put on a fresh allocation, free it, allocate until the same VA
  * returns, get again: a new registration of the new allocation.
- * hooks_none: no host hook may see the free, so the BUFFER_ID check must
- * be what caught it; else either may.  @return 0 if the VA never came
- * back (nothing left allocated: the caller cleans up and skips), else 1.
+ * how: REALLOC_TAG, no hook may see the free (GDRC_MEM_HOOKS=none), so
+ * the BUFFER_ID check must be what caught it; REALLOC_ANY, either may;
+ * REALLOC_CUDA_HOOK, GDRC_VALIDATE=hooks makes no tag check at all, so
+ * the CUDA free hook must have caught it.  @return 0 if the VA never
+ * came back (nothing left allocated: the caller cleans up and skips),
+ * else 1.
  */
-static int realloc_case(struct galloc *a, size_t size, int hooks_none)
+enum { REALLOC_TAG, REALLOC_ANY, REALLOC_CUDA_HOOK };
+
+static const char *const env_validate_hooks[] = { "GDRC_VALIDATE", "hooks",
+						   NULL };
+
+static int realloc_case(struct galloc *a, size_t size, int how)
 {
 	unsigned long long b1, b2;
 	struct gdrc_mr_info i1, i2;
 	struct gdrc_ctx *ctx;
 	struct gdrc_mr *mr;
-	uint64_t by_tag, by_hook;
+	uint64_t by_tag, by_hook, by_cuda, events;
 	CUdeviceptr p, base = 0;
 	size_t asize = 0;
 
 	a->alloc(a, size, &p);
 	b1 = buffer_id_of(p);
 	CU(cuMemGetAddressRange(&base, &asize, p));
-	ctx = ctx_open_env(hooks_none ? env_hooks_none : NULL);
+	ctx = ctx_open_env(how == REALLOC_TAG ? env_hooks_none :
+			   how == REALLOC_CUDA_HOOK ? env_validate_hooks :
+						      NULL);
+	events = stat_of(ctx, GDRC_STAT_CUDA_EVENTS);
 	mr = get(ctx, p, size, &i1);
 	print_mr("before the free", &i1);
 	check_whole(&i1, base, asize, a->kind, 0);
@@ -843,6 +861,8 @@ static int realloc_case(struct galloc *a, size_t size, int hooks_none)
 	gdrc_mr_put(ctx, mr);
 
 	a->release(a, p);
+	if (how == REALLOC_CUDA_HOOK)
+		assert_true(stat_of(ctx, GDRC_STAT_CUDA_EVENTS) > events);
 	if (!realloc_same_va(a, p, size)) {
 		gdrc_fini(ctx);
 		return 0;
@@ -858,19 +878,25 @@ static int realloc_case(struct galloc *a, size_t size, int hooks_none)
 	check_whole(&i2, base, asize, a->kind, 0);
 	by_tag = stat_of(ctx, GDRC_STAT_INV_TAG_CHECK);
 	by_hook = stat_of(ctx, GDRC_STAT_INV_HOST_HOOK);
+	by_cuda = stat_of(ctx, GDRC_STAT_INV_CUDA_HOOK);
 	print_message("    invalidations: by tag check %llu, by host hook "
-		      "%llu\n", (unsigned long long)by_tag,
-		      (unsigned long long)by_hook);
+		      "%llu, by cuda hook %llu\n", (unsigned long long)by_tag,
+		      (unsigned long long)by_hook,
+		      (unsigned long long)by_cuda);
 	assert_true(i2.id != i1.id);
 	assert_int_equal(i2.buffer_id, b2);
 	assert_true(i2.buffer_id != i1.buffer_id);
 	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 2);
 	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), 0);
-	if (hooks_none) {
+	if (how == REALLOC_TAG) {
 		assert_true(by_tag >= 1);
-		assert_int_equal(by_hook, 0);
+		assert_int_equal(by_hook + by_cuda, 0);
+	} else if (how == REALLOC_CUDA_HOOK) {
+		assert_int_equal(by_cuda, 1);
+		assert_int_equal(by_tag, 0);
+		assert_int_equal(stat_of(ctx, GDRC_STAT_TAG_CHECKS), 0);
 	} else {
-		assert_true(by_tag + by_hook >= 1);
+		assert_true(by_tag + by_hook + by_cuda >= 1);
 	}
 	gdrc_mr_put(ctx, mr);
 	gdrc_fini(ctx);
@@ -881,14 +907,14 @@ static int realloc_case(struct galloc *a, size_t size, int hooks_none)
 static void test_gpu_realloc_cumem(void **state)
 {
 	(void)state;
-	if (!realloc_case(&galloc_cumem, MIB, 1))
+	if (!realloc_case(&galloc_cumem, MIB, REALLOC_TAG))
 		skip();
 }
 
 static void test_gpu_realloc_hooked_cumem(void **state)
 {
 	(void)state;
-	if (!realloc_case(&galloc_cumem, MIB, 0))
+	if (!realloc_case(&galloc_cumem, MIB, REALLOC_ANY))
 		skip();
 }
 
@@ -898,7 +924,7 @@ static void test_gpu_realloc_cudart(void **state)
 			    cudart_release, NULL };
 
 	(void)state;
-	if (!realloc_case(&a, MIB, 1))
+	if (!realloc_case(&a, MIB, REALLOC_TAG))
 		skip();
 }
 
@@ -912,7 +938,7 @@ static void test_gpu_realloc_pool(void **state)
 	if (!dev_attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev0))
 		skip();
 	RT(cudaStreamCreateWithFlags(&a.stream, cudaStreamNonBlocking));
-	done = realloc_case(&a, MIB, 1);
+	done = realloc_case(&a, MIB, REALLOC_TAG);
 	RT(cudaStreamDestroy(a.stream));
 	if (!done)
 		skip();
@@ -956,6 +982,246 @@ static void test_gpu_realloc_vmm(void **state)
 	gdrc_mr_put(ctx, mr);
 	gdrc_fini(ctx);
 	vmm_free(&v);
+}
+
+/* ====================================================================
+ * CUDA free hooks: every way a program frees, with GDRC_VALIDATE=hooks
+ * (no tag check can hide a missed free).  "freed through" names how the
+ * program got the free function.
+ * ==================================================================== */
+
+/* The driver's cuMemFree as a program might have fetched it. */
+typedef CUresult (*free_fn)(CUdeviceptr p);
+typedef CUresult (*free_async_fn)(CUdeviceptr p, CUstream s);
+
+static void *entry_gpa(const char *sym, cuuint64_t flags)
+{
+	CUdriverProcAddressQueryResult q;
+	void *fn = NULL;
+
+	CU(cuGetProcAddress(sym, &fn, CUDA_VERSION, flags, &q));
+	assert_int_equal(q, CU_GET_PROC_ADDRESS_SUCCESS);
+	assert_non_null(fn);
+	return fn;
+}
+
+static void gpa_release(struct galloc *a, CUdeviceptr p)
+{
+	(void)a;
+	CU(((free_fn)entry_gpa("cuMemFree", CU_GET_PROC_ADDRESS_DEFAULT))(p));
+}
+
+static void dlsym_release(struct galloc *a, CUdeviceptr p)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	free_fn fn;
+
+	(void)a;
+	assert_non_null(h);
+	fn = (free_fn)dlsym(h, "cuMemFree_v2");
+	dlclose(h);
+	assert_non_null(fn);
+	CU(fn(p));
+}
+
+#if CUDART_VERSION >= 12050
+static void rt_entry_release(struct galloc *a, CUdeviceptr p)
+{
+	enum cudaDriverEntryPointQueryResult q;
+	void *fn = NULL;
+
+	(void)a;
+	RT(cudaGetDriverEntryPointByVersion("cuMemFree", &fn, CUDA_VERSION,
+					    cudaEnableDefault, &q));
+	assert_int_equal(q, cudaDriverEntryPointSuccess);
+	CU(((free_fn)fn)(p));
+}
+#endif
+
+/* cuMemFreeAsync for per-thread default streams (the _ptsz variant). */
+static void ptds_release(struct galloc *a, CUdeviceptr p)
+{
+	free_async_fn fn = (free_async_fn)entry_gpa(
+		"cuMemFreeAsync", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+
+	CU(fn(p, (CUstream)a->stream));
+	RT(cudaStreamSynchronize(a->stream));
+}
+
+static void test_gpu_cuda_hooks_status(void **state)
+{
+	struct gdrc_ctx *ctx;
+	const char *why = "unset";
+
+	(void)state;
+	ctx = ctx_open_env(env_validate_hooks);
+	assert_int_equal(gdrc_cuda_hooks_status(ctx, &why), GDRC_OK);
+	assert_null(why);
+	gdrc_fini(ctx);
+}
+
+static void test_gpu_freed_through_symbol_cumem(void **state)
+{
+	(void)state;
+	if (!realloc_case(&galloc_cumem, MIB, REALLOC_CUDA_HOOK))
+		skip();
+}
+
+static void test_gpu_freed_through_cudafree_cudart(void **state)
+{
+	struct galloc a = { "cudart", GDRC_PTR_DEVICE, cudart_alloc,
+			    cudart_release, NULL };
+
+	(void)state;
+	if (!realloc_case(&a, MIB, REALLOC_CUDA_HOOK))
+		skip();
+}
+
+static void test_gpu_freed_through_getprocaddress_cumem(void **state)
+{
+	struct galloc a = { "cumem/gpa", GDRC_PTR_DEVICE, cumem_alloc,
+			    gpa_release, NULL };
+
+	(void)state;
+	if (!realloc_case(&a, MIB, REALLOC_CUDA_HOOK))
+		skip();
+}
+
+static void test_gpu_freed_through_dlsym_cumem(void **state)
+{
+	struct galloc a = { "cumem/dlsym", GDRC_PTR_DEVICE, cumem_alloc,
+			    dlsym_release, NULL };
+
+	(void)state;
+	if (!realloc_case(&a, MIB, REALLOC_CUDA_HOOK))
+		skip();
+}
+
+static void test_gpu_freed_through_driver_entry_point_cumem(void **state)
+{
+#if CUDART_VERSION >= 12050
+	struct galloc a = { "cumem/cudaGetDriverEntryPointByVersion",
+			    GDRC_PTR_DEVICE, cumem_alloc, rt_entry_release,
+			    NULL };
+
+	(void)state;
+	if (!realloc_case(&a, MIB, REALLOC_CUDA_HOOK))
+		skip();
+#else
+	(void)state;
+	skip();
+#endif
+}
+
+static void pool_case(void (*release)(struct galloc *, CUdeviceptr),
+		      const char *name)
+{
+	struct galloc a = { name, GDRC_PTR_POOL, pool_alloc, release, NULL };
+	int done;
+
+	if (!dev_attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev0))
+		skip();
+	RT(cudaStreamCreateWithFlags(&a.stream, cudaStreamNonBlocking));
+	done = realloc_case(&a, MIB, REALLOC_CUDA_HOOK);
+	RT(cudaStreamDestroy(a.stream));
+	if (!done)
+		skip();
+}
+
+static void test_gpu_freed_through_cudafreeasync_pool(void **state)
+{
+	(void)state;
+	pool_case(pool_release, "pool/cudaFreeAsync");
+}
+
+static void test_gpu_freed_through_ptsz_pool(void **state)
+{
+	(void)state;
+	pool_case(ptds_release, "pool/cuMemFreeAsync_ptsz");
+}
+
+static void test_gpu_freed_through_unmap_vmm(void **state)
+{
+	struct gdrc_mr_info i1, i2;
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *mr;
+	struct vmm_buf v;
+	uint64_t events;
+
+	(void)state;
+	if (!vmm_supported())
+		skip();
+	vmm_alloc(&v);
+	ctx = ctx_open_env(env_validate_hooks);
+	mr = get(ctx, v.va, v.size, &i1);
+	gdrc_mr_put(ctx, mr);
+	events = stat_of(ctx, GDRC_STAT_CUDA_EVENTS);
+	vmm_unmap(&v);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_CUDA_EVENTS), events + 1);
+	vmm_map(&v);
+	mr = get(ctx, v.va, v.size, &i2);
+	print_mr("after the remap", &i2);
+	assert_true(i2.id != i1.id);
+	assert_int_equal(i2.buffer_id, buffer_id_of(v.va));
+	assert_int_equal(stat_of(ctx, GDRC_STAT_INV_CUDA_HOOK), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_TAG_CHECKS), 0);
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	vmm_free(&v);
+}
+
+/* Pinned host memory: cudaFreeHost unmaps inside the driver (no libc
+ * munmap on driver 580): only the CUDA hook sees it. */
+static void test_gpu_freed_through_cudafreehost_hostalloc(void **state)
+{
+	struct gdrc_mr_info i1, i2;
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *mr;
+	void *h = NULL, *h2 = NULL;
+	uint64_t events;
+
+	(void)state;
+	RT(cudaMallocHost(&h, MIB));
+	ctx = ctx_open_env(env_validate_hooks);
+	mr = get(ctx, (CUdeviceptr)(uintptr_t)h + 64 * KIB, 4 * KIB, &i1);
+	assert_int_equal(i1.kind, GDRC_PTR_HOST_PINNED);
+	gdrc_mr_put(ctx, mr);
+	events = stat_of(ctx, GDRC_STAT_CUDA_EVENTS);
+	RT(cudaFreeHost(h));
+	assert_int_equal(stat_of(ctx, GDRC_STAT_CUDA_EVENTS), events + 1);
+	RT(cudaMallocHost(&h2, MIB));
+	print_message("    hostalloc: %p freed, %p allocated\n", h, h2);
+	mr = get(ctx, (CUdeviceptr)(uintptr_t)h2 + 64 * KIB, 4 * KIB, &i2);
+	assert_true(i2.id != i1.id);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_INV_CUDA_HOOK), 1);
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	RT(cudaFreeHost(h2));
+}
+
+/* cudaHostUnregister: the memory stays, the pinned registration goes. */
+static void test_gpu_freed_through_hostunregister_malloc(void **state)
+{
+	struct gdrc_mr_info i1, i2;
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *mr;
+	void *h = aligned_alloc(64 * KIB, MIB);
+
+	(void)state;
+	assert_non_null(h);
+	RT(cudaHostRegister(h, MIB, cudaHostRegisterDefault));
+	ctx = ctx_open_env(env_validate_hooks);
+	mr = get(ctx, (CUdeviceptr)(uintptr_t)h, 4 * KIB, &i1);
+	assert_int_equal(i1.kind, GDRC_PTR_HOST_PINNED);
+	gdrc_mr_put(ctx, mr);
+	RT(cudaHostUnregister(h));
+	mr = get(ctx, (CUdeviceptr)(uintptr_t)h, 4 * KIB, &i2);
+	assert_true(i2.id != i1.id);
+	assert_int_equal(i2.kind, GDRC_PTR_HOST);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_INV_CUDA_HOOK), 1);
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	free(h);
 }
 
 /* ====================================================================
@@ -1279,6 +1545,18 @@ int main(void)
 		cmocka_unit_test(test_gpu_realloc_cudart),
 		cmocka_unit_test(test_gpu_realloc_pool),
 		cmocka_unit_test(test_gpu_realloc_vmm),
+		cmocka_unit_test(test_gpu_cuda_hooks_status),
+		cmocka_unit_test(test_gpu_freed_through_symbol_cumem),
+		cmocka_unit_test(test_gpu_freed_through_cudafree_cudart),
+		cmocka_unit_test(test_gpu_freed_through_getprocaddress_cumem),
+		cmocka_unit_test(test_gpu_freed_through_dlsym_cumem),
+		cmocka_unit_test(
+			test_gpu_freed_through_driver_entry_point_cumem),
+		cmocka_unit_test(test_gpu_freed_through_cudafreeasync_pool),
+		cmocka_unit_test(test_gpu_freed_through_ptsz_pool),
+		cmocka_unit_test(test_gpu_freed_through_unmap_vmm),
+		cmocka_unit_test(test_gpu_freed_through_cudafreehost_hostalloc),
+		cmocka_unit_test(test_gpu_freed_through_hostunregister_malloc),
 		cmocka_unit_test(test_gpu_suballoc_cumem),
 		cmocka_unit_test(test_gpu_validate_hooks_cumem),
 		cmocka_unit_test(test_gpu_validate_always_cumem),

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""PyTorch frees seen by libgdrcache's CUDA free hooks.
+
+PyTorch's caching allocator calls cudaMalloc/cudaFree through the dynamic
+runtime, which reaches the driver through cuGetProcAddress pointers: no
+symbol interposition sees those frees.  This registers a tensor's memory
+through libgdrcache (ctypes, GDRC_VALIDATE=hooks so that no BUFFER_ID
+check can hide a missed free), drops the tensor and empties PyTorch's
+cache (cudaFree), allocates until the same address comes back, and checks
+that the CUDA hook invalidated the registration and the new allocation
+gets a new one.
+
+Usage: test_torch_free.py path/to/libgdrcache.so
+Exit 0 on success, 77 when torch or a GPU is missing, 1 on failure.
+"""
+import ctypes
+import json
+import os
+import sys
+
+
+class MrInfo(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint64), ("addr", ctypes.c_size_t),
+                ("length", ctypes.c_size_t), ("mem_type", ctypes.c_int),
+                ("backend", ctypes.c_int), ("device", ctypes.c_int),
+                ("access", ctypes.c_uint32), ("lkey", ctypes.c_uint32),
+                ("rkey", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("kind", ctypes.c_int), ("buffer_id", ctypes.c_uint64),
+                ("key_addr", ctypes.c_size_t),
+                ("key_length", ctypes.c_size_t)]
+
+
+GDRC_MR_INFO_TAG_CHECKED = 1 << 5
+GDRC_DUMP_JSON = 1
+SIZE = 64 << 20  # its own segment: cudaMalloc of exactly this
+
+
+def main():
+    try:
+        import torch
+    except ImportError:
+        print("skipped: no torch")
+        return 77
+    if not torch.cuda.is_available():
+        print("skipped: no GPU")
+        return 77
+    torch.zeros(1, device="cuda")  # the runtime and its context first
+    os.environ["GDRC_VALIDATE"] = "hooks"
+    lib = ctypes.CDLL(sys.argv[1])
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    lib.gdrc_init.argtypes = [vp, ctypes.POINTER(vp)]
+    lib.gdrc_mr_get.argtypes = [vp, vp, sz, ctypes.c_uint32,
+                                ctypes.c_uint32, ctypes.POINTER(vp)]
+    lib.gdrc_mr_put.argtypes = [vp, vp]
+    lib.gdrc_mr_query.argtypes = [vp, ctypes.POINTER(MrInfo)]
+    lib.gdrc_stats_dump.argtypes = [vp, ctypes.c_int, ctypes.c_char_p, sz,
+                                    ctypes.POINTER(sz)]
+    lib.gdrc_cuda_hooks_status.argtypes = [vp, ctypes.POINTER(ctypes.c_char_p)]
+    lib.gdrc_fini.argtypes = [vp]
+
+    ctx = vp()
+    assert lib.gdrc_init(None, ctypes.byref(ctx)) == 0, "gdrc_init"
+    why = ctypes.c_char_p()
+    st = lib.gdrc_cuda_hooks_status(ctx, ctypes.byref(why))
+    print("cuda hooks status", st, why.value)
+    assert st == 0, why.value
+
+    def register(ptr):
+        mr, info = vp(), MrInfo()
+        assert lib.gdrc_mr_get(ctx, ptr, 4096, 0, 0, ctypes.byref(mr)) == 0
+        assert lib.gdrc_mr_query(mr, ctypes.byref(info)) == 0
+        lib.gdrc_mr_put(ctx, mr)
+        return info
+
+    def stats():
+        buf = ctypes.create_string_buffer(1 << 14)
+        assert lib.gdrc_stats_dump(ctx, GDRC_DUMP_JSON, buf, len(buf),
+                                   None) == 0
+        return json.loads(buf.value.decode())
+
+    t = torch.empty(SIZE, dtype=torch.uint8, device="cuda")
+    ptr = t.data_ptr()
+    first = register(ptr)
+    print("registered %#x: id %d buffer id %d key %#x+%d" %
+          (ptr, first.id, first.buffer_id, first.key_addr, first.key_length))
+    assert not first.flags & GDRC_MR_INFO_TAG_CHECKED
+    before = stats()
+    del t
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    after_free = stats()
+    print("cuda events: %d -> %d" % (before["cuda_events"],
+                                     after_free["cuda_events"]))
+    assert after_free["cuda_events"] > before["cuda_events"], \
+        "empty_cache's cudaFree was not seen"
+
+    held = []
+    for _ in range(64):
+        t2 = torch.empty(SIZE, dtype=torch.uint8, device="cuda")
+        if t2.data_ptr() == ptr:
+            break
+        held.append(t2)
+    else:
+        print("the freed address never came back: nothing more to check")
+        return 0
+    second = register(ptr)
+    s = stats()
+    print("same address again: id %d buffer id %d; inv_cuda_hook %d, "
+          "tag checks %d, inv_tag_check %d" %
+          (second.id, second.buffer_id, s["inv_cuda_hook"], s["tag_checks"],
+           s["inv_tag_check"]))
+    assert second.id != first.id
+    assert second.buffer_id != first.buffer_id
+    assert s["inv_cuda_hook"] >= 1
+    assert s["tag_checks"] == 0 and s["inv_tag_check"] == 0
+    del t2, held
+    lib.gdrc_fini(ctx)
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
