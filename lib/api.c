@@ -395,6 +395,34 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 	return gdrc_cache_init(&ctx->cache, &p);
 }
 
+static void print_stats(struct gdrc_ctx *ctx)
+{
+	uint64_t v[GDRC_STAT_COUNT];
+	char buf[2048];
+
+	gdrc_cache_stats(&ctx->cache, v);
+	gdrc_stats_format(v, GDRC_DUMP_JSON, buf, sizeof(buf), NULL);
+	gdrc_log_write(GDRC_LOG_INFO, "stats %s", buf);
+}
+
+/* At exit: contexts still open with GDRC_STATS=1 print theirs (a
+ * preloaded or careless program never calls gdrc_fini). */
+static void stats_at_exit(void)
+{
+	pthread_mutex_lock(&registry_lock);
+	for (int i = 0; i < GDRC_MAX_CONTEXTS; i++)
+		if (registry[i] && registry[i]->knobs.stats &&
+		    !atomic_load(&registry[i]->cache.forked))
+			print_stats(registry[i]);
+	pthread_mutex_unlock(&registry_lock);
+}
+
+static void stats_at_exit_install(void)
+{
+	if (atexit(stats_at_exit))
+		gdrc_warn("atexit failed: GDRC_STATS prints at gdrc_fini only");
+}
+
 GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 				 struct gdrc_ctx **ctx_p)
 {
@@ -427,6 +455,11 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 			goto err_registry;
 		}
 	}
+	if (ctx->knobs.stats) {
+		static pthread_once_t stats_once = PTHREAD_ONCE_INIT;
+
+		pthread_once(&stats_once, stats_at_exit_install);
+	}
 	gdrc_debug("context created: backend %s, host caching %s",
 		   ctx->cache.p.ops->name,
 		   ctx->cache.p.cache_host ? "on" : "off");
@@ -443,15 +476,6 @@ err_free:
 	return status;
 }
 
-static void print_stats(struct gdrc_ctx *ctx)
-{
-	uint64_t v[GDRC_STAT_COUNT];
-	char buf[2048];
-
-	gdrc_cache_stats(&ctx->cache, v);
-	gdrc_stats_format(v, GDRC_DUMP_JSON, buf, sizeof(buf), NULL);
-	gdrc_log_write(GDRC_LOG_INFO, "stats %s", buf);
-}
 
 GDRC_API void gdrc_fini(struct gdrc_ctx *ctx)
 {

@@ -53,6 +53,7 @@ struct gdrc_knobs {
 	int validate;         /* enum gdrc_knob_validate */
 	uint64_t whole_alloc_max; /* bytes */
 	int kmod;             /* enum gdrc_knob_kmod */
+	int preload_mr;       /* libgdrcache-preload caches ibv_reg_mr */
 };
 
 enum gdrc_knob_type {

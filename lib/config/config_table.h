@@ -28,16 +28,18 @@ static const struct gdrc_knob_desc gdrc_knob_table[] = {
 		  "(K, M, G, T suffixes; inf: no limit)"),
 	GDRC_KNOB("GDRC_MEM_HOOKS", "auto", GDRC_KNOB_CHOICE, "auto|none",
 		  mem_hooks,
-		  "auto: watch host frees by patching glibc, and cache no host "
-		  "memory if that fails; none: the caller reports frees with "
-		  "gdrc_invalidate"),
+		  "auto: watch host frees by patching glibc and CUDA frees by "
+		  "detouring the driver's free functions, and cache no host "
+		  "memory if the glibc hooks fail; none: the caller reports "
+		  "frees with gdrc_invalidate"),
 	GDRC_KNOB("GDRC_BACKEND", "auto", GDRC_KNOB_CHOICE, "auto|verbs|none",
 		  backend,
 		  "how memory is registered: verbs (ibv_reg_mr on the "
 		  "configured PD), none (track only, keys 0), auto (verbs "
 		  "when a PD is given)"),
 	GDRC_KNOB("GDRC_STATS", "0", GDRC_KNOB_BOOL, NULL, stats,
-		  "print every counter to the log sink at gdrc_fini"),
+		  "print every counter to the log sink at gdrc_fini, and at "
+		  "exit for contexts still open"),
 	GDRC_KNOB("GDRC_CHECK", "0", GDRC_KNOB_BOOL, NULL, check,
 		  "check the cache's invariants after every change (slow; "
 		  "for debugging)"),
@@ -48,9 +50,9 @@ static const struct gdrc_knob_desc gdrc_knob_table[] = {
 	GDRC_KNOB("GDRC_VALIDATE", "auto", GDRC_KNOB_CHOICE,
 		  "auto|always|hooks", validate,
 		  "always: check a GPU hit's BUFFER_ID against the driver; "
-		  "hooks: trust free interception and make no CUDA call on a "
-		  "hit; auto: always, unless a kernel invalidation channel "
-		  "covers the registration"),
+		  "hooks: trust the CUDA free hooks and make no CUDA call on a "
+		  "hit (refused if they do not work); auto: always, unless a "
+		  "kernel invalidation channel covers the registration"),
 	GDRC_KNOB("GDRC_KMOD", "auto", GDRC_KNOB_CHOICE, "auto|off", kmod,
 		  "auto: when /dev/gdrcache (gdrcache.ko) is there, cached "
 		  "host registrations are watched by the kernel, which also "
@@ -59,6 +61,10 @@ static const struct gdrc_knob_desc gdrc_knob_table[] = {
 		  whole_alloc_max,
 		  "GPU allocations up to this size are registered whole; "
 		  "larger ones by the requested range rounded to 64 KiB"),
+	GDRC_KNOB("GDRC_PRELOAD_MR", "1", GDRC_KNOB_BOOL, NULL, preload_mr,
+		  "libgdrcache-preload.so serves the program's ibv_reg_mr and "
+		  "ibv_dereg_mr from the cache; 0 passes them through and "
+		  "only installs the hooks"),
 };
 
 #endif /* GDRC_CONFIG_TABLE_H */

@@ -17,6 +17,8 @@
 #   pin     pin/*, gdrc_int.h, log/log.h
 #   cache   cache/*, gdrc_int.h, log/log.h, itree/itree.h, pin/pin.h
 #           (never hooks/ or config/)
+#   preload preload/*, gdrc_int.h, log/log.h, config/config.h,
+#           hooks/hooks.h (and the public header, like everyone)
 #   lib/gdrc_int.h      nothing (it depends on the C library only)
 #   lib/api.c           any header of lib/
 #   other files of lib/ gdrc_int.h and the headers of one module at most
@@ -45,7 +47,10 @@ set(_allow_cache "^cache/" "^gdrc_int\\.h$" "^log/log\\.h$"
 set(_allow_cuda "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_classify "^classify/" "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_kmod "^kmod/" "^gdrc_int\\.h$" "^log/log\\.h$")
-set(_modules log itree stats config hooks pin cache cuda classify kmod)
+set(_allow_preload "^preload/" "^gdrc_int\\.h$" "^log/log\\.h$"
+	"^config/config\\.h$" "^hooks/hooks\\.h$")
+set(_modules log itree stats config hooks pin cache cuda classify kmod
+	preload)
 
 file(GLOB_RECURSE _files RELATIVE "${SRC}" "${SRC}/*.c" "${SRC}/*.h")
 list(SORT _files)
