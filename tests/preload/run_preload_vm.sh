@@ -1,0 +1,73 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# run_preload_vm.sh: libgdrcache-preload.so under an unmodified verbs
+# program (verbs_per_msg.c), against real libibverbs and soft-RoCE in a
+# VM lab guest (tests/vm).  Runs, on rxe0 over a dummy netdev:
+#   1. verbs_per_msg realloc, with the preload: a freed and reallocated
+#      block must get the data written into it (no stale registration);
+#   2. verbs_per_msg loop without and with the preload (8 MiB registered
+#      and 4 KiB written per message): every message checked; the
+#      preload's counters (GDRC_STATS=1) must show the messages'
+#      registrations served as hits.
+# Prints both loops' time per message (figures, not checked here: they
+# go in docs/benchmarks.md).
+#
+# Usage: run_preload_vm.sh VERBS_PER_MSG LIBGDRCACHE_PRELOAD_SO
+# Exit: 0 on success; 77 when the VM lab is unavailable; the lab's
+# 123/124/125 (oops, timeout, lab failure); else 1.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+repo=$(cd "$here/../.." && pwd -P)
+vmlab=$repo/tests/vm/vmlab.sh
+out=$here/.out
+prog=${1:?usage: run_preload_vm.sh VERBS_PER_MSG PRELOAD_SO}
+lib=${2:?usage: run_preload_vm.sh VERBS_PER_MSG PRELOAD_SO}
+
+rc=0
+bash "$vmlab" deps >/dev/null || rc=$?
+if ((rc != 0)); then
+	echo "preload: VM lab unavailable ($rc): skipped"
+	exit 77
+fi
+# The share is the repository: copy the build products into it.
+mkdir -p "$out" && cp "$prog" "$lib" "$out/" || exit 1
+p=$out/$(basename "$prog")
+l=$out/$(basename "$lib")
+iters=${GDRC_PRELOAD_ITERS:-300}
+size=$((8 << 20)) # registered per message; 4 KiB of it written
+
+guest_cmd='
+set -u
+modprobe rdma_rxe || exit 1
+modprobe dummy numdummies=0 || exit 1
+ip link add d0 type dummy && ip link set d0 up || exit 1
+ip addr add 10.98.0.1/24 dev d0 || exit 1
+rdma link add rxe0 type rxe netdev d0 || exit 1
+rc=0
+echo "== realloc, preloaded"
+LD_PRELOAD='"$l"' GDRC_STATS=1 GDRC_LOG_LEVEL=info \
+	'"$p"' -d rxe0 realloc > /tmp/realloc.txt 2>&1 || rc=1
+cat /tmp/realloc.txt
+grep -q "inv_host_hook\": [1-9]" /tmp/realloc.txt ||
+	{ echo "preload: the free was not seen by a host hook"; rc=1; }
+grep -q "the freed block.s address" /tmp/realloc.txt ||
+	{ echo "preload: the block did not come back at its address"; rc=1; }
+echo "== loop, plain"
+'"$p"' -d rxe0 -n '"$iters"' -s '"$size"' -w 4096 loop || rc=1
+echo "== loop, preloaded"
+LD_PRELOAD='"$l"' GDRC_STATS=1 GDRC_LOG_LEVEL=info \
+	'"$p"' -d rxe0 -n '"$iters"' -s '"$size"' -w 4096 loop \
+	> /tmp/loop.txt 2>&1 || rc=1
+cat /tmp/loop.txt
+hits=$(sed -n "s/.*\"hits\": \([0-9]*\).*/\1/p" /tmp/loop.txt | head -n 1)
+echo "preload: loop hits ${hits:-none} of '"$iters"' messages"
+[ "${hits:-0}" -ge $(('"$iters"' - 1)) ] ||
+	{ echo "preload: the messages were not served from the cache"; rc=1; }
+exit $rc'
+
+rc=0
+bash "$vmlab" run --share "$repo" --timeout 300 -- sh -c "$guest_cmd" || rc=$?
+echo "preload: guest exit status $rc"
+exit "$rc"
