@@ -95,14 +95,32 @@ def main():
     assert after_free["cuda_events"] > before["cuda_events"], \
         "empty_cache's cudaFree was not seen"
 
-    held = []
-    for _ in range(64):
-        t2 = torch.empty(SIZE, dtype=torch.uint8, device="cuda")
-        if t2.data_ptr() == ptr:
+    # Any get applies the queued invalidations: a tensor of its own.
+    other = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+    register(other.data_ptr())
+    s = stats()
+    print("after the free: inv_cuda_hook %d, tag checks %d" %
+          (s["inv_cuda_hook"], s["tag_checks"]))
+    assert s["inv_cuda_hook"] == 1, "the registration outlived its memory"
+    assert s["tag_checks"] == 0 and s["inv_tag_check"] == 0
+
+    # The same address again, if the driver hands it out: the caching
+    # allocator asks cudaMalloc for whole segments of these sizes.
+    held = [other]
+    found = None
+    for size in (SIZE, 20 << 20, 2 << 20):
+        for _ in range(32):
+            t2 = torch.empty(size, dtype=torch.uint8, device="cuda")
+            held.append(t2)
+            if t2.data_ptr() == ptr:
+                found = t2
+                break
+        if found is not None:
             break
-        held.append(t2)
-    else:
-        print("the freed address never came back: nothing more to check")
+    if found is None:
+        print("the freed address did not come back: no reuse to check")
+        lib.gdrc_fini(ctx)
+        print("ok")
         return 0
     second = register(ptr)
     s = stats()
@@ -112,9 +130,9 @@ def main():
            s["inv_tag_check"]))
     assert second.id != first.id
     assert second.buffer_id != first.buffer_id
-    assert s["inv_cuda_hook"] >= 1
+    assert s["inv_cuda_hook"] == 1
     assert s["tag_checks"] == 0 and s["inv_tag_check"] == 0
-    del t2, held
+    del found, held
     lib.gdrc_fini(ctx)
     print("ok")
     return 0

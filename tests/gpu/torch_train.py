@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""A small PyTorch training run, to compare with and without
+LD_PRELOAD=libgdrcache-preload.so: it must complete and print the very
+same numbers (the hooks change no result).
+
+Trains a 3-layer MLP on random data for a few steps with SGD, frees and
+reallocates along the way (torch.cuda.empty_cache after each epoch, so
+the caching allocator gives its segments back with cudaFree), and prints
+the loss of every step and a checksum of the weights, bit for bit.
+
+Usage: torch_train.py [steps]     Exit 77 without torch or a GPU.
+"""
+import os
+import struct
+import sys
+
+
+def main():
+    try:
+        import torch
+    except ImportError:
+        print("skipped: no torch")
+        return 77
+    if not torch.cuda.is_available():
+        print("skipped: no GPU")
+        return 77
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(1234)
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    dev = torch.device("cuda")
+    model = torch.nn.Sequential(
+        torch.nn.Linear(512, 2048), torch.nn.ReLU(),
+        torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
+        torch.nn.Linear(2048, 10)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    gen = torch.Generator(device="cpu").manual_seed(99)
+    for step in range(steps):
+        x = torch.randn(256, 512, generator=gen).to(dev)
+        y = torch.randint(0, 10, (256,), generator=gen).to(dev)
+        # A large temporary: its own segment, freed by empty_cache.
+        scratch = torch.empty(64 << 20, dtype=torch.uint8, device=dev)
+        scratch.fill_(step & 0xff)
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        del scratch
+        if step % 10 == 9:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        print("step %d loss %s" % (step, struct.pack(">f", loss.item()).hex()))
+    with torch.no_grad():
+        total = sum(p.double().sum().item() for p in model.parameters())
+    print("weights checksum %r" % total)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
