@@ -30,6 +30,14 @@
 
 #include <gdrcache.h>
 
+/* Sanitizers own malloc and map memory with raw system calls: their
+ * unmaps never pass the hooks, so none are required there. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define EVENTS_REQUIRED 0
+#else
+#define EVENTS_REQUIRED 1
+#endif
+
 #define THREADS 4
 #define WATCHDOG_S 60
 #define MIN_BLOCK (64u << 10)
@@ -151,7 +159,7 @@ int main(int argc, char **argv)
 	       "%llu memory events in %.1f s\n",
 	       pre && *pre ? pre : "glibc malloc", atomic_load(&gets),
 	       (unsigned long long)hits, (unsigned long long)events, secs);
-	if (!events)
+	if (!events && EVENTS_REQUIRED)
 		fail("the allocator's unmaps never reached the hooks");
 	if (!atomic_load(&gets))
 		fail("no progress at all");
