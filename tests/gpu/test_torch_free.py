@@ -96,37 +96,41 @@ def main():
         "empty_cache's cudaFree was not seen"
 
     # Any get applies the queued invalidations: a tensor of its own.
+    lo, hi = first.key_addr, first.key_addr + first.key_length
     other = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
-    register(other.data_ptr())
+    other_info = register(other.data_ptr())
     s = stats()
     print("after the free: inv_cuda_hook %d, tag checks %d" %
           (s["inv_cuda_hook"], s["tag_checks"]))
     assert s["inv_cuda_hook"] == 1, "the registration outlived its memory"
     assert s["tag_checks"] == 0 and s["inv_tag_check"] == 0
 
-    # The same address again, if the driver hands it out: the caching
-    # allocator asks cudaMalloc for whole segments of these sizes.
+    # Memory at the freed addresses again, if the driver hands them out:
+    # the caching allocator asks cudaMalloc for whole segments of these
+    # sizes.  Any of it must get a registration of its own.
     held = [other]
-    found = None
+    found, second = None, None
+    if lo <= other.data_ptr() < hi:
+        found, second = other, other_info
     for size in (SIZE, 20 << 20, 2 << 20):
         for _ in range(32):
+            if found is not None:
+                break
             t2 = torch.empty(size, dtype=torch.uint8, device="cuda")
             held.append(t2)
-            if t2.data_ptr() == ptr:
-                found = t2
-                break
-        if found is not None:
-            break
+            if lo <= t2.data_ptr() < hi:
+                found, second = t2, register(t2.data_ptr())
     if found is None:
-        print("the freed address did not come back: no reuse to check")
+        print("the freed addresses did not come back: no reuse to check")
         lib.gdrc_fini(ctx)
         print("ok")
         return 0
-    second = register(ptr)
     s = stats()
-    print("same address again: id %d buffer id %d; inv_cuda_hook %d, "
+    print("freed memory's address %#x again: id %d buffer id %d; "
+          "inv_cuda_hook %d, "
           "tag checks %d, inv_tag_check %d" %
-          (second.id, second.buffer_id, s["inv_cuda_hook"], s["tag_checks"],
+          (found.data_ptr(), second.id, second.buffer_id,
+           s["inv_cuda_hook"], s["tag_checks"],
            s["inv_tag_check"]))
     assert second.id != first.id
     assert second.buffer_id != first.buffer_id
