@@ -22,6 +22,7 @@
 #include <gdrcache.h>
 
 #include "fake_cuda.h"
+#include "fake_cuda_test.h"
 
 #define KIB 1024UL
 #define MIB (1024UL * 1024)
@@ -37,28 +38,6 @@ static struct gdrc_ctx *ctx_mode(const char *validate)
 	unsetenv("GDRC_VALIDATE");
 	assert_int_equal(gdrc_gpu_status(ctx, NULL), GDRC_OK);
 	return ctx;
-}
-
-static uint64_t stat(struct gdrc_ctx *ctx, enum gdrc_stat s)
-{
-	uint64_t v;
-
-	assert_int_equal(gdrc_stat_get(ctx, s, &v), GDRC_OK);
-	return v;
-}
-
-static struct gdrc_mr_info get_info(struct gdrc_ctx *ctx, CUdeviceptr p,
-				    size_t len)
-{
-	struct gdrc_mr_info info;
-	struct gdrc_mr *mr;
-
-	assert_int_equal(gdrc_mr_get(ctx, (void *)(uintptr_t)p, len, 0, 0,
-				     &mr),
-			 GDRC_OK);
-	assert_int_equal(gdrc_mr_query(mr, &info), GDRC_OK);
-	gdrc_mr_put(ctx, mr);
-	return info;
 }
 
 /* A fresh fake with one device, initialised as a loaded driver stays. */
