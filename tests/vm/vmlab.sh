@@ -33,8 +33,9 @@
 #   vmlab.sh pair [--share DIR] [--timeout S] [--mem M] [-e NAME=VALUE]...
 #                 -- SERVER_CMD... -- CLIENT_CMD...
 #       Boots two guests, A and B, joined by a qemu socket network (a
-#       point-to-point UDP link on two loopback ports): eth0 is 10.99.0.1/24 in A and 10.99.0.2/24 in B, with
-#       soft-RoCE device rxe0 on it.  B waits until A answers ping, then
+#       point-to-point UDP link on two loopback ports): eth0 is
+#       10.99.0.1/24 in A and 10.99.0.2/24 in B, with soft-RoCE device
+#       rxe0 on it.  B waits until A answers ping, then
 #       SERVER_CMD runs in A and CLIENT_CMD in B, with GDRC_PEER set to the
 #       other guest's address.  Commands cannot contain a lone "--"; wrap
 #       them in sh -c '...'.  SERVER_CMD may start a moment after CLIENT_CMD:
