@@ -198,12 +198,32 @@ enum gdrc_mem_type {
 };
 
 enum gdrc_backend {
-	GDRC_BACKEND_NONE = 0,  /* tracked, nothing registered; keys 0 */
-	GDRC_BACKEND_VERBS = 1, /* ibv_reg_mr on host memory */
-	GDRC_BACKEND_DMABUF = 2,
-	GDRC_BACKEND_PEERMEM = 3,
-	GDRC_BACKEND_KMOD = 4,
+	GDRC_BACKEND_NONE = 0,    /* tracked, nothing registered; keys 0 */
+	GDRC_BACKEND_VERBS = 1,   /* ibv_reg_mr on host memory */
+	GDRC_BACKEND_DMABUF = 2,  /* GPU: dma-buf fd + ibv_reg_dmabuf_mr */
+	GDRC_BACKEND_PEERMEM = 3, /* GPU: ibv_reg_mr via nvidia-peermem */
+	GDRC_BACKEND_KMOD = 4,    /* GPU: pinned by gdrcache.ko; keys 0 */
 };
+
+/** "none", "verbs", "dmabuf", "peermem", "kmod", or "unknown". */
+GDRC_API const char *gdrc_backend_name(enum gdrc_backend backend);
+
+/**
+ * Does this context register with backend?  Host memory uses verbs
+ * (with a PD) or none; GPU memory the first of GDRC_BACKEND's list that
+ * works here (docs/backends.md).  gdrc_mr_query names the backend of each
+ * registration.
+ * @param [out] reason_p  NULL when it is used, else why not (a string
+ *                        owned by ctx: "no protection domain", "the NIC
+ *                        does not take dma-buf memory (...)", "not
+ *                        tried: dmabuf comes first", ...); may be NULL.
+ * @return GDRC_OK when used; GDRC_ERR_UNSUPPORTED when not;
+ *         GDRC_ERR_INVALID_PARAM for a NULL ctx or an unknown backend.
+ * Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *ctx,
+					   enum gdrc_backend backend,
+					   const char **reason_p);
 
 /**
  * Get a registration covering [addr, addr + len) with at least the

@@ -26,6 +26,7 @@
 #include "kmod/kchan.h"
 #include "log/log.h"
 #include "stats/stats.h"
+#include "api_int.h"
 
 #define GDRC_MAX_CONTEXTS 64
 
@@ -39,17 +40,6 @@
 
 /* Room left at the top of the address space for rounding a range out. */
 #define GDRC_MAX_ROUNDING (64 * 1024)
-
-struct gdrc_ctx {
-	struct gdrc_cache cache;  /* first: the fast path reads it */
-	struct gdrc_knobs knobs;  /* fixed after init */
-	const struct gdrc_cuda *cuda; /* NULL: no GPU support */
-	struct gdrc_kchan *kchan; /* gdrcache.ko's channel, or NULL */
-	char gpu_reason[256];     /* why cuda is NULL */
-	int cuda_hooks;           /* GDRC_MEM_HOOKS=auto with a driver */
-	int hooks_slot;           /* subscription, or -1 */
-	int registry_slot;        /* index in registry[] */
-};
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gdrc_ctx *registry[GDRC_MAX_CONTEXTS]; /* registry_lock */
@@ -219,33 +209,6 @@ static int cuhooks_test(const struct gdrc_cuda *cu, CUcontext cu_ctx)
 	return state;
 }
 
-/* Choose the backend from the knob and the PD. */
-static gdrc_status_t pick_backend(const struct gdrc_knobs *knobs,
-				  struct ibv_pd *pd,
-				  struct gdrc_cache_params *p)
-{
-	int want = knobs->backend;
-
-	if (want == GDRC_KNOB_BACKEND_AUTO)
-		want = pd ? GDRC_KNOB_BACKEND_VERBS : GDRC_KNOB_BACKEND_NONE;
-	if (want == GDRC_KNOB_BACKEND_NONE) {
-		p->ops = &gdrc_pin_none_ops;
-		p->be = NULL;
-		return GDRC_OK;
-	}
-#ifdef GDRC_HAVE_VERBS
-	if (pd) {
-		p->ops = &gdrc_pin_verbs_ops;
-		p->be = pd;
-		return GDRC_OK;
-	}
-	gdrc_error("GDRC_BACKEND verbs needs a protection domain "
-		   "(gdrc_config.pd)");
-#else
-	gdrc_error("GDRC_BACKEND verbs: built without libibverbs");
-#endif
-	return GDRC_ERR_UNSUPPORTED;
-}
 
 /*
  * Host memory is cached only while its frees can be seen: by the hooks,
@@ -376,7 +339,7 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 		pd = cfg->pd;
 	gdrc_log_set_level((enum gdrc_log_level)ctx->knobs.log_level);
 
-	status = pick_backend(&ctx->knobs, pd, &p);
+	status = gdrc_api_pick_host(ctx, pd, &p);
 	if (status)
 		return status;
 	p.max_regions = ctx->knobs.max_regions;
@@ -387,6 +350,7 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 	status = gpu_setup(ctx);
 	if (status)
 		return status;
+	gdrc_api_pick_gpu(ctx, pd, &p);
 	/* The tag check calls the driver directly (see tag_query); without
 	 * a driver no region asks for it. */
 	if (ctx->cuda)
@@ -531,6 +495,14 @@ static gdrc_status_t req_gpu(struct gdrc_ctx *ctx, const struct gdrc_class *cls,
 			   (unsigned long)req->start);
 		return GDRC_ERR_UNSUPPORTED;
 	}
+	if (ctx->gpu_refused) {
+		char why[4 * 200];
+
+		gdrc_api_gpu_refusal(ctx, why, sizeof(why));
+		gdrc_error("%#lx is GPU memory and no GPU backend works: %s",
+			   (unsigned long)req->start, why);
+		return GDRC_ERR_UNSUPPORTED;
+	}
 	if (req->end > alloc_end) {
 		gdrc_error("%#lx+%lu runs past its cuda allocation (%#lx+%zu)",
 			   (unsigned long)req->start,
@@ -671,7 +643,7 @@ GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
 	info_p->buffer_id = r->buffer_id;
 	info_p->flags = r->info_flags;
 	info_p->mem_type = r->mem_type;
-	info_p->backend = r->cache->p.ops->backend;
+	info_p->backend = r->ops->backend;
 	info_p->device = r->device;
 	info_p->access = r->access;
 	info_p->lkey = r->lkey;
@@ -735,6 +707,18 @@ GDRC_API gdrc_status_t gdrc_gpu_status(struct gdrc_ctx *ctx,
 	if (reason_p)
 		*reason_p = ctx->cuda ? NULL : ctx->gpu_reason;
 	return ctx->cuda ? GDRC_OK : GDRC_ERR_NO_DEVICE;
+}
+
+GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *ctx,
+					   enum gdrc_backend backend,
+					   const char **reason_p)
+{
+	if (!ctx || (unsigned)backend >= GDRC_BACKENDS)
+		return GDRC_ERR_INVALID_PARAM;
+	if (reason_p)
+		*reason_p = ctx->be_used[backend] ? NULL :
+						    ctx->be_why[backend];
+	return ctx->be_used[backend] ? GDRC_OK : GDRC_ERR_UNSUPPORTED;
 }
 
 GDRC_API gdrc_status_t gdrc_cuda_hooks_status(struct gdrc_ctx *ctx,

@@ -44,3 +44,18 @@ GDRC_API const char *gdrc_version_string(void)
 	return GDRC_STR(GDRC_VERSION_MAJOR) "." GDRC_STR(
 		GDRC_VERSION_MINOR) "." GDRC_STR(GDRC_VERSION_PATCH);
 }
+
+GDRC_API const char *gdrc_backend_name(enum gdrc_backend backend)
+{
+	static const char *const names[] = {
+		[GDRC_BACKEND_NONE] = "none",
+		[GDRC_BACKEND_VERBS] = "verbs",
+		[GDRC_BACKEND_DMABUF] = "dmabuf",
+		[GDRC_BACKEND_PEERMEM] = "peermem",
+		[GDRC_BACKEND_KMOD] = "kmod",
+	};
+
+	if ((unsigned)backend >= sizeof(names) / sizeof(names[0]))
+		return "unknown";
+	return names[backend];
+}

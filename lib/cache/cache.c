@@ -343,7 +343,7 @@ static void region_release(struct gdrc_cache *c, struct gdrc_region *r)
 		.handle = r->handle,
 	};
 
-	c->p.ops->dereg(c->p.be, &reg);
+	r->ops->dereg(r->be, &reg);
 	if (r->kslot >= 0 && r->kpinned)
 		c->p.kunpin(c->p.karg, r->khandle);
 	else if (r->kslot >= 0)
@@ -1222,12 +1222,13 @@ static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan,
 }
 
 static gdrc_status_t reg_with_retry(struct gdrc_cache *c,
+				    const struct gdrc_pin_ops *ops, void *be,
 				    struct gdrc_pin_reg *reg)
 {
 	struct cache_defer d = { 0 };
 	gdrc_status_t status;
 
-	status = c->p.ops->reg(c->p.be, reg);
+	status = ops->reg(be, reg);
 	if (status != GDRC_ERR_NO_MEMORY)
 		return status;
 	/* Out of pinnable memory: give back everything unused, once. */
@@ -1235,7 +1236,7 @@ static gdrc_status_t reg_with_retry(struct gdrc_cache *c,
 	drain(c, &d);
 	evict_all_unused(c, &d);
 	unlock_and_release(c, &d);
-	return c->p.ops->reg(c->p.be, reg);
+	return ops->reg(be, reg);
 }
 
 /* Register plan's range outside the lock.  @return status; *r_p set. */
@@ -1282,16 +1283,22 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 		.access = plan->access,
 		.mem_type = req->mem_type,
 	};
+	const struct gdrc_pin_ops *ops = c->p.ops;
+	void *be = c->p.be;
 	gdrc_status_t status;
 	struct gdrc_region *r;
 	uint64_t khandle = 0;
 	int kslot, kpinned;
 
+	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_ops) {
+		ops = c->p.gpu_ops;
+		be = c->p.gpu_be;
+	}
 	r = slab_alloc(c);
 	if (!r)
 		return GDRC_ERR_NO_MEMORY;
 	miss_subscribe(c, plan, &kslot, &khandle, &kpinned);
-	status = reg_with_retry(c, &reg);
+	status = reg_with_retry(c, ops, be, &reg);
 	if (status) {
 		if (kslot >= 0 && kpinned)
 			c->p.kunpin(c->p.karg, khandle);
@@ -1326,6 +1333,8 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 		r->info_flags &= ~GDRC_MR_INFO_TAG_CHECKED;
 	r->was_cached = 0;
 	r->cache = c;
+	r->ops = ops;
+	r->be = be;
 	r->handle = reg.handle;
 	region_publish(c, r);
 	*r_p = r;

@@ -108,6 +108,8 @@ struct gdrc_region {
 	int device;              /* fixed: CUDA ordinal or -1 */
 	int tag_check;           /* fixed: hits check the BUFFER_ID */
 	uint64_t buffer_id;      /* fixed: GPU allocation identity, else 0 */
+	const struct gdrc_pin_ops *ops; /* fixed: registered by these */
+	void *be;
 	uintptr_t alloc_start;   /* fixed: GPU or CUDA-pinned host memory:
 				  * the whole allocation; else 0, 0 */
 	uintptr_t alloc_end;     /* fixed */
@@ -188,6 +190,9 @@ struct gdrc_cache_params {
 	uint64_t max_bytes;            /* GDRC_LIMIT_NONE: none */
 	const struct gdrc_pin_ops *ops;
 	void *be;                      /* backend argument (the PD) */
+	/* GPU memory's backend (mem_type GDRC_MEM_CUDA); NULL: ops. */
+	const struct gdrc_pin_ops *gpu_ops;
+	void *gpu_be;
 	int cache_host;                /* 0: host registrations uncached */
 	int check;                     /* invariant checks after changes */
 	/* Tag check of a GPU hit (regions with tag_check): r's allocation

@@ -87,6 +87,38 @@ static int parse_choice(const char *s, const char *choices)
 	return -1;
 }
 
+/*
+ * A comma-separated list of distinct choices, at most GDRC_KNOB_LIST_MAX;
+ * the first two choices (auto, verbs) only alone.  @return 0 or -1.
+ */
+static int parse_list(const char *s, const char *choices, uint32_t *v_p)
+{
+	char word[32];
+	uint32_t v = 0, seen = 0;
+	int n = 0;
+
+	for (const char *p = s;; n++) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		int idx;
+
+		if (!len || len >= sizeof(word) || n == GDRC_KNOB_LIST_MAX)
+			return -1;
+		memcpy(word, p, len);
+		word[len] = '\0';
+		idx = parse_choice(word, choices);
+		if (idx < 0 || (seen & (1u << idx)) || (idx < 2 && (n || comma)))
+			return -1;
+		seen |= 1u << idx;
+		v |= (uint32_t)(idx + 1) << (4 * n);
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	*v_p = v;
+	return 0;
+}
+
 gdrc_status_t gdrc_config_parse(size_t i, const char *value,
 				struct gdrc_knobs *knobs)
 {
@@ -113,6 +145,9 @@ gdrc_status_t gdrc_config_parse(size_t i, const char *value,
 		ret = gdrc_log_level_parse(value, &level);
 		if (!ret)
 			*(int *)field = (int)level;
+		break;
+	case GDRC_KNOB_LIST:
+		ret = parse_list(value, d->choices, (uint32_t *)field);
 		break;
 	case GDRC_KNOB_STRING:
 		if (*value && strlen(value) < GDRC_KNOB_STR_MAX) {

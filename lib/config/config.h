@@ -21,11 +21,28 @@ enum gdrc_knob_hooks {
 	GDRC_KNOB_HOOKS_NONE = 1, /* caller reports frees (gdrc_invalidate) */
 };
 
+/*
+ * GDRC_BACKEND is a list (GDRC_KNOB_LIST): up to GDRC_KNOB_LIST_MAX of
+ * these, the first in the lowest four bits of the field, 0 ending it.
+ * A list of one entry reads as that entry's value.
+ */
 enum gdrc_knob_backend {
-	GDRC_KNOB_BACKEND_AUTO = 0,  /* verbs with a PD, else none */
-	GDRC_KNOB_BACKEND_VERBS = 1, /* ibv_reg_mr; needs a PD */
-	GDRC_KNOB_BACKEND_NONE = 2,  /* track only, register nothing */
+	GDRC_KNOB_BACKEND_AUTO = 1,    /* GPU: dmabuf, peermem, kmod, none;
+					* host: verbs with a PD, else none */
+	GDRC_KNOB_BACKEND_VERBS = 2,   /* as auto, but a PD is required */
+	GDRC_KNOB_BACKEND_NONE = 3,    /* track only, register nothing */
+	GDRC_KNOB_BACKEND_DMABUF = 4,  /* GPU backends, in a list */
+	GDRC_KNOB_BACKEND_PEERMEM = 5,
+	GDRC_KNOB_BACKEND_KMOD = 6,
 };
+
+#define GDRC_KNOB_LIST_MAX 4
+
+/* Entry i (0-based) of a list knob's value, 0 past its end. */
+static inline int gdrc_knob_list_at(uint32_t list, int i)
+{
+	return i < GDRC_KNOB_LIST_MAX ? (int)((list >> (4 * i)) & 0xf) : 0;
+}
 
 enum gdrc_knob_validate {
 	GDRC_KNOB_VALIDATE_AUTO = 0,   /* always, until a kernel channel */
@@ -46,7 +63,7 @@ struct gdrc_knobs {
 	uint64_t max_regions; /* GDRC_LIMIT_NONE for no limit */
 	uint64_t max_bytes;   /* GDRC_LIMIT_NONE for no limit */
 	int mem_hooks;        /* enum gdrc_knob_hooks */
-	int backend;          /* enum gdrc_knob_backend */
+	uint32_t backend;     /* a list of enum gdrc_knob_backend */
 	int stats;            /* print counters at fini */
 	int check;            /* check invariants after every change */
 	char cuda_library[GDRC_KNOB_STR_MAX]; /* "none": no GPU support */
@@ -62,6 +79,9 @@ enum gdrc_knob_type {
 	GDRC_KNOB_CHOICE, /* one word of a '|'-separated list */
 	GDRC_KNOB_LEVEL,  /* a log level name or 0..4 */
 	GDRC_KNOB_STRING, /* any text shorter than GDRC_KNOB_STR_MAX */
+	GDRC_KNOB_LIST,   /* words of choices joined by ',', each at most
+			   * once; "auto", "verbs" only alone (uint32_t,
+			   * 4 bits an entry: choice index + 1) */
 };
 
 struct gdrc_knob_desc {
@@ -69,7 +89,7 @@ struct gdrc_knob_desc {
 	const char *defval;   /* default, in the same syntax */
 	const char *help;     /* one sentence */
 	int type;             /* enum gdrc_knob_type */
-	const char *choices;  /* GDRC_KNOB_CHOICE: "auto|none" */
+	const char *choices;  /* CHOICE, LIST: "auto|none" */
 	size_t offset;        /* in struct gdrc_knobs */
 };
 

@@ -32,11 +32,14 @@ static const struct gdrc_knob_desc gdrc_knob_table[] = {
 		  "detouring the driver's free functions, and cache no host "
 		  "memory if the glibc hooks fail; none: the caller reports "
 		  "frees with gdrc_invalidate"),
-	GDRC_KNOB("GDRC_BACKEND", "auto", GDRC_KNOB_CHOICE, "auto|verbs|none",
-		  backend,
-		  "how memory is registered: verbs (ibv_reg_mr on the "
-		  "configured PD), none (track only, keys 0), auto (verbs "
-		  "when a PD is given)"),
+	GDRC_KNOB("GDRC_BACKEND", "auto", GDRC_KNOB_LIST,
+		  "auto|verbs|none|dmabuf|peermem|kmod", backend,
+		  "how memory is registered: auto (host memory with ibv_reg_mr "
+		  "when a PD is given; GPU memory by the first of dmabuf, "
+		  "peermem, kmod that works, else tracked only), verbs (auto, "
+		  "but a PD is required), none (track only, keys 0), or a "
+		  "list of dmabuf, peermem, kmod, none: the GPU backends to try, "
+		  "in order"),
 	GDRC_KNOB("GDRC_STATS", "0", GDRC_KNOB_BOOL, NULL, stats,
 		  "print every counter to the log sink at gdrc_fini, and at "
 		  "exit for contexts still open"),

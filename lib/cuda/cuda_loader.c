@@ -61,6 +61,8 @@ static const struct cuda_sym cuda_syms[] = {
 	CUDA_SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 0),
 	CUDA_SYM(cuCtxGetFlags, "cuCtxGetFlags", 1),
 	CUDA_SYM(cuCtxSetFlags, "cuCtxSetFlags", 1),
+	CUDA_SYM(cuMemGetHandleForAddressRange,
+		 "cuMemGetHandleForAddressRange", 1),
 };
 
 const char *gdrc_cuda_err(const struct gdrc_cuda *cu, CUresult res)

@@ -43,6 +43,10 @@ struct gdrc_cuda {
 	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
 	CUresult (*cuCtxGetFlags)(unsigned *flags);  /* optional */
 	CUresult (*cuCtxSetFlags)(unsigned flags);   /* optional, 12.1+ */
+	/* optional, 11.7+: a dma-buf fd of a range (handle: an int *) */
+	CUresult (*cuMemGetHandleForAddressRange)(void *handle, CUdeviceptr p,
+						  size_t size, int type,
+						  unsigned long long flags);
 	void *handle;                                /* the dlopen handle */
 	int driver_version;                          /* cuDriverGetVersion */
 	int device_count;

@@ -62,6 +62,9 @@ typedef unsigned long long CUmemGenericAllocationHandle;
 #define CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED 116
 #define CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED 124
 
+/* CUmemRangeHandleType */
+#define CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 0x1
+
 /* The GPU page: what nvidia_p2p pins and BAR1 maps. */
 #define GDRC_GPU_PAGE_SIZE (64UL * 1024)
 

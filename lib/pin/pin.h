@@ -7,8 +7,11 @@
  * and make system calls, but never calls back into the cache.
  *
  * Backends: none (pin_none.c: registers nothing, keys 0, for tests and
- * benchmarks of the cache itself) and verbs (pin_verbs.c: ibv_reg_mr on
- * host memory).  GPU backends (dmabuf, peermem, kmod) plug in here.
+ * benchmarks of the cache itself), verbs (pin_verbs.c: ibv_reg_mr on
+ * host memory), and for GPU memory: dmabuf (pin_dmabuf.c: the driver's
+ * dma-buf fd of the range, ibv_reg_dmabuf_mr), peermem (pin_verbs.c:
+ * ibv_reg_mr on the GPU address, which nvidia-peermem resolves), kmod
+ * (pin_none.c: pages pinned by gdrcache.ko, nothing given to the NIC).
  *
  * Depends on log/ and the public header only.
  */
@@ -45,8 +48,40 @@ struct gdrc_pin_ops {
 };
 
 extern const struct gdrc_pin_ops gdrc_pin_none_ops;
+extern const struct gdrc_pin_ops gdrc_pin_kmod_ops;
 #ifdef GDRC_HAVE_VERBS
-extern const struct gdrc_pin_ops gdrc_pin_verbs_ops;
+extern const struct gdrc_pin_ops gdrc_pin_verbs_ops;   /* be: the PD */
+extern const struct gdrc_pin_ops gdrc_pin_peermem_ops; /* be: the PD */
+extern const struct gdrc_pin_ops gdrc_pin_dmabuf_ops;  /* be: below */
+
+struct ibv_pd;
+
+/* GDRC_ACCESS_* as IBV_ACCESS_* bits. */
+int gdrc_pin_ibv_access(uint32_t access);
+
+/* The dmabuf backend's argument: the PD, and how to get a dma-buf fd
+ * for a GPU range (the CUDA driver's cuMemGetHandleForAddressRange). */
+struct gdrc_pin_dmabuf_be {
+	struct ibv_pd *pd;
+	/* @return a new fd for [addr, addr + len), or -1 (logged). */
+	int (*export_fd)(void *arg, uintptr_t addr, size_t len);
+	void *arg;
+};
+
+/*
+ * Does the NIC take dma-buf registrations?  Asks ibv_reg_dmabuf_mr with
+ * fd -1: EBADF means it got as far as the fd (supported),
+ * EOPNOTSUPP or EPROTONOSUPPORT that it does not.
+ * @return 1 supported; 0 not, with why.
+ */
+int gdrc_pin_dmabuf_probe(struct ibv_pd *pd, char *why, size_t why_len);
+
+/*
+ * Is a peer-memory client for NVIDIA GPUs loaded (nvidia-peermem, or
+ * the older nv_peer_mem)?  Looks in sysfs under root (NULL: "/"; tests
+ * point it elsewhere).  @return 1 yes; 0 no, with why.
+ */
+int gdrc_pin_peermem_probe(const char *root, char *why, size_t why_len);
 #endif
 
 #endif /* GDRC_PIN_H */

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * pin_verbs.c - host memory registered with ibv_reg_mr on the context's
- * protection domain.
+ * pin_verbs.c - memory registered with ibv_reg_mr on the context's
+ * protection domain: host memory (verbs), and GPU memory through a
+ * peer-memory client (peermem: nvidia-peermem resolves the GPU address
+ * inside ibv_reg_mr; without it the kernel refuses the range).
  *
  * Built only with libibverbs (GDRC_HAVE_VERBS).  Called outside the
  * cache lock.  ENOMEM and EAGAIN (RLIMIT_MEMLOCK, NIC tables full) map
@@ -11,7 +13,9 @@
  * usable in a child; the cache never lets a child use them.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
@@ -19,7 +23,7 @@
 #include "pin.h"
 
 /* GDRC_ACCESS_* to IBV_ACCESS_*, spelled out rather than assumed equal. */
-static int pin_verbs_access(uint32_t access)
+int gdrc_pin_ibv_access(uint32_t access)
 {
 	int ibv = 0;
 
@@ -43,7 +47,7 @@ static gdrc_status_t pin_verbs_reg(void *be, struct gdrc_pin_reg *reg)
 	errno = 0;
 	mr = ibv_reg_mr_iova2(pd, (void *)reg->addr, reg->length,
 			      (uint64_t)reg->addr,
-			      (unsigned)pin_verbs_access(reg->access));
+			      (unsigned)gdrc_pin_ibv_access(reg->access));
 	if (!mr) {
 		err = errno;
 		gdrc_debug("ibv_reg_mr of %#lx+%zu failed: %s",
@@ -76,3 +80,31 @@ const struct gdrc_pin_ops gdrc_pin_verbs_ops = {
 	.reg = pin_verbs_reg,
 	.dereg = pin_verbs_dereg,
 };
+
+const struct gdrc_pin_ops gdrc_pin_peermem_ops = {
+	.name = "peermem",
+	.backend = GDRC_BACKEND_PEERMEM,
+	.reg = pin_verbs_reg,
+	.dereg = pin_verbs_dereg,
+};
+
+int gdrc_pin_peermem_probe(const char *root, char *why, size_t why_len)
+{
+	/* Where each generation of the client shows itself. */
+	static const char *const marks[] = {
+		"sys/module/nvidia_peermem",
+		"sys/module/nv_peer_mem",
+		"sys/kernel/mm/memory_peers/nv_mem/version",
+	};
+	char path[512];
+
+	for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", root ? root : "",
+			 marks[i]);
+		if (!access(path, F_OK))
+			return 1;
+	}
+	snprintf(why, why_len,
+		 "no peer-memory client: nvidia-peermem (or nv_peer_mem) is not loaded");
+	return 0;
+}

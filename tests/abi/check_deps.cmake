@@ -20,7 +20,7 @@
 #   preload preload/*, gdrc_int.h, log/log.h, config/config.h,
 #           hooks/hooks.h (and the public header, like everyone)
 #   lib/gdrc_int.h      nothing (it depends on the C library only)
-#   lib/api.c           any header of lib/
+#   lib/api.c, api_*.c, api_int.h   any header of lib/ (the API layer)
 #   other files of lib/ gdrc_int.h and the headers of one module at most
 #
 # A directory of lib/ with no rule here fails too: add its rule.  Fails
@@ -111,7 +111,7 @@ foreach(_rel IN LISTS _files)
 		endif()
 
 		set(_ok FALSE)
-		if(_rel STREQUAL "api.c")
+		if(_rel MATCHES "^api(_[a-z]+)?\\.[ch]$" OR _rel STREQUAL "api_int.h")
 			set(_ok TRUE)
 		elseif(_rel STREQUAL "gdrc_int.h")
 			set(_why "gdrc_int.h may include no header of lib/")

@@ -128,6 +128,9 @@ CUresult cuMemHostUnregister(void *p);
 CUresult cuMemUnmap(CUdeviceptr p, size_t size);
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
 			     unsigned long long flags, int *status);
+CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr p,
+				       size_t size, int type,
+				       unsigned long long flags);
 #endif
 
 #endif /* GDRC_FAKE_CUDA_H */

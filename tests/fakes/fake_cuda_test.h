@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 /* A counter of ctx that must be readable. */
-static inline uint64_t stat(struct gdrc_ctx *ctx, enum gdrc_stat s)
+static inline uint64_t stat_of(struct gdrc_ctx *ctx, enum gdrc_stat s)
 {
 	uint64_t v;
 

@@ -44,7 +44,8 @@
 	X(CU_CTX_SYNC_MEMOPS)                                                \
 	X(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)           \
 	X(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED)                     \
-	X(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)
+	X(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)                              \
+	X(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD)
 
 /* Types: compared by size (the ABI of the entry points using them). */
 #define GDRC_CUDA_TYPEDEFS(X)                                                \

@@ -465,8 +465,11 @@ static void test_config_choice_invalid_rejected_unchanged(void **state)
 	};
 	static const char *const bad_backend[] = {
 		"",      "v",     "verb",   "verbss", "verbs ", " none",
-		"dmabuf", "peermem", "kmod", "0",     "1",      "2",
-		"|",     "auto|verbs", "auto|verbs|none", "ibverbs",
+		"0",     "1",     "2",      "|",      "auto|verbs",
+		"auto|verbs|none", "ibverbs", "dmabuf,", ",dmabuf",
+		"dmabuf,,kmod", "dmabuf kmod", "auto,dmabuf", "dmabuf,auto",
+		"verbs,none", "none,verbs", "dmabuf,dmabuf",
+		"dmabuf,peermem,kmod,none,dmabuf", "peermem;kmod",
 	};
 
 	(void)state;
@@ -783,6 +786,27 @@ static void test_config_verbs_without_pd_unsupported(void **state)
 	unset_all();
 }
 
+/* GDRC_BACKEND lists: entries in order, four bits each. */
+static void test_config_backend_list_parsed(void **state)
+{
+	(void)state;
+	assert_int_equal(parse_int("GDRC_BACKEND", "auto"),
+			 GDRC_KNOB_BACKEND_AUTO);
+	assert_int_equal(parse_int("GDRC_BACKEND", "dmabuf"),
+			 GDRC_KNOB_BACKEND_DMABUF);
+	assert_int_equal(parse_int("GDRC_BACKEND", "peermem,kmod"),
+			 GDRC_KNOB_BACKEND_PEERMEM |
+				 GDRC_KNOB_BACKEND_KMOD << 4);
+	assert_int_equal(parse_int("GDRC_BACKEND", "KMOD,none,dmabuf,peermem"),
+			 GDRC_KNOB_BACKEND_KMOD | GDRC_KNOB_BACKEND_NONE << 4 |
+				 GDRC_KNOB_BACKEND_DMABUF << 8 |
+				 GDRC_KNOB_BACKEND_PEERMEM << 12);
+	assert_int_equal(gdrc_knob_list_at(0x654, 0), 4);
+	assert_int_equal(gdrc_knob_list_at(0x654, 2), 6);
+	assert_int_equal(gdrc_knob_list_at(0x654, 3), 0);
+	assert_int_equal(gdrc_knob_list_at(0x654, GDRC_KNOB_LIST_MAX), 0);
+}
+
 /* auto without a PD is the none backend: keys are 0. */
 static void test_config_backend_auto_no_pd_none(void **state)
 {
@@ -935,6 +959,7 @@ int main(void)
 		T(test_config_cfg_max_bytes_overrides_env),
 		T(test_config_verbs_without_pd_unsupported),
 		T(test_config_backend_auto_no_pd_none),
+		T(test_config_backend_list_parsed),
 		T(test_config_env_md_matches_table),
 	};
 #undef T

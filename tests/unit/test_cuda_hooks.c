@@ -85,19 +85,19 @@ static void free_path(enum fake_cuda_kind kind, size_t size,
 	assert_true(p != 0);
 	a = get_info(ctx, p, 4 * KIB);
 	assert_int_equal(a.flags & GDRC_MR_INFO_TAG_CHECKED, 0);
-	ev = stat(ctx, GDRC_STAT_CUDA_EVENTS);
-	inv = stat(ctx, GDRC_STAT_INV_CUDA_HOOK);
+	ev = stat_of(ctx, GDRC_STAT_CUDA_EVENTS);
+	inv = stat_of(ctx, GDRC_STAT_INV_CUDA_HOOK);
 	assert_int_equal(do_free(p, size), CUDA_SUCCESS);
-	assert_int_equal(stat(ctx, GDRC_STAT_CUDA_EVENTS), ev + 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_CUDA_EVENTS), ev + 1);
 	q = fake_cuda_alloc_at(kind, size, 0, p);
 	assert_true(q == p);
 	assert_true(fake_cuda_buffer_id(p) != a.buffer_id);
 	b = get_info(ctx, p, 4 * KIB);
 	assert_true(b.id != a.id);
 	assert_int_equal(b.buffer_id, fake_cuda_buffer_id(p));
-	assert_int_equal(stat(ctx, GDRC_STAT_INV_CUDA_HOOK), inv + 1);
-	assert_int_equal(stat(ctx, GDRC_STAT_TAG_CHECKS), 0);
-	assert_int_equal(stat(ctx, GDRC_STAT_INV_TAG_CHECK), 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_INV_CUDA_HOOK), inv + 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_TAG_CHECKS), 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_INV_TAG_CHECK), 0);
 	assert_int_equal(fake_cuda_free(p), 0);
 	gdrc_fini(ctx);
 }
@@ -205,13 +205,13 @@ static void test_cuda_hooks_cumemfree_v1(void **state)
 	CUresult (*v1)(unsigned int) =
 		(CUresult (*)(unsigned int))fake_sym("cuMemFree");
 	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
-	uint64_t ev = stat(ctx, GDRC_STAT_CUDA_EVENTS);
+	uint64_t ev = stat_of(ctx, GDRC_STAT_CUDA_EVENTS);
 
 	(void)state;
 	/* The 32-bit API cannot name this address: its free is still
 	 * seen, with the address it was given (and fails in the driver). */
 	assert_int_not_equal(v1((unsigned int)p), CUDA_SUCCESS);
-	assert_int_equal(stat(ctx, GDRC_STAT_CUDA_EVENTS), ev + 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_CUDA_EVENTS), ev + 1);
 	assert_int_equal(fake_cuda_free(p), 0);
 	gdrc_fini(ctx);
 }
@@ -252,11 +252,11 @@ static void test_cuda_hooks_host_unregister(void **state)
 	(void)state;
 	a = get_info(ctx, p + 64 * KIB, 4 * KIB);
 	assert_int_equal(a.kind, GDRC_PTR_HOST_PINNED);
-	inv = stat(ctx, GDRC_STAT_INV_CUDA_HOOK);
+	inv = stat_of(ctx, GDRC_STAT_INV_CUDA_HOOK);
 	assert_int_equal(cuMemHostUnregister((void *)(uintptr_t)p),
 			 CUDA_SUCCESS);
 	b = get_info(ctx, p + 64 * KIB, 4 * KIB);
-	assert_int_equal(stat(ctx, GDRC_STAT_INV_CUDA_HOOK), inv + 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_INV_CUDA_HOOK), inv + 1);
 	assert_true(b.id != a.id);
 	assert_int_equal(b.kind, GDRC_PTR_HOST);
 	gdrc_fini(ctx);
@@ -278,11 +278,11 @@ static void test_cuda_hooks_neighbour_in_page_kept(void **state)
 	ib = get_info(ctx, b, 512);
 	assert_true(ia.id != ib.id);
 	assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
-	misses = stat(ctx, GDRC_STAT_MISSES);
+	misses = stat_of(ctx, GDRC_STAT_MISSES);
 	ib2 = get_info(ctx, b, 512);
 	assert_int_equal(ib2.id, ib.id);
-	assert_int_equal(stat(ctx, GDRC_STAT_MISSES), misses);
-	assert_int_equal(stat(ctx, GDRC_STAT_INV_CUDA_HOOK), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), misses);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_INV_CUDA_HOOK), 1);
 	assert_int_equal(fake_cuda_free(b), 0);
 	gdrc_fini(ctx);
 }
@@ -335,10 +335,10 @@ static void test_cuda_hooks_mem_hooks_none(void **state)
 	/* The caller reports frees: a free alone changes nothing here. */
 	a = get_info(ctx, p, 4 * KIB);
 	assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
-	assert_int_equal(stat(ctx, GDRC_STAT_CUDA_EVENTS), 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_CUDA_EVENTS), 0);
 	assert_int_equal(gdrc_invalidate(ctx, (void *)(uintptr_t)p, 4 * KIB),
 			 GDRC_OK);
-	assert_int_equal(stat(ctx, GDRC_STAT_INV_EXPLICIT), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_INV_EXPLICIT), 1);
 	(void)a;
 	gdrc_fini(ctx);
 }

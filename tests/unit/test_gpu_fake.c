@@ -66,7 +66,7 @@ static void test_gpu_fake_no_driver_host_still_works(void **state)
 	assert_int_equal(gdrc_mr_get(ctx, buf, sizeof(buf), 0, 0, &mr),
 			 GDRC_OK);
 	gdrc_mr_put(ctx, mr);
-	assert_int_equal(stat(ctx, GDRC_STAT_CLASSIFY_CALLS), 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_CLASSIFY_CALLS), 0);
 	gdrc_fini(ctx);
 	unsetenv("GDRC_CUDA_LIBRARY");
 }
@@ -206,8 +206,8 @@ static void test_gpu_fake_managed_refused_unsupported(void **state)
 				     &mr),
 			 GDRC_ERR_UNSUPPORTED);
 	assert_ptr_equal(mr, (struct gdrc_mr *)0x1);
-	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 0);
-	assert_int_equal(stat(ctx, GDRC_STAT_MISSES), 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 0);
 	gdrc_fini(ctx);
 }
 
@@ -221,7 +221,7 @@ static void test_gpu_fake_range_past_allocation_unsupported(void **state)
 	assert_int_equal(gdrc_mr_get(ctx, (void *)(uintptr_t)(dev + MIB - 8),
 				     64, 0, 0, &mr),
 			 GDRC_ERR_UNSUPPORTED);
-	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 0);
 	gdrc_fini(ctx);
 }
 
@@ -237,11 +237,11 @@ static void test_gpu_fake_classify_failure_cuda_error(void **state)
 	assert_int_equal(gdrc_mr_get(ctx, (void *)(uintptr_t)dev, 64, 0, 0,
 				     &mr),
 			 GDRC_ERR_CUDA);
-	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 0);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 0);
 	assert_int_equal(fake_cuda_sync_memops_count(dev), 0);
 	/* The next try works. */
 	(void)get_info(ctx, dev, 64);
-	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 1);
 	gdrc_fini(ctx);
 }
 
@@ -267,7 +267,7 @@ static void test_gpu_fake_whole_allocation_rounded_64k(void **state)
 	assert_int_equal(a.buffer_id, fake_cuda_buffer_id(dev));
 	b = get_info(ctx, dev + 150 * KIB, 8);
 	assert_int_equal(b.id, a.id);
-	assert_int_equal(stat(ctx, GDRC_STAT_HITS), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), 1);
 	gdrc_fini(ctx);
 }
 
@@ -310,7 +310,7 @@ static void test_gpu_fake_sync_memops_once_per_allocation(void **state)
 	assert_int_equal(fake_cuda_sync_memops_count(a), 1);
 	(void)get_info(ctx, b, 64);
 	assert_int_equal(fake_cuda_sync_memops_count(b), 1);
-	assert_int_equal(stat(ctx, GDRC_STAT_SYNC_MEMOPS_SET), 2);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_SYNC_MEMOPS_SET), 2);
 	gdrc_fini(ctx);
 }
 
@@ -414,7 +414,7 @@ static void test_gpu_fake_free_realloc_same_va_new_id(void **state)
 		assert_int_not_equal(b.id, a.id);
 		assert_int_not_equal(b.buffer_id, a.buffer_id);
 		assert_int_equal(b.buffer_id, fake_cuda_buffer_id(q));
-		assert_int_equal(stat(ctx, GDRC_STAT_INV_TAG_CHECK), k + 1);
+		assert_int_equal(stat_of(ctx, GDRC_STAT_INV_TAG_CHECK), k + 1);
 		assert_int_equal(fake_cuda_free(q), 0);
 	}
 	gdrc_fini(ctx);
@@ -470,7 +470,7 @@ static void test_gpu_fake_held_registration_valid_after_free(void **state)
 	assert_int_not_equal(a.buffer_id, b.buffer_id);
 	gdrc_mr_put(ctx, old);
 	gdrc_mr_put(ctx, fresh);
-	assert_int_equal(stat(ctx, GDRC_STAT_DEREGS), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_DEREGS), 1);
 	gdrc_fini(ctx);
 }
 
@@ -495,8 +495,8 @@ static void test_gpu_fake_hit_cuda_calls_per_mode(void **state)
 		assert_int_equal(fake_cuda_calls("cuPointerGetAttributes"),
 				 0);
 		assert_int_equal(fake_cuda_calls("cuPointerSetAttribute"), 0);
-		assert_int_equal(stat(ctx, GDRC_STAT_TAG_CHECKS), want[m]);
-		assert_int_equal(stat(ctx, GDRC_STAT_HITS), 100);
+		assert_int_equal(stat_of(ctx, GDRC_STAT_TAG_CHECKS), want[m]);
+		assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), 100);
 		gdrc_fini(ctx);
 		fake_cuda_free(p);
 	}
@@ -516,7 +516,7 @@ static void test_gpu_fake_hooks_mode_explicit_invalidate(void **state)
 	q = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
 	b = get_info(ctx, q, 64);
 	assert_int_not_equal(a.id, b.id);
-	assert_int_equal(stat(ctx, GDRC_STAT_INV_EXPLICIT), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_INV_EXPLICIT), 1);
 	gdrc_fini(ctx);
 }
 

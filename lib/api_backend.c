@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * api_backend.c - which backend registers what, chosen at gdrc_init.
+ *
+ * Host memory: ibv_reg_mr (verbs) with a protection domain, else none.
+ * GPU memory: the GPU backends in GDRC_BACKEND's order (auto: dmabuf,
+ * peermem, kmod, none), the first that works here:
+ *   dmabuf   a PD; the driver has cuMemGetHandleForAddressRange and every
+ *            device says CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED; the NIC
+ *            takes ibv_reg_dmabuf_mr (probed once with fd -1);
+ *   peermem  a PD, and nvidia-peermem (or nv_peer_mem) loaded;
+ *   kmod     gdrcache.ko open (the module pins; the NIC gets nothing);
+ *   none     always (tracked only, keys 0).
+ * Every backend not used keeps its reason (gdrc_backend_status,
+ * gdrc-info).  A list that ends without a working backend makes GPU gets
+ * fail with GDRC_ERR_UNSUPPORTED, naming the reasons.
+ *
+ * Init time only: may log, allocate, make system calls and driver calls.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api_int.h"
+#include "gdrc_int.h"
+#include "kmod/kchan.h"
+#include "log/log.h"
+
+static const int auto_order[] = {
+	GDRC_KNOB_BACKEND_DMABUF, GDRC_KNOB_BACKEND_PEERMEM,
+	GDRC_KNOB_BACKEND_KMOD, GDRC_KNOB_BACKEND_NONE,
+};
+
+/* The public backend of a knob entry. */
+static int knob_backend(int k)
+{
+	switch (k) {
+	case GDRC_KNOB_BACKEND_DMABUF: return GDRC_BACKEND_DMABUF;
+	case GDRC_KNOB_BACKEND_PEERMEM: return GDRC_BACKEND_PEERMEM;
+	case GDRC_KNOB_BACKEND_KMOD: return GDRC_BACKEND_KMOD;
+	default: return GDRC_BACKEND_NONE;
+	}
+}
+
+static void why(struct gdrc_ctx *ctx, int backend, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void why(struct gdrc_ctx *ctx, int backend, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(ctx->be_why[backend], sizeof(ctx->be_why[backend]), fmt, ap);
+	va_end(ap);
+}
+
+gdrc_status_t gdrc_api_pick_host(struct gdrc_ctx *ctx, struct ibv_pd *pd,
+				 struct gdrc_cache_params *p)
+{
+	uint32_t list = ctx->knobs.backend;
+	int first = gdrc_knob_list_at(list, 0);
+
+	for (int b = 0; b < GDRC_BACKENDS; b++)
+		why(ctx, b, "not in GDRC_BACKEND");
+	if (first == GDRC_KNOB_BACKEND_NONE && !gdrc_knob_list_at(list, 1)) {
+		p->ops = &gdrc_pin_none_ops;
+		p->be = NULL;
+		ctx->be_used[GDRC_BACKEND_NONE] = 1;
+		why(ctx, GDRC_BACKEND_VERBS, "GDRC_BACKEND=none");
+		return GDRC_OK;
+	}
+	if (!pd) {
+		if (first == GDRC_KNOB_BACKEND_VERBS) {
+			gdrc_error("GDRC_BACKEND verbs needs a protection domain "
+				   "(gdrc_config.pd)");
+			return GDRC_ERR_UNSUPPORTED;
+		}
+		p->ops = &gdrc_pin_none_ops;
+		p->be = NULL;
+		ctx->be_used[GDRC_BACKEND_NONE] = 1;
+		why(ctx, GDRC_BACKEND_VERBS,
+		    "no protection domain (gdrc_config.pd)");
+		return GDRC_OK;
+	}
+#ifdef GDRC_HAVE_VERBS
+	p->ops = &gdrc_pin_verbs_ops;
+	p->be = pd;
+	ctx->be_used[GDRC_BACKEND_VERBS] = 1;
+	return GDRC_OK;
+#else
+	gdrc_error("GDRC_BACKEND: a PD was given, but libgdrcache was built "
+		   "without libibverbs");
+	return GDRC_ERR_UNSUPPORTED;
+#endif
+}
+
+#ifdef GDRC_HAVE_VERBS
+/* The dmabuf backend's export: a dma-buf fd of [addr, addr + len). */
+static int dmabuf_export(void *arg, uintptr_t addr, size_t len)
+{
+	const struct gdrc_cuda *cu = arg;
+	int fd = -1;
+	CUresult res;
+
+	res = cu->cuMemGetHandleForAddressRange(
+		&fd, (CUdeviceptr)addr, len,
+		CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+	if (res != CUDA_SUCCESS) {
+		gdrc_error("cuMemGetHandleForAddressRange of %#lx+%zu: %s",
+			   (unsigned long)addr, len, gdrc_cuda_err(cu, res));
+		return -1;
+	}
+	return fd;
+}
+
+static int dmabuf_ok(struct gdrc_ctx *ctx, struct ibv_pd *pd)
+{
+	const struct gdrc_cuda *cu = ctx->cuda;
+	char nic[160];
+
+	if (!pd) {
+		why(ctx, GDRC_BACKEND_DMABUF,
+		    "no protection domain (gdrc_config.pd)");
+		return 0;
+	}
+	if (!cu->cuMemGetHandleForAddressRange) {
+		why(ctx, GDRC_BACKEND_DMABUF,
+		    "the CUDA driver has no cuMemGetHandleForAddressRange (11.7+)");
+		return 0;
+	}
+	for (int d = 0; d < cu->device_count; d++) {
+		int v = 0;
+
+		if (cu->cuDeviceGetAttribute(&v,
+					     CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
+					     d) != CUDA_SUCCESS ||
+		    !v) {
+			why(ctx, GDRC_BACKEND_DMABUF,
+			    "cuda device %d does not export dma-buf", d);
+			return 0;
+		}
+	}
+	if (!gdrc_pin_dmabuf_probe(pd, nic, sizeof(nic))) {
+		why(ctx, GDRC_BACKEND_DMABUF, "%s", nic);
+		return 0;
+	}
+	ctx->dmabuf_be.pd = pd;
+	ctx->dmabuf_be.export_fd = dmabuf_export;
+	ctx->dmabuf_be.arg = (void *)cu;
+	return 1;
+}
+#endif
+
+/* Can backend k register GPU memory here?  Records why not. */
+static int gpu_ok(struct gdrc_ctx *ctx, int k, struct ibv_pd *pd,
+		  const struct gdrc_pin_ops **ops_p, void **be_p)
+{
+	int b = knob_backend(k);
+
+	switch (k) {
+	case GDRC_KNOB_BACKEND_NONE:
+		*ops_p = &gdrc_pin_none_ops;
+		*be_p = NULL;
+		return 1;
+	case GDRC_KNOB_BACKEND_KMOD:
+		if (!ctx->kchan) {
+			why(ctx, b, "gdrcache.ko is not open (GDRC_KMOD=off, or "
+				    "/dev/gdrcache missing)");
+			return 0;
+		}
+		*ops_p = &gdrc_pin_kmod_ops;
+		*be_p = NULL;
+		return 1;
+#ifdef GDRC_HAVE_VERBS
+	case GDRC_KNOB_BACKEND_PEERMEM: {
+		char w[160];
+
+		if (!pd) {
+			why(ctx, b, "no protection domain (gdrc_config.pd)");
+			return 0;
+		}
+		if (!gdrc_pin_peermem_probe(NULL, w, sizeof(w))) {
+			why(ctx, b, "%s", w);
+			return 0;
+		}
+		*ops_p = &gdrc_pin_peermem_ops;
+		*be_p = pd;
+		return 1;
+	}
+	case GDRC_KNOB_BACKEND_DMABUF:
+		if (!dmabuf_ok(ctx, pd))
+			return 0;
+		*ops_p = &gdrc_pin_dmabuf_ops;
+		*be_p = &ctx->dmabuf_be;
+		return 1;
+#endif
+	default:
+		why(ctx, b, "built without libibverbs");
+		return 0;
+	}
+}
+
+void gdrc_api_pick_gpu(struct gdrc_ctx *ctx, struct ibv_pd *pd,
+		       struct gdrc_cache_params *p)
+{
+	uint32_t list = ctx->knobs.backend;
+	int first = gdrc_knob_list_at(list, 0), order[GDRC_KNOB_LIST_MAX];
+	int n = 0, chosen = -1;
+
+	if (first == GDRC_KNOB_BACKEND_NONE && !gdrc_knob_list_at(list, 1)) {
+		p->gpu_ops = &gdrc_pin_none_ops;
+		for (int b = GDRC_BACKEND_DMABUF; b < GDRC_BACKENDS; b++)
+			why(ctx, b, "GDRC_BACKEND=none");
+		return;
+	}
+	if (first == GDRC_KNOB_BACKEND_AUTO ||
+	    first == GDRC_KNOB_BACKEND_VERBS) {
+		memcpy(order, auto_order, sizeof(order));
+		n = GDRC_KNOB_LIST_MAX;
+	} else {
+		while (n < GDRC_KNOB_LIST_MAX && gdrc_knob_list_at(list, n)) {
+			order[n] = gdrc_knob_list_at(list, n);
+			n++;
+		}
+	}
+	if (!ctx->cuda) {
+		for (int i = 0; i < n; i++)
+			if (order[i] != GDRC_KNOB_BACKEND_NONE)
+				why(ctx, knob_backend(order[i]),
+				    "no GPU support: %s", ctx->gpu_reason);
+		p->gpu_ops = &gdrc_pin_none_ops;
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		const struct gdrc_pin_ops *ops = NULL;
+		void *be = NULL;
+		int b = knob_backend(order[i]);
+
+		if (chosen >= 0) {
+			if (!ctx->be_used[b])
+				why(ctx, b, "not tried: %s comes first",
+				    gdrc_backend_name(chosen));
+			continue;
+		}
+		if (!gpu_ok(ctx, order[i], pd, &ops, &be))
+			continue;
+		chosen = b;
+		ctx->be_used[b] = 1;
+		p->gpu_ops = ops;
+		p->gpu_be = be;
+	}
+	if (chosen < 0) {
+		ctx->gpu_refused = 1;
+		gdrc_warn("no GPU backend of GDRC_BACKEND works: GPU memory "
+			  "will be refused");
+	} else {
+		gdrc_debug("GPU memory registered by %s",
+			   gdrc_backend_name(chosen));
+	}
+}
+
+void gdrc_api_gpu_refusal(const struct gdrc_ctx *ctx, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (int b = GDRC_BACKEND_DMABUF; b < GDRC_BACKENDS && off < len;
+	     b++) {
+		int n = snprintf(buf + off, len - off, "%s%s: %s",
+				 off ? "; " : "", gdrc_backend_name(b),
+				 ctx->be_why[b]);
+
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * api_int.h - the context, shared by the files of the API layer (api.c,
+ * api_backend.c).  The API layer is where the modules meet: it may
+ * include any of them (lib/README.md).
+ */
+#ifndef GDRC_API_INT_H
+#define GDRC_API_INT_H
+
+#include <gdrcache.h>
+
+#include "cache/cache.h"
+#include "config/config.h"
+#include "cuda/cuda_loader.h"
+#include "pin/pin.h"
+
+struct gdrc_kchan;
+
+/* Backends by enum gdrc_backend value (NONE..KMOD). */
+#define GDRC_BACKENDS (GDRC_BACKEND_KMOD + 1)
+
+struct gdrc_ctx {
+	struct gdrc_cache cache;  /* first: the fast path reads it */
+	struct gdrc_knobs knobs;  /* fixed after init */
+	const struct gdrc_cuda *cuda; /* NULL: no GPU support */
+	struct gdrc_kchan *kchan; /* gdrcache.ko's channel, or NULL */
+	char gpu_reason[256];     /* why cuda is NULL */
+	int cuda_hooks;           /* GDRC_MEM_HOOKS=auto with a driver */
+	int hooks_slot;           /* subscription, or -1 */
+	int registry_slot;        /* index in registry[] */
+	/* Backends, fixed after init: used (1) or why not. */
+	int be_used[GDRC_BACKENDS];
+	char be_why[GDRC_BACKENDS][192];
+	int gpu_refused;          /* no GPU backend works: refuse GPU gets */
+#ifdef GDRC_HAVE_VERBS
+	struct gdrc_pin_dmabuf_be dmabuf_be;
+#endif
+};
+
+/*
+ * Init time (api_backend.c): choose the host backend (verbs with a PD,
+ * else none) from GDRC_BACKEND, before the rest of the setup.
+ * @return GDRC_OK; GDRC_ERR_UNSUPPORTED when verbs is asked for without
+ *         a PD or without libibverbs (logged).
+ */
+gdrc_status_t gdrc_api_pick_host(struct gdrc_ctx *ctx, struct ibv_pd *pd,
+				 struct gdrc_cache_params *p);
+
+/*
+ * Init time, once the driver and the kernel channel are set up: try the
+ * GPU backends in GDRC_BACKEND's order and record why each one was not
+ * used; set p->gpu_ops.  Never fails: when none works, GPU gets are
+ * refused later (gpu_refused).
+ */
+void gdrc_api_pick_gpu(struct gdrc_ctx *ctx, struct ibv_pd *pd,
+		       struct gdrc_cache_params *p);
+
+/* The reasons, one line, for the GPU refusal's log message. */
+void gdrc_api_gpu_refusal(const struct gdrc_ctx *ctx, char *buf, size_t len);
+
+#endif /* GDRC_API_INT_H */
