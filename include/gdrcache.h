@@ -374,6 +374,36 @@ GDRC_API gdrc_status_t gdrc_gpu_status(struct gdrc_ctx *ctx,
 GDRC_API gdrc_status_t gdrc_cuda_hooks_status(struct gdrc_ctx *ctx,
 					      const char **reason_p);
 
+/**
+ * Are host frees seen (the glibc hooks, docs/hooks.md)?
+ * @param [out] reason_p  NULL when they work, else why not; may be NULL.
+ * @return GDRC_OK; GDRC_ERR_UNSUPPORTED (GDRC_MEM_HOOKS=none, they could
+ *         not be installed, or another library overwrote them);
+ *         GDRC_ERR_INVALID_PARAM for a NULL ctx.  Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_hooks_status(struct gdrc_ctx *ctx,
+					 const char **reason_p);
+
+/**
+ * Is the kernel module's channel (/dev/gdrcache, docs/kmod.md) open?
+ * @param [out] reason_p  NULL when it is, else why not; may be NULL.
+ * @return GDRC_OK; GDRC_ERR_UNSUPPORTED; GDRC_ERR_INVALID_PARAM for a
+ *         NULL ctx.  Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_kmod_status(struct gdrc_ctx *ctx,
+					const char **reason_p);
+
+/**
+ * Describe knob index (0, 1, ... until GDRC_ERR_LIMIT) of docs/env.md:
+ * its environment variable, default and one-line help (static strings).
+ * @return GDRC_OK; GDRC_ERR_LIMIT past the last knob;
+ *         GDRC_ERR_INVALID_PARAM for a NULL pointer.  Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_knob_describe(unsigned index,
+					  const char **name_p,
+					  const char **default_p,
+					  const char **help_p);
+
 /* ====================================================================
  * Invalidation
  * ==================================================================== */

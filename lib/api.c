@@ -261,13 +261,15 @@ static void ctx_kunpin(void *arg, uint64_t handle)
 /* Open gdrcache.ko's channel if it is there (GDRC_KMOD=auto). */
 static void kmod_setup(struct gdrc_ctx *ctx, struct gdrc_cache_params *p)
 {
-	char why[256];
+	char *why = ctx->kmod_why;
+	size_t why_len = sizeof(ctx->kmod_why);
 	gdrc_status_t status;
 
-	if (ctx->knobs.kmod == GDRC_KNOB_KMOD_OFF)
+	if (ctx->knobs.kmod == GDRC_KNOB_KMOD_OFF) {
+		snprintf(why, why_len, "GDRC_KMOD=off");
 		return;
-	status = gdrc_kchan_open(GDRC_KCHAN_PATH, &ctx->kchan, why,
-				 sizeof(why));
+	}
+	status = gdrc_kchan_open(GDRC_KCHAN_PATH, &ctx->kchan, why, why_len);
 	if (status == GDRC_ERR_NO_DEVICE) {
 		gdrc_debug("no kernel channel: %s", why);
 		return;
@@ -707,6 +709,51 @@ GDRC_API gdrc_status_t gdrc_gpu_status(struct gdrc_ctx *ctx,
 	if (reason_p)
 		*reason_p = ctx->cuda ? NULL : ctx->gpu_reason;
 	return ctx->cuda ? GDRC_OK : GDRC_ERR_NO_DEVICE;
+}
+
+GDRC_API gdrc_status_t gdrc_hooks_status(struct gdrc_ctx *ctx,
+					 const char **reason_p)
+{
+	const char *why = NULL;
+
+	if (!ctx)
+		return GDRC_ERR_INVALID_PARAM;
+	if (ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_AUTO)
+		why = "GDRC_MEM_HOOKS=none";
+	else if (!gdrc_hooks_active())
+		why = gdrc_hooks_reason();
+	else if (!gdrc_hooks_intact())
+		why = "overwritten by another library after they went in";
+	if (reason_p)
+		*reason_p = why;
+	return why ? GDRC_ERR_UNSUPPORTED : GDRC_OK;
+}
+
+GDRC_API gdrc_status_t gdrc_kmod_status(struct gdrc_ctx *ctx,
+					const char **reason_p)
+{
+	if (!ctx)
+		return GDRC_ERR_INVALID_PARAM;
+	if (reason_p)
+		*reason_p = ctx->kchan ? NULL : ctx->kmod_why;
+	return ctx->kchan ? GDRC_OK : GDRC_ERR_UNSUPPORTED;
+}
+
+GDRC_API gdrc_status_t gdrc_knob_describe(unsigned index,
+					  const char **name_p,
+					  const char **default_p,
+					  const char **help_p)
+{
+	const struct gdrc_knob_desc *d = gdrc_config_desc(index);
+
+	if (!name_p || !default_p || !help_p)
+		return GDRC_ERR_INVALID_PARAM;
+	if (!d)
+		return GDRC_ERR_LIMIT;
+	*name_p = d->name;
+	*default_p = d->defval;
+	*help_p = d->help;
+	return GDRC_OK;
 }
 
 GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *ctx,

@@ -25,6 +25,7 @@ struct gdrc_ctx {
 	const struct gdrc_cuda *cuda; /* NULL: no GPU support */
 	struct gdrc_kchan *kchan; /* gdrcache.ko's channel, or NULL */
 	char gpu_reason[256];     /* why cuda is NULL */
+	char kmod_why[256];       /* why kchan is NULL */
 	int cuda_hooks;           /* GDRC_MEM_HOOKS=auto with a driver */
 	int hooks_slot;           /* subscription, or -1 */
 	int registry_slot;        /* index in registry[] */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -226,6 +227,67 @@ static void test_init_bad_args_invalid_param(void **state)
 	gdrc_fini(NULL); /* ignored */
 }
 
+/* Status queries: NULL ctx refused; answers with and without the
+ * feature (the machine has the glibc hooks and no /dev/gdrcache). */
+static void test_status_queries(void **state)
+{
+	struct fixture *f = *state;
+	const char *why = "unchanged";
+	struct gdrc_ctx *ctx;
+
+	assert_int_equal(gdrc_hooks_status(NULL, &why), GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_kmod_status(NULL, &why), GDRC_ERR_INVALID_PARAM);
+	assert_string_equal(why, "unchanged");
+	assert_int_equal(gdrc_hooks_status(f->ctx, &why), GDRC_OK);
+	assert_null(why);
+	if (access("/dev/gdrcache", F_OK)) {
+		assert_int_equal(gdrc_kmod_status(f->ctx, &why),
+				 GDRC_ERR_UNSUPPORTED);
+		assert_non_null(why);
+	}
+	setenv("GDRC_MEM_HOOKS", "none", 1);
+	setenv("GDRC_KMOD", "off", 1);
+	assert_int_equal(gdrc_init(NULL, &ctx), GDRC_OK);
+	unsetenv("GDRC_MEM_HOOKS");
+	unsetenv("GDRC_KMOD");
+	assert_int_equal(gdrc_hooks_status(ctx, &why), GDRC_ERR_UNSUPPORTED);
+	assert_string_equal(why, "GDRC_MEM_HOOKS=none");
+	assert_int_equal(gdrc_kmod_status(ctx, NULL), GDRC_ERR_UNSUPPORTED);
+	assert_int_equal(gdrc_kmod_status(ctx, &why), GDRC_ERR_UNSUPPORTED);
+	assert_string_equal(why, "GDRC_KMOD=off");
+	gdrc_fini(ctx);
+}
+
+/* Every knob described, then GDRC_ERR_LIMIT; NULL outputs refused. */
+static void test_knob_describe(void **state)
+{
+	const char *name = NULL, *def = NULL, *help = NULL;
+	unsigned n = 0;
+	int seen_backend = 0;
+
+	(void)state;
+	while (gdrc_knob_describe(n, &name, &def, &help) == GDRC_OK) {
+		assert_non_null(name);
+		assert_non_null(def);
+		assert_non_null(help);
+		assert_int_equal(strncmp(name, "GDRC_", 5), 0);
+		seen_backend |= !strcmp(name, "GDRC_BACKEND");
+		n++;
+	}
+	assert_true(n >= 10);
+	assert_true(seen_backend);
+	assert_int_equal(gdrc_knob_describe(n, &name, &def, &help),
+			 GDRC_ERR_LIMIT);
+	assert_int_equal(gdrc_knob_describe(0xffffffffu, &name, &def, &help),
+			 GDRC_ERR_LIMIT);
+	assert_int_equal(gdrc_knob_describe(0, NULL, &def, &help),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_knob_describe(0, &name, NULL, &help),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_knob_describe(0, &name, &def, NULL),
+			 GDRC_ERR_INVALID_PARAM);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -247,6 +309,9 @@ int main(void)
 			test_stats_dump_bad_args_invalid_param, setup,
 			teardown),
 		cmocka_unit_test(test_init_bad_args_invalid_param),
+		cmocka_unit_test_setup_teardown(test_status_queries, setup,
+						teardown),
+		cmocka_unit_test(test_knob_describe),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
