@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * gdrc-info.c - what libgdrcache can do on this machine, and why not:
+ * like ucx_info or gdscheck.  Prints the library's version; its memory
+ * hooks (glibc, CUDA) and kernel module; each registration backend, used
+ * or with the reason it is not, for a context with the first RDMA
+ * device's protection domain (and without one when there is no device);
+ * the CUDA driver and every GPU with its GPUDirect attributes and, where
+ * NVML is installed, its BAR1 size; the RDMA devices and their ports;
+ * every GDRC_* knob with its value and help.
+ *
+ * Build (installed package):
+ *   cc gdrc-info.c $(pkg-config --cflags --libs gdrcache) -libverbs -ldl
+ * Run:   gdrc-info          (nothing needed: it reports what is missing)
+ * Exit 0, or 1 when the library cannot create a context at all.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+
+#include <gdrcache.h>
+
+static void line(const char *what, gdrc_status_t st, const char *why)
+{
+	printf("  %-28s %s%s%s\n", what, st == GDRC_OK ? "yes" : "no",
+	       why ? ": " : "", why ? why : "");
+}
+
+static void show_ctx(struct gdrc_ctx *ctx)
+{
+	const char *why;
+	gdrc_status_t st;
+
+	st = gdrc_gpu_status(ctx, &why);
+	line("GPU support", st, why);
+	st = gdrc_hooks_status(ctx, &why);
+	line("host free hooks (glibc)", st, why);
+	st = gdrc_cuda_hooks_status(ctx, &why);
+	line("CUDA free hooks", st, why);
+	st = gdrc_kmod_status(ctx, &why);
+	line("kernel module /dev/gdrcache", st, why);
+	for (int b = GDRC_BACKEND_NONE; b <= GDRC_BACKEND_KMOD; b++) {
+		char what[40];
+
+		snprintf(what, sizeof(what), "backend %s",
+			 gdrc_backend_name((enum gdrc_backend)b));
+		st = gdrc_backend_status(ctx, (enum gdrc_backend)b, &why);
+		line(what, st, why);
+	}
+}
+
+/* ---- the CUDA driver and NVML, loaded at run time ---- */
+
+static void show_gpus(void)
+{
+	void *cu = dlopen("libcuda.so.1", RTLD_NOW);
+	const char *cu_err = cu ? NULL : dlerror();
+	void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+	int (*init)(unsigned), (*ver)(int *), (*count)(int *);
+	int (*attr)(int *, int, int), (*name)(char *, int, int);
+	int (*nvml_init)(void) = NULL, (*nvml_handle)(unsigned, void **) = NULL;
+	int (*nvml_bar1)(void *, unsigned long long *) = NULL;
+	int v = 0, n = 0;
+
+	printf("CUDA\n");
+	if (!cu) {
+		printf("  driver: not installed (%s)\n", cu_err);
+		return;
+	}
+	init = (int (*)(unsigned))dlsym(cu, "cuInit");
+	ver = (int (*)(int *))dlsym(cu, "cuDriverGetVersion");
+	count = (int (*)(int *))dlsym(cu, "cuDeviceGetCount");
+	attr = (int (*)(int *, int, int))dlsym(cu, "cuDeviceGetAttribute");
+	name = (int (*)(char *, int, int))dlsym(cu, "cuDeviceGetName");
+	if (!init || !ver || !count || !attr || !name) {
+		printf("  driver: libcuda.so.1 lacks basic entry points\n");
+		return;
+	}
+	ver(&v);
+	printf("  driver: CUDA %d.%d (%d)\n", v / 1000, v % 1000 / 10, v);
+	if (init(0) || count(&n)) {
+		printf("  cuInit failed: no usable device\n");
+		return;
+	}
+	if (nvml) {
+		nvml_init = (int (*)(void))dlsym(nvml, "nvmlInit_v2");
+		nvml_handle = (int (*)(unsigned, void **))dlsym(
+			nvml, "nvmlDeviceGetHandleByIndex_v2");
+		nvml_bar1 = (int (*)(void *, unsigned long long *))dlsym(
+			nvml, "nvmlDeviceGetBAR1MemoryInfo");
+		if (!nvml_init || !nvml_handle || !nvml_bar1 || nvml_init())
+			nvml_bar1 = NULL;
+	}
+	for (int d = 0; d < n; d++) {
+		/* CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED 116,
+		 * DMA_BUF_SUPPORTED 124, PCI bus 33, device 34. */
+		int rdma = -1, dmabuf = -1, bus = -1, dev = -1;
+		char nm[128] = "?";
+		unsigned long long bar1[3] = { 0 }; /* total, free, used */
+		void *h;
+
+		name(nm, sizeof(nm), d);
+		attr(&rdma, 116, d);
+		attr(&dmabuf, 124, d);
+		attr(&bus, 33, d);
+		attr(&dev, 34, d);
+		printf("  device %d: %s (PCI %02x:%02x)\n", d, nm, bus, dev);
+		printf("    GPU_DIRECT_RDMA_SUPPORTED %d, DMA_BUF_SUPPORTED %d\n",
+		       rdma, dmabuf);
+		if (nvml_bar1 && !nvml_handle((unsigned)d, &h) &&
+		    !nvml_bar1(h, bar1))
+			printf("    BAR1 %llu MiB (%llu MiB used)\n",
+			       bar1[0] >> 20, bar1[2] >> 20);
+		else
+			printf("    BAR1: unknown (%s)\n",
+			       nvml ? "NVML call failed" :
+				      "libnvidia-ml.so.1 not installed");
+	}
+}
+
+/* ---- RDMA devices ---- */
+
+static struct ibv_context *show_rdma(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *first = NULL;
+
+	printf("RDMA devices\n");
+	if (!list || !list[0])
+		printf("  none\n");
+	for (int i = 0; list && list[i]; i++) {
+		struct ibv_context *c = ibv_open_device(list[i]);
+		struct ibv_device_attr da;
+
+		if (!c || ibv_query_device(c, &da)) {
+			printf("  %s: cannot open\n",
+			       ibv_get_device_name(list[i]));
+			if (c)
+				ibv_close_device(c);
+			continue;
+		}
+		printf("  %s: fw %s, %u port(s), max MR size %llu\n",
+		       ibv_get_device_name(list[i]), da.fw_ver,
+		       (unsigned)da.phys_port_cnt,
+		       (unsigned long long)da.max_mr_size);
+		for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
+			struct ibv_port_attr pa;
+
+			if (ibv_query_port(c, p, &pa))
+				continue;
+			printf("    port %u: %s, %s\n", p,
+			       ibv_port_state_str(pa.state),
+			       pa.link_layer == IBV_LINK_LAYER_ETHERNET ?
+				       "Ethernet (RoCE)" : "InfiniBand");
+		}
+		if (!first)
+			first = c;
+		else
+			ibv_close_device(c);
+	}
+	if (list)
+		ibv_free_device_list(list);
+	return first;
+}
+
+static void show_knobs(void)
+{
+	const char *name, *def, *help;
+
+	printf("Knobs (docs/env.md)\n");
+	for (unsigned i = 0; gdrc_knob_describe(i, &name, &def, &help) ==
+			     GDRC_OK;
+	     i++) {
+		const char *v = getenv(name);
+
+		printf("  %s=%s%s\n      %s\n", name, v ? v : def,
+		       v ? "" : " (default)", help);
+	}
+}
+
+int main(void)
+{
+	struct gdrc_config cfg = { .field_mask = GDRC_CONFIG_FIELD_PD };
+	struct ibv_context *dev;
+	struct gdrc_ctx *ctx;
+	gdrc_status_t st;
+
+	printf("libgdrcache %s\n", gdrc_version_string());
+	dev = show_rdma();
+	show_gpus();
+	if (dev)
+		cfg.pd = ibv_alloc_pd(dev);
+	printf("A context %s\n", cfg.pd ? "with the first device's PD" :
+					  "without a PD (no RDMA device)");
+	st = gdrc_init(cfg.pd ? &cfg : NULL, &ctx);
+	if (st != GDRC_OK) {
+		printf("  gdrc_init failed: %s\n", gdrc_status_str(st));
+		return 1;
+	}
+	show_ctx(ctx);
+	gdrc_fini(ctx);
+	if (cfg.pd)
+		ibv_dealloc_pd(cfg.pd);
+	if (dev)
+		ibv_close_device(dev);
+	show_knobs();
+	return 0;
+}
