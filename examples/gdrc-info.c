@@ -58,14 +58,17 @@ static void show_ctx(struct gdrc_ctx *ctx)
 static void show_gpus(void)
 {
 	void *cu = dlopen("libcuda.so.1", RTLD_NOW);
-	const char *cu_err = cu ? NULL : dlerror();
-	void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
 	int (*init)(unsigned), (*ver)(int *), (*count)(int *);
 	int (*attr)(int *, int, int), (*name)(char *, int, int);
 	int (*nvml_init)(void) = NULL, (*nvml_handle)(unsigned, void **) = NULL;
 	int (*nvml_bar1)(void *, unsigned long long *) = NULL;
 	int v = 0, n = 0;
+	char cu_err[256];
+	void *nvml;
 
+	/* dlerror's text lasts until the next dl call: keep it. */
+	snprintf(cu_err, sizeof(cu_err), "%s", cu ? "" : dlerror());
+	nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
 	printf("CUDA\n");
 	if (!cu) {
 		printf("  driver: not installed (%s)\n", cu_err);
