@@ -1,0 +1,34 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# run_verbs_rxe.sh: test_verbs_rxe (the verbs backend, real libibverbs)
+# in a VM lab guest, on rxe0 over a dummy netdev.
+# Usage: run_verbs_rxe.sh TEST_VERBS_RXE FAKE_LIBCUDA_SO
+# Exit: the test's status; 77 when the VM lab is unavailable; the lab's
+# 123/124/125.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+repo=$(cd "$here/../.." && pwd -P)
+prog=${1:?usage: run_verbs_rxe.sh TEST_VERBS_RXE FAKE_LIBCUDA_SO}
+fake=${2:?usage: run_verbs_rxe.sh TEST_VERBS_RXE FAKE_LIBCUDA_SO}
+
+rc=0
+bash "$here/vmlab.sh" deps >/dev/null || rc=$?
+if ((rc != 0)); then
+	echo "verbs_rxe: VM lab unavailable ($rc): skipped"
+	exit 77
+fi
+# The share is the repository; the test finds the fake beside itself.
+out=$here/.out
+mkdir -p "$out" && cp "$prog" "$fake" "$out/" || exit 1
+t=$out/$(basename "$prog")
+guest_cmd='
+modprobe rdma_rxe && modprobe dummy numdummies=0 || exit 1
+ip link add d0 type dummy && ip link set d0 up || exit 1
+ip addr add 10.98.0.1/24 dev d0 || exit 1
+rdma link add rxe0 type rxe netdev d0 || exit 1
+'"$t"' '"$out/$(basename "$fake")"
+rc=0
+bash "$here/vmlab.sh" run --share "$repo" --timeout 300 -- sh -c "$guest_cmd" || rc=$?
+exit "$rc"
