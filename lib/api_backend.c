@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api_int.h"
 #include "gdrc_int.h"
@@ -95,22 +96,50 @@ gdrc_status_t gdrc_api_pick_host(struct gdrc_ctx *ctx, struct ibv_pd *pd,
 }
 
 #ifdef GDRC_HAVE_VERBS
-/* The dmabuf backend's export: a dma-buf fd of [addr, addr + len). */
-static int dmabuf_export(void *arg, uintptr_t addr, size_t len)
+/*
+ * The dmabuf backend's export.  The range itself first (device and VMM
+ * memory export any host-page-aligned part, and the 64 KiB page around
+ * a small sub-allocation); else the allocation holding it, rounded to
+ * host pages, with the range's offset in it (stream-ordered pool memory
+ * exports only whole allocations: measured on driver 580, see
+ * docs/backends.md).
+ */
+static int dmabuf_export(void *arg, uintptr_t addr, size_t len,
+			 uint64_t *offset_p)
 {
 	const struct gdrc_cuda *cu = arg;
-	int fd = -1;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), s, e;
+	int attrs[] = { CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+			CU_POINTER_ATTRIBUTE_RANGE_SIZE };
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	void *data[] = { &base, &size };
 	CUresult res;
+	int fd = -1;
 
+	*offset_p = 0;
 	res = cu->cuMemGetHandleForAddressRange(
 		&fd, (CUdeviceptr)addr, len,
 		CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-	if (res != CUDA_SUCCESS) {
-		gdrc_error("cuMemGetHandleForAddressRange of %#lx+%zu: %s",
-			   (unsigned long)addr, len, gdrc_cuda_err(cu, res));
-		return -1;
+	if (res == CUDA_SUCCESS)
+		return fd;
+	if (cu->cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)addr) ==
+	    CUDA_SUCCESS) {
+		s = gdrc_align_down((uintptr_t)base, page);
+		e = gdrc_align_up((uintptr_t)base + size, page);
+		if (s <= addr && addr + len <= e) {
+			res = cu->cuMemGetHandleForAddressRange(
+				&fd, (CUdeviceptr)s, e - s,
+				CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+			if (res == CUDA_SUCCESS) {
+				*offset_p = addr - s;
+				return fd;
+			}
+		}
 	}
-	return fd;
+	gdrc_error("cuMemGetHandleForAddressRange of %#lx+%zu: %s",
+		   (unsigned long)addr, len, gdrc_cuda_err(cu, res));
+	return -1;
 }
 
 static int dmabuf_ok(struct gdrc_ctx *ctx, struct ibv_pd *pd)

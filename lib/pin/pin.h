@@ -63,8 +63,10 @@ int gdrc_pin_ibv_access(uint32_t access);
  * for a GPU range (the CUDA driver's cuMemGetHandleForAddressRange). */
 struct gdrc_pin_dmabuf_be {
 	struct ibv_pd *pd;
-	/* @return a new fd for [addr, addr + len), or -1 (logged). */
-	int (*export_fd)(void *arg, uintptr_t addr, size_t len);
+	/* @return a new fd whose bytes from *offset_p on are [addr,
+	 * addr + len), or -1 (logged). */
+	int (*export_fd)(void *arg, uintptr_t addr, size_t len,
+			 uint64_t *offset_p);
 	void *arg;
 };
 

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * pin_dmabuf.c - GPU memory registered through a dma-buf: the CUDA
- * driver exports the range as a dma-buf fd (cuMemGetHandleForAddressRange,
- * DMA_BUF_FD, called through the argument's export_fd, outside this
- * module), ibv_reg_dmabuf_mr registers it at iova = the GPU address, and
- * the fd is closed at once (the MR holds its own reference).
+ * driver exports the range, or the allocation holding it, as a dma-buf
+ * fd (cuMemGetHandleForAddressRange, DMA_BUF_FD, called through the
+ * argument's export_fd, outside this module), ibv_reg_dmabuf_mr
+ * registers the range at its offset in it with iova = the GPU address,
+ * and the fd is closed at once (the MR holds its own reference).
  *
  * Built only with libibverbs.  Called outside the cache lock.  Statuses
  * as for verbs: ENOMEM and EAGAIN are GDRC_ERR_NO_MEMORY (the cache
@@ -24,16 +25,16 @@
 static gdrc_status_t pin_dmabuf_reg(void *arg, struct gdrc_pin_reg *reg)
 {
 	struct gdrc_pin_dmabuf_be *be = arg;
+	uint64_t offset = 0;
 	struct ibv_mr *mr;
 	int fd, err;
 
-	fd = be->export_fd(be->arg, reg->addr, reg->length);
+	fd = be->export_fd(be->arg, reg->addr, reg->length, &offset);
 	if (fd < 0)
 		return GDRC_ERR_CUDA;
 	errno = 0;
-	/* The fd covers exactly the range: offset 0 in it. */
-	mr = ibv_reg_dmabuf_mr(be->pd, 0, reg->length, (uint64_t)reg->addr, fd,
-			       gdrc_pin_ibv_access(reg->access));
+	mr = ibv_reg_dmabuf_mr(be->pd, offset, reg->length, (uint64_t)reg->addr,
+			       fd, gdrc_pin_ibv_access(reg->access));
 	err = errno;
 	close(fd);
 	if (!mr) {

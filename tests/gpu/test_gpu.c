@@ -61,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -1225,6 +1226,107 @@ static void test_gpu_freed_through_hostunregister_malloc(void **state)
 }
 
 /* ====================================================================
+ * The dma-buf export half of the dmabuf backend: what
+ * cuMemGetHandleForAddressRange(DMA_BUF_FD) takes, per kind of memory
+ * (no NIC here: the fd is only checked and closed).  Prints every answer
+ * for docs/backends.md; asserts what the backend relies on.
+ * ==================================================================== */
+
+/* @return the CUresult; *fd_p >= 0 on success (closed by the caller). */
+static CUresult dmabuf_export(CUdeviceptr p, size_t len, int *fd_p)
+{
+	*fd_p = -1;
+	return cuMemGetHandleForAddressRange(fd_p, p, len,
+					     CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+					     0);
+}
+
+/* Export [p + off, + len) of an allocation; print; return the result. */
+static CUresult export_case(const char *kind, const char *what,
+			    CUdeviceptr p, size_t off, size_t len)
+{
+	CUresult res;
+	int fd;
+
+	res = dmabuf_export(p + off, len, &fd);
+	print_message("    dma-buf %-10s %-28s +%-7zu %8zu bytes: %s%s\n", kind,
+		      what, off, len, cu_name(res), fd >= 0 ? " (fd)" : "");
+	if (res == CUDA_SUCCESS) {
+		assert_true(fd >= 0);
+		assert_int_equal(close(fd), 0);
+	}
+	return res;
+}
+
+static void export_kind(const char *kind, CUdeviceptr p, size_t size,
+			int must_work)
+{
+	CUresult whole, sub;
+
+	whole = export_case(kind, "whole allocation", p, 0, size);
+	sub = export_case(kind, "64 KiB inside", p, 64 * KIB, 64 * KIB);
+	export_case(kind, "4 KiB, host-page aligned", p, 4 * KIB, 4 * KIB);
+	/* Recorded, not asserted: what the driver does at the edges. */
+	export_case(kind, "unaligned start", p, 512, 64 * KIB);
+	export_case(kind, "past the allocation", p, 0, size + 64 * KIB);
+	if (must_work) {
+		assert_int_equal(whole, CUDA_SUCCESS);
+		assert_int_equal(sub, CUDA_SUCCESS);
+	}
+}
+
+static void test_gpu_dmabuf_export(void **state)
+{
+	struct galloc pool = { "pool", GDRC_PTR_POOL, pool_alloc, pool_release,
+			       NULL };
+	CUdeviceptr d, q, a, b;
+	struct vmm_buf v;
+	void *h = NULL;
+
+	(void)state;
+	print_message("    DMA_BUF_SUPPORTED %d, driver %d\n",
+		      dev_attr(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev0),
+		      CUDA_VERSION);
+	if (!dev_attr(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev0))
+		skip();
+	CU(cuMemAlloc(&d, 2 * MIB));
+	export_kind("cumem", d, 2 * MIB, 1);
+	CU(cuMemFree(d));
+
+	if (dev_attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev0)) {
+		RT(cudaStreamCreateWithFlags(&pool.stream,
+					     cudaStreamNonBlocking));
+		pool_alloc(&pool, 2 * MIB, &q);
+		export_kind("pool", q, 2 * MIB, 0);
+		pool_release(&pool, q);
+		RT(cudaStreamDestroy(pool.stream));
+	}
+	if (vmm_supported()) {
+		vmm_alloc(&v);
+		export_kind("vmm", v.va, v.size, 1);
+		vmm_free(&v);
+	}
+	CU(cuMemHostAlloc(&h, 2 * MIB, 0));
+	export_kind("hostalloc", (CUdeviceptr)(uintptr_t)h, 2 * MIB, 0);
+	CU(cuMemFreeHost(h));
+	if (dev_attr(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, dev0)) {
+		CU(cuMemAllocManaged(&d, 2 * MIB, CU_MEM_ATTACH_GLOBAL));
+		export_kind("managed", d, 2 * MIB, 0);
+		CU(cuMemFree(d));
+	}
+	/* Two small allocations in one 64 KiB page: the page spans both. */
+	CU(cuMemAlloc(&a, 512));
+	CU(cuMemAlloc(&b, 512));
+	export_case("suballoc", "512 B allocation", a, 0, 512);
+	export_case("suballoc", "its 4 KiB page",
+		    a & ~(CUdeviceptr)(4 * KIB - 1), 0, 4 * KIB);
+	export_case("suballoc", "its 64 KiB page",
+		    a & ~(CUdeviceptr)(64 * KIB - 1), 0, 64 * KIB);
+	CU(cuMemFree(a));
+	CU(cuMemFree(b));
+}
+
+/* ====================================================================
  * Sub-allocations sharing a 64 KiB page
  * ==================================================================== */
 
@@ -1557,6 +1659,7 @@ int main(void)
 		cmocka_unit_test(test_gpu_freed_through_unmap_vmm),
 		cmocka_unit_test(test_gpu_freed_through_cudafreehost_hostalloc),
 		cmocka_unit_test(test_gpu_freed_through_hostunregister_malloc),
+		cmocka_unit_test(test_gpu_dmabuf_export),
 		cmocka_unit_test(test_gpu_suballoc_cumem),
 		cmocka_unit_test(test_gpu_validate_hooks_cumem),
 		cmocka_unit_test(test_gpu_validate_always_cumem),

@@ -287,7 +287,34 @@ static void test_backend_driver_side_of_dmabuf(void **state)
 	gdrc_fini(ctx);
 }
 
-/* A failed export fails that registration cleanly (GDRC_ERR_CUDA). */
+/* The range refused, the allocation holding it exported instead (pool
+ * memory on driver 580): the MR starts at the range's offset in it. */
+static void test_backend_export_falls_back_to_the_allocation(void **state)
+{
+	struct gdrc_ctx *ctx;
+	CUdeviceptr p = fake_cuda_alloc(FAKE_POOL, 4 * MIB, 0);
+	struct gdrc_mr_info info;
+
+	(void)state;
+	fake.probe_errno = EBADF;
+	setenv("GDRC_WHOLE_ALLOC_MAX", "1M", 1); /* keys: the request */
+	ctx = ctx_backend("dmabuf", 1);
+	unsetenv("GDRC_WHOLE_ALLOC_MAX");
+	fake_cuda_fail("cuMemGetHandleForAddressRange",
+		       CUDA_ERROR_INVALID_VALUE, 1);
+	info = get_info(ctx, p + 2 * MIB + 100, 4096);
+	assert_int_equal(info.backend, GDRC_BACKEND_DMABUF);
+	assert_int_equal(info.addr, p + 2 * MIB);
+	assert_int_equal(info.length, 64 * 1024);
+	assert_int_equal(fake.last_offset, 2 * MIB);
+	assert_int_equal(fake.last_iova, info.addr);
+	assert_int_equal(fake.last_length, info.length);
+	assert_int_equal(fake_cuda_calls("cuMemGetHandleForAddressRange"), 2);
+	gdrc_fini(ctx);
+	assert_int_equal(fake_cuda_free(p), 0);
+}
+
+/* Both exports failing fail that registration cleanly (GDRC_ERR_CUDA). */
 static void test_backend_export_failure(void **state)
 {
 	struct gdrc_ctx *ctx;
@@ -298,7 +325,7 @@ static void test_backend_export_failure(void **state)
 	fake.probe_errno = EBADF;
 	ctx = ctx_backend("dmabuf", 1);
 	fake_cuda_fail("cuMemGetHandleForAddressRange",
-		       CUDA_ERROR_INVALID_VALUE, 1);
+		       CUDA_ERROR_INVALID_VALUE, 2);
 	assert_int_equal(gdrc_mr_get(ctx, (void *)(uintptr_t)p, 64, 0, 0,
 				     &mr),
 			 GDRC_ERR_CUDA);
@@ -383,6 +410,7 @@ int main(void)
 		T(test_backend_list_order),
 		T(test_backend_no_pd),
 		T(test_backend_driver_side_of_dmabuf),
+		T(test_backend_export_falls_back_to_the_allocation),
 		T(test_backend_export_failure),
 		T(test_backend_none_alone),
 		T(test_backend_peermem_probe),
