@@ -24,12 +24,15 @@
  * Run:
  *   server:  gdrc-pingpong -d rxe0
  *   client:  gdrc-pingpong -d rxe0 SERVER_IP
+ *   or, built with MPI (-DGDRC_PINGPONG_MPI, mpicc), rank 0 the server:
+ *            mpirun -np 2 gdrc-pingpong --mpi -d rxe0
  * Options (the client's are sent to the server):
  *   -d DEV     RDMA device (default: the first)     -g N   GID index (1)
  *   -p PORT    TCP port of the bootstrap (18515)    -n N   iterations (50)
  *   -s MIN:MAX sizes, doubling (4K:4M)              -w N   warm-up (5)
  *   -m MODES   prereg,cache,pin-each (all three)    --mem host|cuda
  *   -o FILE    also write the table as CSV (mode,size,usec,mbps)
+ *   --mpi      bootstrap through MPI instead of TCP (MPI builds only)
  * Exit 0 when every check passed.
  */
 #define _GNU_SOURCE
@@ -48,6 +51,9 @@
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+#ifdef GDRC_PINGPONG_MPI
+#include <mpi.h>
+#endif
 
 #include <gdrcache.h>
 
@@ -78,6 +84,7 @@ struct pp {
 	struct ibv_qp *qp;
 	int gidx;
 	int sock;
+	int mpi;                       /* bootstrap through MPI */
 	int server;
 	struct pp_plan plan;
 	char *sbuf, *rbuf;            /* device or host addresses */
@@ -236,13 +243,45 @@ static int tcp_accept(int port)
 	return fd;
 }
 
-/* A one-byte barrier: both sides reach it before either goes on. */
+/* Bootstrap messages to and from the peer: TCP, or MPI (rank 0 is the
+ * server, rank 1 the client). */
+static void boot_send(struct pp *p, void *buf, size_t n)
+{
+#ifdef GDRC_PINGPONG_MPI
+	if (p->mpi) {
+		MPI_Send(buf, (int)n, MPI_BYTE, p->server ? 1 : 0, 0,
+			 MPI_COMM_WORLD);
+		return;
+	}
+#endif
+	xfer(p->sock, buf, n, 1);
+}
+
+static void boot_recv(struct pp *p, void *buf, size_t n)
+{
+#ifdef GDRC_PINGPONG_MPI
+	if (p->mpi) {
+		MPI_Recv(buf, (int)n, MPI_BYTE, p->server ? 1 : 0, 0,
+			 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		return;
+	}
+#endif
+	xfer(p->sock, buf, n, 0);
+}
+
+/* Both sides reach it before either goes on. */
 static void barrier(struct pp *p)
 {
 	char c = 0;
 
-	xfer(p->sock, &c, 1, 1);
-	xfer(p->sock, &c, 1, 0);
+#ifdef GDRC_PINGPONG_MPI
+	if (p->mpi) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		return;
+	}
+#endif
+	boot_send(p, &c, 1);
+	boot_recv(p, &c, 1);
 }
 
 /* ---- verbs ---- */
@@ -320,16 +359,23 @@ static void setup(struct pp *p, const char *dev, const char *host, int port)
 	if (!p->qp || ibv_query_gid(p->ctx, 1, p->gidx, &gid))
 		die("ibv_create_qp/ibv_query_gid");
 
-	p->sock = p->server ? tcp_accept(port) : tcp_connect(host, port);
+	if (!p->mpi)
+		p->sock = p->server ? tcp_accept(port) :
+				      tcp_connect(host, port);
 	if (p->server)
-		xfer(p->sock, &p->plan, sizeof(p->plan), 0);
+		boot_recv(p, &p->plan, sizeof(p->plan));
 	else
-		xfer(p->sock, &p->plan, sizeof(p->plan), 1);
+		boot_send(p, &p->plan, sizeof(p->plan));
 	me.qpn = p->qp->qp_num;
 	me.psn = (uint32_t)(getpid() * 2654435761u) & 0xffffff;
 	memcpy(me.gid, gid.raw, 16);
-	xfer(p->sock, &me, sizeof(me), 1);
-	xfer(p->sock, &peer, sizeof(peer), 0);
+	if (p->server) { /* MPI sends block: one side receives first */
+		boot_recv(p, &peer, sizeof(peer));
+		boot_send(p, &me, sizeof(me));
+	} else {
+		boot_send(p, &me, sizeof(me));
+		boot_recv(p, &peer, sizeof(peer));
+	}
 	qp_up(p, &me, &peer);
 
 	if (p->plan.cuda)
@@ -604,6 +650,7 @@ static size_t parse_size(const char *s, char **end)
 int main(int argc, char **argv)
 {
 	static const struct option longs[] = { { "mem", 1, NULL, 'M' },
+						{ "mpi", 0, NULL, 'P' },
 						{ 0, 0, 0, 0 } };
 	struct pp p = { .gidx = 1,
 			.plan = { .modes = 7, .iters = 50, .warmup = 5,
@@ -624,6 +671,7 @@ int main(int argc, char **argv)
 		case 'o': csv_path = optarg; break;
 		case 'm': p.plan.modes = (uint32_t)parse_modes(optarg); break;
 		case 'M': p.plan.cuda = !strcmp(optarg, "cuda"); break;
+		case 'P': p.mpi = 1; break;
 		case 's':
 			p.plan.min_size = parse_size(optarg, &e);
 			p.plan.max_size = *e == ':' ?
@@ -641,6 +689,23 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	p.server = optind == argc;
+	if (p.mpi) {
+#ifdef GDRC_PINGPONG_MPI
+		int rank = 0, size = 0;
+
+		MPI_Init(&argc, &argv);
+		MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+		MPI_Comm_size(MPI_COMM_WORLD, &size);
+		if (size != 2 || optind != argc) {
+			fprintf(stderr, "--mpi: two ranks, no server address\n");
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
+		p.server = rank == 0;
+#else
+		fprintf(stderr, "--mpi: built without MPI\n");
+		return 2;
+#endif
+	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	setup(&p, dev, p.server ? NULL : argv[optind], port);
 	if (!p.server && csv_path && !(csv = fopen(csv_path, "w")))
@@ -662,5 +727,9 @@ int main(int argc, char **argv)
 	ibv_destroy_cq(p.cq);
 	ibv_dealloc_pd(p.pd);
 	ibv_close_device(p.ctx);
+#ifdef GDRC_PINGPONG_MPI
+	if (p.mpi)
+		MPI_Finalize();
+#endif
 	return bad;
 }

@@ -1,0 +1,43 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# run_mpi.sh: gdrc-pingpong --mpi (built with MPI), two ranks started by
+# mpirun in one VM lab guest (two vCPUs) on rxe0 over a dummy netdev:
+# the MPI bootstrap in place of TCP.  Open MPI itself is kept to shared
+# memory (btl self,vader), away from the RDMA device.
+# Usage: run_mpi.sh PINGPONG LIBGDRCACHE_SO [OPTIONS...]
+# Exit: the ranks' status (0: every message checked); 77 when the VM lab
+# or mpirun is unavailable; the lab's 123/124/125.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+repo=$(cd "$here/../.." && pwd -P)
+vmlab=$repo/tests/vm/vmlab.sh
+prog=${1:?usage: run_mpi.sh PINGPONG LIBGDRCACHE_SO [OPTIONS...]}
+lib=${2:?usage: run_mpi.sh PINGPONG LIBGDRCACHE_SO [OPTIONS...]}
+shift 2
+
+command -v mpirun >/dev/null || { echo "pingpong_mpi: no mpirun: skipped"; exit 77; }
+rc=0
+bash "$vmlab" deps >/dev/null || rc=$?
+if ((rc != 0)); then
+	echo "pingpong_mpi: VM lab unavailable ($rc): skipped"
+	exit 77
+fi
+out=$here/.out/mpi.$$
+mkdir -p "$out" || exit 1
+trap 'rm -rf "$out"' EXIT
+soname=$(objdump -p "$lib" | awk '$1 == "SONAME" { print $2 }')
+cp "$prog" "$out/gdrc-pingpong" &&
+	cp -L "$lib" "$out/${soname:-$(basename "$lib")}" || exit 1
+guest_cmd='
+modprobe rdma_rxe && modprobe dummy numdummies=0 || exit 1
+ip link add d0 type dummy && ip link set d0 up || exit 1
+ip addr add 10.98.0.1/24 dev d0 || exit 1
+rdma link add rxe0 type rxe netdev d0 || exit 1
+export LD_LIBRARY_PATH='"$out"' HOME=/tmp OMPI_MCA_btl=self,vader \
+	OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_plm_rsh_agent=false
+mpirun --allow-run-as-root --oversubscribe -np 2 \
+	'"$out"'/gdrc-pingpong --mpi -d rxe0 '"$*"
+bash "$vmlab" run --share "$repo" --timeout 300 --smp 2 -- sh -c "$guest_cmd" || rc=$?
+exit "$rc"
