@@ -13,12 +13,15 @@
 # network on loopback, soft-RoCE (rxe) on each.  The VM's CPU is
 # emulated: compare the modes, not the absolute times.
 #
-# Usage: scripts/demo.sh [ITERS] (default 20)   Output: build-demo/
+# Usage: scripts/demo.sh [ITERS] (default 10: per size, the three modes
+# take turns 3 times, ITERS round trips each, and the best turn counts)
+# Output: build-demo/
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=$top/build-demo
-iters=${1:-20}
+iters=${1:-10}
+rounds=3
 sizes=4K:4M
 
 bash "$top/scripts/deps.sh"
@@ -39,7 +42,8 @@ run_local() { # MEM: server and client on this machine's device
 	echo "== gdrc-pingpong on $real_dev, --mem $mem, two local processes"
 	"$pp" -d "$real_dev" --mem "$mem" >"$dir/server.log" 2>&1 &
 	local spid=$!
-	"$pp" -d "$real_dev" --mem "$mem" -n "$iters" -s "$sizes" -o "$csv" 127.0.0.1
+	"$pp" -d "$real_dev" --mem "$mem" -n "$iters" -r "$rounds" \
+		-s "$sizes" -o "$csv" 127.0.0.1
 	wait "$spid"
 }
 
@@ -54,7 +58,7 @@ if [[ -n $real_dev ]]; then
 else
 	echo "== no RDMA device here: two VM lab guests with soft-RoCE (booting)"
 	bash "$top/tests/pingpong/run_pair.sh" "$pp" "$lib" \
-		"$dir/pingpong-host.csv" -n "$iters" -w 3 -s "$sizes"
+		"$dir/pingpong-host.csv" -n "$iters" -r "$rounds" -w 2 -s "$sizes"
 	csvs+=("$dir/pingpong-host.csv")
 fi
 
