@@ -56,8 +56,19 @@ extern const struct gdrc_pin_ops gdrc_pin_dmabuf_ops;  /* be: below */
 
 struct ibv_pd;
 
+struct ibv_mr;
+
 /* GDRC_ACCESS_* as IBV_ACCESS_* bits. */
 int gdrc_pin_ibv_access(uint32_t access);
+
+/* What a verbs registration call gave (mr, or NULL and its errno) as a
+ * status, filling reg: ENOMEM and EAGAIN are GDRC_ERR_NO_MEMORY (the
+ * cache evicts and retries), anything else GDRC_ERR_VERBS. */
+gdrc_status_t gdrc_pin_ibv_result(struct ibv_mr *mr, int err,
+				  struct gdrc_pin_reg *reg, const char *call);
+
+/* ibv_dereg_mr of reg->handle (logged if it fails). */
+void gdrc_pin_ibv_dereg(void *be, struct gdrc_pin_reg *reg);
 
 /* The dmabuf backend's argument: the PD, and how to get a dma-buf fd
  * for a GPU range (the CUDA driver's cuMemGetHandleForAddressRange). */

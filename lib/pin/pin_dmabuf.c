@@ -19,7 +19,6 @@
 
 #include <infiniband/verbs.h>
 
-#include "log/log.h"
 #include "pin.h"
 
 static gdrc_status_t pin_dmabuf_reg(void *arg, struct gdrc_pin_reg *reg)
@@ -37,36 +36,14 @@ static gdrc_status_t pin_dmabuf_reg(void *arg, struct gdrc_pin_reg *reg)
 			       fd, gdrc_pin_ibv_access(reg->access));
 	err = errno;
 	close(fd);
-	if (!mr) {
-		gdrc_debug("ibv_reg_dmabuf_mr of %#lx+%zu failed: %s",
-			   (unsigned long)reg->addr, reg->length,
-			   strerror(err));
-		return (err == ENOMEM || err == EAGAIN) ? GDRC_ERR_NO_MEMORY :
-							  GDRC_ERR_VERBS;
-	}
-	reg->handle = mr;
-	reg->lkey = mr->lkey;
-	reg->rkey = mr->rkey;
-	return GDRC_OK;
-}
-
-static void pin_dmabuf_dereg(void *arg, struct gdrc_pin_reg *reg)
-{
-	int ret;
-
-	(void)arg;
-	ret = ibv_dereg_mr(reg->handle);
-	if (ret)
-		gdrc_warn("ibv_dereg_mr of dma-buf %#lx+%zu failed: %s",
-			  (unsigned long)reg->addr, reg->length,
-			  strerror(ret));
+	return gdrc_pin_ibv_result(mr, err, reg, "ibv_reg_dmabuf_mr");
 }
 
 const struct gdrc_pin_ops gdrc_pin_dmabuf_ops = {
 	.name = "dmabuf",
 	.backend = GDRC_BACKEND_DMABUF,
 	.reg = pin_dmabuf_reg,
-	.dereg = pin_dmabuf_dereg,
+	.dereg = gdrc_pin_ibv_dereg,
 };
 
 int gdrc_pin_dmabuf_probe(struct ibv_pd *pd, char *why, size_t why_len)

@@ -38,19 +38,11 @@ int gdrc_pin_ibv_access(uint32_t access)
 	return ibv;
 }
 
-static gdrc_status_t pin_verbs_reg(void *be, struct gdrc_pin_reg *reg)
+gdrc_status_t gdrc_pin_ibv_result(struct ibv_mr *mr, int err,
+				  struct gdrc_pin_reg *reg, const char *call)
 {
-	struct ibv_pd *pd = be;
-	struct ibv_mr *mr;
-	int err;
-
-	errno = 0;
-	mr = ibv_reg_mr_iova2(pd, (void *)reg->addr, reg->length,
-			      (uint64_t)reg->addr,
-			      (unsigned)gdrc_pin_ibv_access(reg->access));
 	if (!mr) {
-		err = errno;
-		gdrc_debug("ibv_reg_mr of %#lx+%zu failed: %s",
+		gdrc_debug("%s of %#lx+%zu failed: %s", call,
 			   (unsigned long)reg->addr, reg->length,
 			   strerror(err));
 		return (err == ENOMEM || err == EAGAIN) ? GDRC_ERR_NO_MEMORY :
@@ -62,7 +54,18 @@ static gdrc_status_t pin_verbs_reg(void *be, struct gdrc_pin_reg *reg)
 	return GDRC_OK;
 }
 
-static void pin_verbs_dereg(void *be, struct gdrc_pin_reg *reg)
+static gdrc_status_t pin_verbs_reg(void *be, struct gdrc_pin_reg *reg)
+{
+	struct ibv_mr *mr;
+
+	errno = 0;
+	mr = ibv_reg_mr_iova2(be, (void *)reg->addr, reg->length,
+			      (uint64_t)reg->addr,
+			      (unsigned)gdrc_pin_ibv_access(reg->access));
+	return gdrc_pin_ibv_result(mr, errno, reg, "ibv_reg_mr");
+}
+
+void gdrc_pin_ibv_dereg(void *be, struct gdrc_pin_reg *reg)
 {
 	int ret;
 
@@ -78,14 +81,14 @@ const struct gdrc_pin_ops gdrc_pin_verbs_ops = {
 	.name = "verbs",
 	.backend = GDRC_BACKEND_VERBS,
 	.reg = pin_verbs_reg,
-	.dereg = pin_verbs_dereg,
+	.dereg = gdrc_pin_ibv_dereg,
 };
 
 const struct gdrc_pin_ops gdrc_pin_peermem_ops = {
 	.name = "peermem",
 	.backend = GDRC_BACKEND_PEERMEM,
 	.reg = pin_verbs_reg,
-	.dereg = pin_verbs_dereg,
+	.dereg = gdrc_pin_ibv_dereg,
 };
 
 int gdrc_pin_peermem_probe(const char *root, char *why, size_t why_len)

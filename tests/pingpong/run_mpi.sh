@@ -31,10 +31,7 @@ soname=$(objdump -p "$lib" | awk '$1 == "SONAME" { print $2 }')
 cp "$prog" "$out/gdrc-pingpong" &&
 	cp -L "$lib" "$out/${soname:-$(basename "$lib")}" || exit 1
 guest_cmd='
-modprobe rdma_rxe && modprobe dummy numdummies=0 || exit 1
-ip link add d0 type dummy && ip link set d0 up || exit 1
-ip addr add 10.98.0.1/24 dev d0 || exit 1
-rdma link add rxe0 type rxe netdev d0 || exit 1
+sh '"$repo"'/tests/vm/rxe-up.sh || exit 1
 export LD_LIBRARY_PATH='"$out"' HOME=/tmp OMPI_MCA_btl=self,vader \
 	OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_plm_rsh_agent=false
 mpirun --allow-run-as-root --oversubscribe -np 2 \

@@ -40,11 +40,7 @@ size=$((8 << 20)) # registered per message; 4 KiB of it written
 
 guest_cmd='
 set -u
-modprobe rdma_rxe || exit 1
-modprobe dummy numdummies=0 || exit 1
-ip link add d0 type dummy && ip link set d0 up || exit 1
-ip addr add 10.98.0.1/24 dev d0 || exit 1
-rdma link add rxe0 type rxe netdev d0 || exit 1
+sh '"$repo"'/tests/vm/rxe-up.sh || exit 1
 rc=0
 echo "== realloc, preloaded"
 LD_PRELOAD='"$l"' GDRC_STATS=1 GDRC_LOG_LEVEL=info \

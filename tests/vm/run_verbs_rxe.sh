@@ -24,10 +24,7 @@ out=$here/.out
 mkdir -p "$out" && cp "$prog" "$fake" "$out/" || exit 1
 t=$out/$(basename "$prog")
 guest_cmd='
-modprobe rdma_rxe && modprobe dummy numdummies=0 || exit 1
-ip link add d0 type dummy && ip link set d0 up || exit 1
-ip addr add 10.98.0.1/24 dev d0 || exit 1
-rdma link add rxe0 type rxe netdev d0 || exit 1
+sh '"$repo"'/tests/vm/rxe-up.sh || exit 1
 '"$t"' '"$out/$(basename "$fake")"
 rc=0
 bash "$here/vmlab.sh" run --share "$repo" --timeout 300 -- sh -c "$guest_cmd" || rc=$?
