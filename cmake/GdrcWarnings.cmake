@@ -18,3 +18,12 @@ if(GDRC_SANITIZE)
 		-fno-sanitize-recover=all)
 	add_link_options(-fsanitize=${_san})
 endif()
+
+# Coverage for libFuzzer in every object; the fuzz targets link the
+# fuzzer's main themselves (tests/fuzz).
+if(GDRC_FUZZ)
+	if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+		message(FATAL_ERROR "GDRC_FUZZ needs clang (CC=clang-14)")
+	endif()
+	add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

@@ -38,6 +38,10 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	run_suite "$prefix-asan" "-LE vm" -DCMAKE_BUILD_TYPE=Debug \
 	"-DGDRC_SANITIZE=address;undefined"
 
+echo "== libFuzzer: API calls and memory events, invariants after every step"
+bash "$top/scripts/fuzz.sh" "${GDRC_FUZZ_SECONDS:-60}" "$prefix-fuzz"
+passed=$((passed + 1))
+
 echo "== install and build an example against the installed package"
 inst=$(mktemp -d)
 trap 'rm -rf "$inst"' EXIT

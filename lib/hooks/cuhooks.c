@@ -141,20 +141,20 @@ CUHK_DEFINE(2)
 
 #define CUHK_REPL(name) { name##_0, name##_1, name##_2 }
 
+#define CUHK_SITE(gpa, sym1, sym2, name)                                     \
+	{ .gpa_name = gpa, .syms = { sym1, sym2 }, .repl = CUHK_REPL(name) }
+
 static struct cuhk_site cuhk_sites[CUHK_COUNT] = {
-	[CUHK_FREE_V1] = { NULL, { "cuMemFree" }, CUHK_REPL(cuhk_free_v1) },
-	[CUHK_FREE] = { "cuMemFree", { "cuMemFree_v2" },
-			CUHK_REPL(cuhk_free) },
-	[CUHK_FREE_ASYNC] = { "cuMemFreeAsync",
-			      { "cuMemFreeAsync", "cuMemFreeAsync_ptsz" },
-			      CUHK_REPL(cuhk_free_async) },
-	[CUHK_FREE_HOST] = { "cuMemFreeHost", { "cuMemFreeHost" },
-			     CUHK_REPL(cuhk_free_host) },
-	[CUHK_HOST_UNREGISTER] = { "cuMemHostUnregister",
-				   { "cuMemHostUnregister" },
-				   CUHK_REPL(cuhk_host_unregister) },
-	[CUHK_UNMAP] = { "cuMemUnmap", { "cuMemUnmap" },
-			 CUHK_REPL(cuhk_unmap) },
+	[CUHK_FREE_V1] = CUHK_SITE(NULL, "cuMemFree", NULL, cuhk_free_v1),
+	[CUHK_FREE] = CUHK_SITE("cuMemFree", "cuMemFree_v2", NULL, cuhk_free),
+	[CUHK_FREE_ASYNC] = CUHK_SITE("cuMemFreeAsync", "cuMemFreeAsync",
+				      "cuMemFreeAsync_ptsz", cuhk_free_async),
+	[CUHK_FREE_HOST] = CUHK_SITE("cuMemFreeHost", "cuMemFreeHost", NULL,
+				     cuhk_free_host),
+	[CUHK_HOST_UNREGISTER] = CUHK_SITE("cuMemHostUnregister",
+					   "cuMemHostUnregister", NULL,
+					   cuhk_host_unregister),
+	[CUHK_UNMAP] = CUHK_SITE("cuMemUnmap", "cuMemUnmap", NULL, cuhk_unmap),
 };
 
 /* ------------------------------------------------------------------
