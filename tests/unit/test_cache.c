@@ -9,6 +9,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -475,19 +476,47 @@ static void test_cache_malloc_trim_seen_and_heap_still_works(void **state)
 		libc_free(blocks[i]);
 }
 
+/*
+ * 40,000 mmap/munmap cycles with no cache call in between: the events
+ * queue in a fixed number of slots (merging: at least 40,000 - 64 posts
+ * widen another range), the library allocates nothing for them (the
+ * heap in use stays within a page), and one get applies them all.
+ */
 static void test_cache_many_unmaps_bounded_then_drained(void **state)
 {
 	struct fixture *f = *state;
 	uint64_t events = stat(f->ctx, GDRC_STAT_MEM_EVENTS);
+	uint64_t merges = stat(f->ctx, GDRC_STAT_INVQ_MERGES);
 	char *keep = map_at(NULL, PAGE);
 	uint64_t id_keep = get_id(f->ctx, keep, PAGE);
+	size_t heap0, heap1;
 	char *p;
 
+	/* Distinct, non-adjacent pages of one reservation, so that the
+	 * ranges cannot simply coalesce. */
+	char *res = mmap(NULL, 2 * 40000 * PAGE, PROT_NONE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	assert_true(res != MAP_FAILED);
+	heap0 = mallinfo2().uordblks;
 	for (int i = 0; i < 40000; i++) {
-		p = map_at(NULL, PAGE);
+		p = mmap(res + (size_t)i * 2 * PAGE, PAGE,
+			 PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		assert_true(p != MAP_FAILED);
 		assert_int_equal(munmap(p, PAGE), 0);
 	}
+	heap1 = mallinfo2().uordblks;
+	munmap(res, 2 * 40000 * PAGE);
+	print_message("    heap in use %zu -> %zu bytes; merges %llu\n", heap0,
+		      heap1,
+		      (unsigned long long)(stat(f->ctx,
+						GDRC_STAT_INVQ_MERGES) -
+					   merges));
+	assert_true(heap1 <= heap0 + PAGE);
 	assert_true(stat(f->ctx, GDRC_STAT_MEM_EVENTS) >= events + 40000);
+	assert_true(stat(f->ctx, GDRC_STAT_INVQ_MERGES) >=
+		    merges + 40000 - 64);
 	/* One call drains everything; an untouched range survives unless a
 	 * merge widened over it, which only costs a re-registration. */
 	assert_true(get_id(f->ctx, keep, PAGE) >= id_keep);
