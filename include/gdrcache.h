@@ -247,9 +247,14 @@ GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *ctx,
  *         GDRC_ERR_NO_MEMORY if memory could not be pinned even after
  *         evicting every unused registration;
  *         GDRC_ERR_VERBS if ibv_reg_mr failed otherwise;
- *         GDRC_ERR_UNSUPPORTED for managed (unified) memory, or a range
- *         that runs past the end of its GPU allocation;
- *         GDRC_ERR_CUDA if classifying the pointer failed;
+ *         GDRC_ERR_UNSUPPORTED for managed (unified) memory, a range
+ *         that runs past the end of its GPU allocation, or GPU memory
+ *         no backend of GDRC_BACKEND can register;
+ *         GDRC_ERR_CUDA if classifying the pointer failed, or exporting
+ *         it as a dma-buf;
+ *         GDRC_ERR_BUSY if the range was unmapped, freed or invalidated
+ *         while it was being registered, three times in a row (nothing
+ *         is cached; the caller may try again);
  *         GDRC_ERR_FORK in a child, on its parent's context.
  *
  * Thread safe.  A hit takes no lock and makes no system call.

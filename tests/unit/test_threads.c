@@ -63,6 +63,9 @@ static int covers(struct gdrc_mr *mr, const char *p, size_t len,
 			(w)->failed = __LINE__;                              \
 	} while (0)
 
+static int report_frees; /* set before the threads start */
+static atomic_ulong busy; /* gets answered GDRC_ERR_BUSY */
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -77,6 +80,7 @@ static void *worker_main(void *arg)
 		char *p = base + ((r >> 8) % npages) * PAGE + (r >> 20) % 100;
 		size_t len = 1 + (r >> 32) % (2 * PAGE);
 		uint32_t access = (r >> 40) & 1 ? GDRC_ACCESS_REMOTE_READ : 0;
+		gdrc_status_t st;
 
 		if (p + len > base + npages * PAGE)
 			len = (size_t)(base + npages * PAGE - p);
@@ -84,8 +88,14 @@ static void *worker_main(void *arg)
 			CHECK(w, gdrc_invalidate(ctx, p, len) == GDRC_OK);
 			continue;
 		}
-		CHECK(w, gdrc_mr_get(ctx, p, len, access, 0, &mr) ==
-				 GDRC_OK);
+		/* Other workers invalidate these ranges: a miss that keeps
+		 * being invalidated while it registers may say BUSY. */
+		st = gdrc_mr_get(ctx, p, len, access, 0, &mr);
+		if (st == GDRC_ERR_BUSY) {
+			atomic_fetch_add(&busy, 1);
+			continue;
+		}
+		CHECK(w, st == GDRC_OK);
 		if (w->failed)
 			break;
 		atomic_fetch_add(&gets, 1);
@@ -119,6 +129,10 @@ static void *unmapper_main(void *arg)
 		CHECK(w, i.id > last_id);
 		last_id = i.id;
 		gdrc_mr_put(ctx, mr);
+		/* Without hooks (a TSan build) the caller reports its frees,
+		 * as GDRC_MEM_HOOKS=none asks. */
+		if (report_frees)
+			CHECK(w, gdrc_invalidate(ctx, p, 2 * PAGE) == GDRC_OK);
 		CHECK(w, munmap(p, 2 * PAGE) == 0);
 	}
 	return NULL;
@@ -128,6 +142,8 @@ static void run_threads(void)
 {
 	struct worker w[NTHREADS + 1] = { 0 };
 	uint64_t hits, misses, puts, regions, pinned;
+
+	report_frees = gdrc_hooks_status(ctx, NULL) != GDRC_OK;
 
 	shared_buf = mmap(NULL, SHARED_PAGES * PAGE, PROT_READ | PROT_WRITE,
 			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -148,14 +164,19 @@ static void run_threads(void)
 		if (w[i].failed)
 			fail_msg("thread %d failed at line %d", i,
 				 w[i].failed);
+		if (report_frees) /* the unmapper may map here next */
+			assert_int_equal(gdrc_invalidate(ctx, w[i].priv,
+							 4 * PAGE),
+					 GDRC_OK);
 		munmap(w[i].priv, 4 * PAGE);
 	}
 	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_HITS, &hits), GDRC_OK);
 	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_MISSES, &misses),
 			 GDRC_OK);
 	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_PUTS, &puts), GDRC_OK);
-	print_message("gets %llu hits %llu misses %llu puts %llu\n",
-		      (unsigned long long)atomic_load(&gets),
+	print_message("gets %llu (and %lu busy) hits %llu misses %llu "
+		      "puts %llu\n", (unsigned long long)atomic_load(&gets),
+		      atomic_load(&busy),
 		      (unsigned long long)hits, (unsigned long long)misses,
 		      (unsigned long long)puts);
 	assert_int_equal(hits + misses, atomic_load(&gets));
