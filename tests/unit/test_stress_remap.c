@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_stress_remap.c - 8 threads, one arena: 6 get, put and invalidate
+ * ranges of it while 2 map new memory over ranges of it (mmap MAP_FIXED,
+ * or munmap and mmap back) and churn the allocator, for a bounded time;
+ * no stale hit, no deadlock, the cache's memory bounded.
+ *
+ * Stale hit: each page has a reader-writer lock; a getter holds the read
+ * locks of its pages across its get, a remapper the write locks across
+ * its remap, taken in page order.  A registration that first appeared at
+ * clock T must never be handed out again for a page remapped after T:
+ * it would map the old memory.  The clock ticks at every remap.
+ *
+ * Run under glibc's malloc and, by ctest, with jemalloc and mimalloc
+ * preloaded.  The hooks must work (skipped without them: a TSan build).
+ * Usage: test_stress_remap [seconds] (default 2).  Exit 0 on success.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gdrcache.h>
+
+#define GETTERS 6
+#define REMAPPERS 2
+#define PAGES 64
+#define SPAN 4            /* pages a range covers at most */
+#define MAX_REGIONS 24
+#define MAX_IDS (1u << 16)
+#define WATCHDOG_S 60
+
+static struct gdrc_ctx *ctx;
+static char *arena;
+static size_t page;
+static pthread_rwlock_t page_lock[PAGES];
+static _Atomic uint64_t page_time[PAGES];
+static _Atomic uint64_t clock_now = 1;
+static atomic_int stop, failed;
+static atomic_ulong gets, remaps;
+
+/* When each registration id first appeared. */
+static pthread_mutex_t born_lock = PTHREAD_MUTEX_INITIALIZER;
+struct born {
+	uint64_t id;
+	uint64_t start, end;  /* the clock before and after its first get */
+	unsigned p, n;        /* the pages that get held locked */
+};
+static struct born born_tab[MAX_IDS];
+
+/* The first failure is printed; every thread then stops. */
+#define FAIL(...)                                                            \
+	do {                                                                 \
+		if (!atomic_exchange(&failed, 1))                            \
+			fprintf(stderr, "test_stress_remap: " __VA_ARGS__);  \
+		atomic_store(&stop, 1);                                      \
+	} while (0)
+
+/*
+ * When id first appeared: its first get's clock before and after, and
+ * the pages it held locked.  Direct mapped: an older id pushed out reads
+ * as newborn when seen again (the check gets laxer for it, never wrong).
+ */
+static struct born born_of(uint64_t id, const struct born *now)
+{
+	unsigned i = (unsigned)(id % MAX_IDS);
+	struct born b;
+
+	pthread_mutex_lock(&born_lock);
+	if (born_tab[i].id != id)
+		born_tab[i] = *now;
+	b = born_tab[i];
+	pthread_mutex_unlock(&born_lock);
+	return b;
+}
+
+/*
+ * Was page q remapped after registration b existed?  A page locked by
+ * its first get could not change during it: anything after the start
+ * counts.  Another page of its range (a wider registration) may have
+ * been remapped during that get, before the registration was made:
+ * only what came after the get counts.
+ */
+static int stale(const struct born *b, unsigned q)
+{
+	uint64_t t = atomic_load(&page_time[q]);
+
+	return q >= b->p && q < b->p + b->n ? t > b->start : t > b->end;
+}
+
+static void lock_pages(unsigned p, unsigned n, int write)
+{
+	for (unsigned i = p; i < p + n; i++) {
+		if (write)
+			pthread_rwlock_wrlock(&page_lock[i]);
+		else
+			pthread_rwlock_rdlock(&page_lock[i]);
+	}
+}
+
+static void unlock_pages(unsigned p, unsigned n)
+{
+	for (unsigned i = p; i < p + n; i++)
+		pthread_rwlock_unlock(&page_lock[i]);
+}
+
+static void *getter(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg * 7919u;
+
+	while (!atomic_load(&stop)) {
+		unsigned p = (unsigned)rand_r(&seed) % PAGES;
+		unsigned n = 1 + (unsigned)rand_r(&seed) % SPAN;
+		size_t off, len;
+		struct gdrc_mr_info info;
+		struct gdrc_mr *mr;
+		gdrc_status_t st;
+		struct born now, b;
+
+		if (p + n > PAGES)
+			n = PAGES - p;
+		off = (size_t)rand_r(&seed) % page;
+		len = n * page - off;
+		lock_pages(p, n, 0);
+		if (rand_r(&seed) % 16 == 0) {
+			if (gdrc_invalidate(ctx, arena + p * page + off, len))
+				FAIL("invalidate failed\n");
+			unlock_pages(p, n);
+			continue;
+		}
+		now.start = atomic_load(&clock_now);
+		st = gdrc_mr_get(ctx, arena + p * page + off, len, 0, 0, &mr);
+		now.end = atomic_load(&clock_now);
+		if (st == GDRC_ERR_BUSY || st == GDRC_ERR_LIMIT) {
+			unlock_pages(p, n);
+			continue; /* documented, under this churn */
+		}
+		if (st != GDRC_OK || gdrc_mr_query(mr, &info)) {
+			FAIL("get failed: status %d\n", (int)st);
+			unlock_pages(p, n);
+			break;
+		}
+		now.id = info.id;
+		now.p = p;
+		now.n = n;
+		b = born_of(info.id, &now);
+		for (unsigned q = p; q < p + n; q++)
+			if (stale(&b, q))
+				FAIL("stale hit: registration %llu (from %llu-%llu, "
+				     "pages %u+%u) served page %u, remapped at "
+				     "%llu\n",
+				     (unsigned long long)info.id,
+				     (unsigned long long)b.start,
+				     (unsigned long long)b.end, b.p, b.n, q,
+				     (unsigned long long)atomic_load(
+					     &page_time[q]));
+		gdrc_mr_put(ctx, mr);
+		unlock_pages(p, n);
+		atomic_fetch_add(&gets, 1);
+	}
+	return NULL;
+}
+
+static void *remapper(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg * 104729u;
+
+	while (!atomic_load(&stop)) {
+		unsigned p = (unsigned)rand_r(&seed) % PAGES;
+		unsigned n = 1 + (unsigned)rand_r(&seed) % SPAN;
+		char *a;
+		void *r, *junk;
+
+		if (p + n > PAGES)
+			n = PAGES - p;
+		a = arena + p * page;
+		lock_pages(p, n, 1);
+		if (rand_r(&seed) & 1 && munmap(a, n * page))
+			FAIL("munmap failed\n");
+		r = mmap(a, n * page, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		if (r != a)
+			FAIL("mmap failed\n");
+		{
+			uint64_t t = atomic_fetch_add(&clock_now, 1) + 1;
+
+			for (unsigned q = p; q < p + n; q++)
+				atomic_store(&page_time[q], t);
+		}
+		unlock_pages(p, n);
+		atomic_fetch_add(&remaps, 1);
+		/* The allocator's own unmaps and purges, meanwhile. */
+		junk = malloc(64 * 1024 << (rand_r(&seed) % 5));
+		if (junk)
+			memset(junk, 1, 4096);
+		free(junk);
+	}
+	return NULL;
+}
+
+static void on_alarm(int sig)
+{
+	static const char msg[] = "test_stress_remap: no end: deadlock\n";
+
+	(void)sig;
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(3);
+	abort();
+}
+
+int main(int argc, char **argv)
+{
+	double secs = argc > 1 ? atof(argv[1]) : 2.0;
+	struct gdrc_config cfg = { .field_mask = GDRC_CONFIG_FIELD_MAX_REGIONS,
+				   .max_regions = MAX_REGIONS };
+	pthread_t th[GETTERS + REMAPPERS];
+	uint64_t regions = 0, pinned = 0, events = 0;
+	const char *why = NULL, *pre = getenv("LD_PRELOAD");
+
+	page = (size_t)sysconf(_SC_PAGESIZE);
+	if (gdrc_init(&cfg, &ctx) != GDRC_OK)
+		return 1;
+	if (gdrc_hooks_status(ctx, &why) != GDRC_OK) {
+		printf("skipped: no memory hooks (%s)\n", why);
+		gdrc_fini(ctx);
+		return 77;
+	}
+	arena = mmap(NULL, PAGES * page, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (arena == MAP_FAILED)
+		return 1;
+	for (int i = 0; i < PAGES; i++)
+		pthread_rwlock_init(&page_lock[i], NULL);
+	signal(SIGALRM, on_alarm);
+	alarm(WATCHDOG_S + (unsigned)secs);
+	for (int i = 0; i < GETTERS + REMAPPERS; i++)
+		pthread_create(&th[i], NULL, i < GETTERS ? getter : remapper,
+			       (void *)(uintptr_t)(i + 1));
+	usleep((useconds_t)(secs * 1e6));
+	atomic_store(&stop, 1);
+	for (int i = 0; i < GETTERS + REMAPPERS; i++)
+		pthread_join(th[i], NULL);
+	alarm(0);
+	gdrc_stat_get(ctx, GDRC_STAT_MEM_EVENTS, &events);
+	if (gdrc_invalidate(ctx, arena, PAGES * page) ||
+	    gdrc_stat_get(ctx, GDRC_STAT_REGIONS, &regions) ||
+	    gdrc_stat_get(ctx, GDRC_STAT_PINNED_BYTES, &pinned))
+		FAIL("final counters\n");
+	if (regions || pinned)
+		FAIL("left after the last invalidate: %llu regions, %llu "
+		     "bytes\n", (unsigned long long)regions,
+		     (unsigned long long)pinned);
+	printf("test_stress_remap (%s): %lu gets checked, %lu remaps, %llu "
+	       "memory events in %.1f s\n",
+	       pre && *pre ? pre : "glibc malloc", atomic_load(&gets),
+	       atomic_load(&remaps), (unsigned long long)events, secs);
+	if (!atomic_load(&gets) || !atomic_load(&remaps))
+		FAIL("no progress\n");
+	gdrc_fini(ctx);
+	munmap(arena, PAGES * page);
+	return atomic_load(&failed);
+}
