@@ -56,6 +56,13 @@ n=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\).*/\1/p' \
 [ -n "$n" ] || { echo "TSan: a test failed"; exit 1; }
 passed=$((passed + n))
 
+# valgrind replaces glibc's allocator (the tests of its internal unmaps
+# skip) and refuses the fake driver's 64 GiB reservation (4 GiB here).
+echo "== valgrind memcheck: the unit tests"
+GDRC_TEST_VALGRIND=1 FAKE_CUDA_VA_GIB=4 run_suite "$prefix-valgrind" \
+	"-L unit -LE ^(vm|kmod|gpu|bench)\$" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	-DGDRC_BUILD_KMOD=OFF "-DGDRC_TEST_LAUNCHER=valgrind;-q;--error-exitcode=9;--leak-check=full;--errors-for-leak-kinds=definite;--show-leak-kinds=definite;--smc-check=all;--child-silent-after-fork=yes"
+
 echo "== libFuzzer: API calls and memory events, invariants after every step"
 bash "$top/scripts/fuzz.sh" "${GDRC_FUZZ_SECONDS:-60}" "$prefix-fuzz"
 passed=$((passed + 1))

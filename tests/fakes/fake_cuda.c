@@ -227,13 +227,24 @@ static int clamp_devices(int n)
 }
 
 /* Reserve the device VA range on first use; lock held. */
+/* FAKE_CUDA_VA_SIZE, or FAKE_CUDA_VA_GIB GiB from the environment
+ * (valgrind refuses a 64 GiB reservation). */
+static size_t va_size(void)
+{
+	const char *g = getenv("FAKE_CUDA_VA_GIB");
+	unsigned long v = g ? strtoul(g, NULL, 10) : 0;
+
+	return v ? (size_t)v << 30 : (size_t)FAKE_CUDA_VA_SIZE;
+}
+
 static void ensure_va(void)
 {
+	size_t size = va_size();
 	void *p;
 
 	if (st.va_base)
 		return;
-	p = mmap(NULL, FAKE_CUDA_VA_SIZE, PROT_NONE,
+	p = mmap(NULL, size, PROT_NONE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED) {
 		perror("fake_cuda: reserving device VA");
@@ -242,7 +253,7 @@ static void ensure_va(void)
 	/* Start on a 2 MiB boundary so every kind's alignment is easy. */
 	st.va_base = ALIGN_UP((CUdeviceptr)(uintptr_t)p,
 			      FAKE_CUDA_VMM_GRANULARITY);
-	st.va_end = (CUdeviceptr)(uintptr_t)p + FAKE_CUDA_VA_SIZE;
+	st.va_end = (CUdeviceptr)(uintptr_t)p + size;
 	st.va_next = st.va_base;
 }
 

@@ -206,13 +206,18 @@ static void test_cuda_hooks_cumemfree_v1(void **state)
 		(CUresult (*)(unsigned int))fake_sym("cuMemFree");
 	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
 	uint64_t ev = stat_of(ctx, GDRC_STAT_CUDA_EVENTS);
+	CUresult res;
 
 	(void)state;
-	/* The 32-bit API cannot name this address: its free is still
-	 * seen, with the address it was given (and fails in the driver). */
-	assert_int_not_equal(v1((unsigned int)p), CUDA_SUCCESS);
+	/* Its free is seen, with the address it was given.  The 32-bit API
+	 * names this allocation only where it lies below 4 GiB (valgrind
+	 * maps there); elsewhere the driver refuses the truncated one. */
+	res = v1((unsigned int)p);
 	assert_int_equal(stat_of(ctx, GDRC_STAT_CUDA_EVENTS), ev + 1);
-	assert_int_equal(fake_cuda_free(p), 0);
+	if (p >> 32)
+		assert_int_not_equal(res, CUDA_SUCCESS);
+	if (res != CUDA_SUCCESS)
+		assert_int_equal(fake_cuda_free(p), 0);
 	gdrc_fini(ctx);
 }
 
