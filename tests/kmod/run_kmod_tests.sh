@@ -26,7 +26,9 @@
 #
 # Exit: the tests' status; 77 when the VM lab is unavailable (see
 # tests/vm/README.md); 123/124/125 are the lab's own (oops, timeout, lab
-# failure).  Environment: CC (default cc); NV_P2P_INCLUDE, a folder
+# failure).  Environment: GDRC_STRESS_SCALE=N runs test_kmod_stress's
+# races and fuzzer N times as long (a few minutes at 10); CC (default cc);
+# NV_P2P_INCLUDE, a folder
 # holding nv-p2p.h (default: fetched, see nvp2p_include); GDRC_NV_P2P=off
 # to build and test without it.
 set -uo pipefail
@@ -126,7 +128,7 @@ if [[ -n $nvinc ]]; then
 '"$out"'/test_kmod_pin --no-provider || rc=$?
 insmod '"$here"'/mock_nvp2p/mock_nvp2p.ko || rc=1
 '"$out"'/test_kmod_pin || rc=$?
-'"$out"'/test_kmod_stress || rc=$?
+GDRC_STRESS_SCALE='"${GDRC_STRESS_SCALE:-1}"' '"$out"'/test_kmod_stress || rc=$?
 '"$out"'/test_kmod_quota || rc=$?'
 	unload_mock='
 rmmod mock_nvp2p || rc=1'

@@ -14,7 +14,8 @@
  *
  * Runs inside the VM lab guest (bash tests/kmod/run_kmod_tests.sh).
  * Random choices come from a fixed-seed xorshift (printed; override with
- * GDRC_STRESS_SEED).  Exits 0 when every check passed, 1 otherwise, 77
+ * GDRC_STRESS_SEED).  GDRC_STRESS_SCALE=N (default 1) runs the races and
+ * the fuzzer N times as long.  Exits 0 when every check passed, 1 otherwise, 77
  * when /dev/gdrcache is missing.  Ends with "kmod stress: N passed, M
  * failed".
  */
@@ -44,6 +45,7 @@
 /* ---- helpers ---------------------------------------------------------- */
 
 static uint64_t seed;
+static int scale = 1; /* GDRC_STRESS_SCALE */
 
 static uint64_t xorshift(uint64_t *s)
 {
@@ -113,7 +115,7 @@ static void *firer(void *arg)
 /* ---- 1. race: threads pin/unpin while the callback fires -------------- */
 
 #define RACE_THREADS	4
-#define RACE_ITERS	2600	/* per thread */
+#define RACE_ITERS	(2600UL * (unsigned long)scale)	/* per thread */
 
 struct racer {
 	pthread_t t;
@@ -128,7 +130,7 @@ static void *racer(void *arg)
 	uint64_t s = seed ^ r->va;
 	struct gdrc_query_args q;
 	struct gdrc_pin_args a;
-	int i;
+	unsigned long i;
 
 	for (i = 0; i < RACE_ITERS; i++) {
 		uint32_t flags = i % 7 == 3 ? GDRC_PIN_PERSISTENT : 0;
@@ -561,7 +563,7 @@ static void test_pass(void)
 
 /* ---- 4. ioctl fuzzer ---------------------------------------------------- */
 
-#define FUZZ_CALLS	120000
+#define FUZZ_CALLS	(120000UL * (unsigned long)scale)
 #define FUZZ_BUF	(64 * 1024)
 
 static void test_fuzz(void)
@@ -580,7 +582,8 @@ static void test_fuzz(void)
 	double t0 = now();
 	unsigned char *buf, *hole;
 	uintptr_t page;
-	int f, i;
+	unsigned long i;
+	int f;
 
 	f = open(GDRC_DEVICE_PATH, O_RDWR | O_CLOEXEC | O_NONBLOCK);
 	CHECK(f >= 0);
@@ -727,7 +730,7 @@ static void test_fuzz(void)
 	printf("fuzz: seed %#llx, %d ioctls in %.1f s: %lu ok (%lu pins, "
 	       "%lu subscriptions made), ENOTTY %lu, EFAULT %lu, EINVAL %lu, "
 	       "ENOSPC %lu, EPROTO %lu, other %lu\n",
-	       (unsigned long long)seed, FUZZ_CALLS, now() - t0, ok, pins,
+	       (unsigned long long)seed, (int)FUZZ_CALLS, now() - t0, ok, pins,
 	       subs, eno[0], eno[1], eno[2], eno[3], eno[4], eno[5]);
 	CHECK(eno[0] > 0 && eno[1] > 0 && eno[2] > 0 && ok > 0);
 	/* The fd still works. */
@@ -739,6 +742,19 @@ static void test_fuzz(void)
 		CHECK(ioctl(f, GDRC_IOCTL_VERSION, &v) == 0);
 		CHECK(v.kernel_version == GDRC_KMOD_ABI_VERSION);
 	}
+	/* A long run can leave the fd's tables full: ENOSPC, as documented;
+	 * closing it gives everything back, and a new fd has room. */
+	if (subscribe(f, page, 4096, &sa) == 0)
+		CHECK(unsubscribe(f, sa.handle) == 0);
+	else
+		CHECK(errno == ENOSPC);
+	if (pin(f, VA_BASE + 128 * KB64, KB64, 0, &pa) == 0)
+		CHECK(unpin(f, pa.handle) == 0);
+	else
+		CHECK(errno == ENOSPC);
+	CHECK(close(f) == 0);
+	f = open(GDRC_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+	CHECK(f >= 0);
 	CHECK(subscribe(f, page, 4096, &sa) == 0);
 	CHECK(pin(f, VA_BASE + 128 * KB64, KB64, 0, &pa) == 0);
 	CHECK(unpin(f, pa.handle) == 0);
@@ -760,7 +776,11 @@ int main(int argc, char **argv)
 	seed = e ? strtoull(e, NULL, 0) : 0x9e3779b97f4a7c15ULL;
 	if (!seed)
 		seed = 1;
-	printf("kmod stress: seed %#llx\n", (unsigned long long)seed);
+	e = getenv("GDRC_STRESS_SCALE");
+	if (e && atoi(e) > 0)
+		scale = atoi(e);
+	printf("kmod stress: seed %#llx, scale %d\n", (unsigned long long)seed,
+	       scale);
 	fd = open(GDRC_DEVICE_PATH, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		fprintf(stderr, "open %s: %s: skipped\n", GDRC_DEVICE_PATH,
