@@ -18,8 +18,16 @@
  *            addresses, which the hooks must report)
  *   unmap+   munmap then mmap back a range
  *   stats    counters read and checked
+ *   galloc   a GPU allocation on the fake driver (device or pool
+ *            memory, small ones sub-allocated in one 64 KiB page), at
+ *            the address of a freed one when there is one
+ *   gfree    a GPU free: through the driver's hooked cuMemFree_v2, or,
+ *            when hits are tag checked, behind the hooks' back
+ *   gget     a registration of part of a live GPU allocation
  *
- * Checked after every step, beyond GDRC_CHECK: a get either fails with a
+ * Each input runs with GDRC_VALIDATE=always or hooks (its first byte).
+ * Checked after every step, beyond GDRC_CHECK: a GPU registration handed
+ * out carries the allocation's current BUFFER_ID (never one freed); a get either fails with a
  * documented status and leaves *mr_p alone, or returns a registration
  * whose key range covers the request; a registration returned again (same
  * id) never covers a page remapped since the id first appeared (no stale
@@ -39,9 +47,12 @@
 
 #include <gdrcache.h>
 
+#include "fake_cuda.h"
+
 #define ARENA_PAGES 64
 #define HELD 8
 #define MAX_IDS 4096
+#define GPU_SLOTS 4
 
 static size_t page;
 static char *arena;
@@ -101,6 +112,54 @@ static void remap(unsigned p, unsigned n, int unmap_first)
 		page_time[i] = clock_now;
 }
 
+/* GPU allocations of this input: live ones, and freed addresses. */
+static struct {
+	CUdeviceptr p;
+	size_t size;
+	int kind;
+	int live;
+} gpu[GPU_SLOTS];
+
+static const enum fake_cuda_kind gpu_kinds[] = { FAKE_DEVICE, FAKE_POOL };
+static uintptr_t gpu_lo, gpu_hi; /* every GPU address of this input */
+
+static void gpu_alloc(unsigned slot, unsigned a, unsigned b)
+{
+	int kind = gpu_kinds[b & 1];
+	size_t size = (a & 1) ? 512 * (1 + (b >> 1) % 8) :
+				(size_t)(1 + b % 16) << 16;
+	CUdeviceptr p = 0;
+
+	if (gpu[slot].live)
+		return;
+	/* Back at the freed address when it fits: the case that matters. */
+	if (gpu[slot].p && (a & 2))
+		p = fake_cuda_alloc_at(kind, size, 0, gpu[slot].p);
+	if (!p)
+		p = fake_cuda_alloc(kind, size, 0);
+	if (!p)
+		return;
+	if (!gpu_lo || p < gpu_lo)
+		gpu_lo = (uintptr_t)p;
+	if (p + size + 65536 > gpu_hi)
+		gpu_hi = (uintptr_t)p + size + 65536;
+	gpu[slot].p = p;
+	gpu[slot].size = size;
+	gpu[slot].kind = kind;
+	gpu[slot].live = 1;
+}
+
+static void gpu_free(unsigned slot, int behind_hooks)
+{
+	if (!gpu[slot].live)
+		return;
+	if (behind_hooks)
+		CHECK(fake_cuda_free(gpu[slot].p) == 0, "fake_cuda_free");
+	else
+		CHECK(cuMemFree_v2(gpu[slot].p) == CUDA_SUCCESS, "cuMemFree");
+	gpu[slot].live = 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -110,14 +169,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t gets = 0, failed = 0, puts = 0;
 	unsigned next = 0;
 
+	int tagged = !size || !(data[0] & 1); /* else GDRC_VALIDATE=hooks */
+
 	if (!page) {
 		page = (size_t)sysconf(_SC_PAGESIZE);
 		setenv("GDRC_CHECK", "1", 1);
 		setenv("GDRC_MAX_REGIONS", "6", 1);
-		setenv("GDRC_CUDA_LIBRARY", "none", 1);
+		setenv("GDRC_CUDA_LIBRARY", FAKE_CUDA_PATH, 1);
 		setenv("GDRC_KMOD", "off", 1);
 		setenv("GDRC_LOG_LEVEL", "error", 1);
 	}
+	fake_cuda_reset(1);
+	CHECK(cuInit(0) == CUDA_SUCCESS, "cuInit");
+	memset(gpu, 0, sizeof(gpu));
+	gpu_lo = gpu_hi = 0;
+	setenv("GDRC_VALIDATE", tagged ? "always" : "hooks", 1);
 	arena = mmap(NULL, ARENA_PAGES * page, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(arena != MAP_FAILED, "mmap arena");
@@ -127,7 +193,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(gdrc_init(NULL, &ctx) == GDRC_OK, "gdrc_init");
 
 	for (size_t i = 0; i + 3 <= size; i += 3) {
-		unsigned op = data[i] % 6, a = data[i + 1], b = data[i + 2];
+		unsigned op = data[i] % 9, a = data[i + 1], b = data[i + 2];
 		unsigned p = a % ARENA_PAGES, n = 1 + b % 8;
 		struct gdrc_mr *mr = (struct gdrc_mr *)0x1;
 		struct gdrc_mr_info info;
@@ -217,6 +283,49 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 4:
 			remap(p, n, 1);
 			break;
+		case 6:
+			gpu_alloc(a % GPU_SLOTS, a, b);
+			break;
+		case 7:
+			gpu_free(a % GPU_SLOTS, tagged && (b & 1));
+			break;
+		case 8: { /* gget */
+			unsigned slot = a % GPU_SLOTS;
+			size_t off, len;
+			uintptr_t s;
+
+			if (!gpu[slot].live)
+				break;
+			off = (size_t)b * 61 % gpu[slot].size;
+			len = 1 + (size_t)(a >> 2) * 97 % (gpu[slot].size - off);
+			s = (uintptr_t)gpu[slot].p + off;
+			gets++;
+			if (held[next]) {
+				gdrc_mr_put(ctx, held[next]);
+				held[next] = NULL;
+				puts++;
+			}
+			st = gdrc_mr_get(ctx, (void *)s, len, 0, 0, &mr);
+			if (st != GDRC_OK) {
+				CHECK(st == GDRC_ERR_LIMIT ||
+					      st == GDRC_ERR_NO_MEMORY,
+				      "gpu get: status %d", st);
+				failed++;
+				break;
+			}
+			CHECK(gdrc_mr_query(mr, &info) == GDRC_OK, "query");
+			CHECK(info.buffer_id == fake_cuda_buffer_id(s),
+			      "stale gpu registration: buffer id %llu, the "
+			      "allocation's %llu",
+			      (unsigned long long)info.buffer_id,
+			      fake_cuda_buffer_id(s));
+			CHECK(info.key_addr <= s &&
+				      info.key_addr + info.key_length >= s + len,
+			      "gpu registration does not cover the request");
+			held[next] = mr;
+			next = (next + 1) % HELD;
+			break;
+		}
 		default: /* stats */
 			CHECK(stat_of(ctx, GDRC_STAT_HITS) +
 					      stat_of(ctx, GDRC_STAT_MISSES) +
@@ -236,9 +345,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (unsigned i = 0; i < HELD; i++)
 		if (held[i])
 			gdrc_mr_put(ctx, held[i]);
+	for (unsigned i = 0; i < GPU_SLOTS; i++)
+		gpu_free(i, 0);
 	CHECK(!munmap(arena, ARENA_PAGES * page), "munmap arena");
 	/* The unmap took everything: the next call applies it. */
 	CHECK(gdrc_invalidate(ctx, arena, page) == GDRC_OK, "invalidate");
+	/* Host regions went with the arena, GPU ones with their hooked
+	 * frees; those freed behind the hooks stay until a hit's tag check
+	 * or an explicit invalidate (this one). */
+	if (gpu_hi)
+		CHECK(gdrc_invalidate(ctx, (void *)(gpu_lo & ~(uintptr_t)65535),
+				      gpu_hi - (gpu_lo & ~(uintptr_t)65535)) ==
+			      GDRC_OK,
+		      "invalidate gpu");
 	CHECK(stat_of(ctx, GDRC_STAT_REGIONS) == 0, "regions left");
 	CHECK(stat_of(ctx, GDRC_STAT_PINNED_BYTES) == 0, "bytes left");
 	gdrc_fini(ctx);
