@@ -11,30 +11,23 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-repo=$(cd "$here/../.." && pwd -P)
-vmlab=$repo/tests/vm/vmlab.sh
+# shellcheck source=../vm/runner.sh
+. "$here/../vm/runner.sh"
 prog=${1:?usage: run_mpi.sh PINGPONG LIBGDRCACHE_SO [OPTIONS...]}
 lib=${2:?usage: run_mpi.sh PINGPONG LIBGDRCACHE_SO [OPTIONS...]}
 shift 2
 
 command -v mpirun >/dev/null || { echo "pingpong_mpi: no mpirun: skipped"; exit 77; }
-rc=0
-bash "$vmlab" deps >/dev/null || rc=$?
-if ((rc != 0)); then
-	echo "pingpong_mpi: VM lab unavailable ($rc): skipped"
-	exit 77
-fi
+vm_require pingpong_mpi
 out=$here/.out/mpi.$$
-mkdir -p "$out" || exit 1
 trap 'rm -rf "$out"' EXIT
-soname=$(objdump -p "$lib" | awk '$1 == "SONAME" { print $2 }')
-cp "$prog" "$out/gdrc-pingpong" &&
-	cp -L "$lib" "$out/${soname:-$(basename "$lib")}" || exit 1
+vm_stage "$out" "$prog" "$lib" || exit 1
 guest_cmd='
 sh '"$repo"'/tests/vm/rxe-up.sh || exit 1
 export LD_LIBRARY_PATH='"$out"' HOME=/tmp OMPI_MCA_btl=self,vader \
 	OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_plm_rsh_agent=false
 mpirun --allow-run-as-root --oversubscribe -np 2 \
-	'"$out"'/gdrc-pingpong --mpi -d rxe0 '"$*"
+	'"$out/$(basename "$prog")"' --mpi -d rxe0 '"$*"
+rc=0
 bash "$vmlab" run --share "$repo" --timeout 300 --smp 2 -- sh -c "$guest_cmd" || rc=$?
 exit "$rc"

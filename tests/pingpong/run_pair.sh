@@ -14,27 +14,19 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-repo=$(cd "$here/../.." && pwd -P)
-vmlab=$repo/tests/vm/vmlab.sh
+# shellcheck source=../vm/runner.sh
+. "$here/../vm/runner.sh"
 prog=${1:?usage: run_pair.sh PINGPONG LIBGDRCACHE_SO CSV [OPTIONS...]}
 lib=${2:?usage: run_pair.sh PINGPONG LIBGDRCACHE_SO CSV [OPTIONS...]}
 csv=${3:?usage: run_pair.sh PINGPONG LIBGDRCACHE_SO CSV [OPTIONS...]}
 shift 3
 
-rc=0
-bash "$vmlab" deps >/dev/null || rc=$?
-if ((rc != 0)); then
-	echo "pingpong: VM lab unavailable ($rc): skipped"
-	exit 77
-fi
+vm_require pingpong
 # The share is the repository: the guests see these copies.
 out=$here/.out/run.$$
-mkdir -p "$out" || exit 1
 trap 'rm -rf "$out"' EXIT
-soname=$(objdump -p "$lib" | awk '$1 == "SONAME" { print $2 }')
-cp "$prog" "$out/gdrc-pingpong" &&
-	cp -L "$lib" "$out/${soname:-$(basename "$lib")}" || exit 1
-run="LD_LIBRARY_PATH=$out $out/gdrc-pingpong -d rxe0"
+vm_stage "$out" "$prog" "$lib" || exit 1
+run="LD_LIBRARY_PATH=$out $out/$(basename "$prog") -d rxe0"
 rc=0
 bash "$vmlab" pair --share "$repo" --timeout 600 \
 	-- sh -c "$run" \

@@ -19,20 +19,15 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-repo=$(cd "$here/../.." && pwd -P)
-vmlab=$repo/tests/vm/vmlab.sh
+# shellcheck source=../vm/runner.sh
+. "$here/../vm/runner.sh"
 out=$here/.out
 prog=${1:?usage: run_preload_vm.sh VERBS_PER_MSG PRELOAD_SO}
 lib=${2:?usage: run_preload_vm.sh VERBS_PER_MSG PRELOAD_SO}
 
-rc=0
-bash "$vmlab" deps >/dev/null || rc=$?
-if ((rc != 0)); then
-	echo "preload: VM lab unavailable ($rc): skipped"
-	exit 77
-fi
+vm_require preload
 # The share is the repository: copy the build products into it.
-mkdir -p "$out" && cp "$prog" "$lib" "$out/" || exit 1
+vm_stage "$out" "$prog" "$lib" || exit 1
 p=$out/$(basename "$prog")
 l=$out/$(basename "$lib")
 iters=${GDRC_PRELOAD_ITERS:-300}

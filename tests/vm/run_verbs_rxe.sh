@@ -9,23 +9,19 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-repo=$(cd "$here/../.." && pwd -P)
+# shellcheck source=runner.sh
+. "$here/runner.sh"
 prog=${1:?usage: run_verbs_rxe.sh TEST_VERBS_RXE FAKE_LIBCUDA_SO}
 fake=${2:?usage: run_verbs_rxe.sh TEST_VERBS_RXE FAKE_LIBCUDA_SO}
 
-rc=0
-bash "$here/vmlab.sh" deps >/dev/null || rc=$?
-if ((rc != 0)); then
-	echo "verbs_rxe: VM lab unavailable ($rc): skipped"
-	exit 77
-fi
+vm_require verbs_rxe
 # The share is the repository; the test finds the fake beside itself.
 out=$here/.out
-mkdir -p "$out" && cp "$prog" "$fake" "$out/" || exit 1
+vm_stage "$out" "$prog" "$fake" || exit 1
 t=$out/$(basename "$prog")
 guest_cmd='
 sh '"$repo"'/tests/vm/rxe-up.sh || exit 1
 '"$t"' '"$out/$(basename "$fake")"
 rc=0
-bash "$here/vmlab.sh" run --share "$repo" --timeout 300 -- sh -c "$guest_cmd" || rc=$?
+bash "$vmlab" run --share "$repo" --timeout 300 -- sh -c "$guest_cmd" || rc=$?
 exit "$rc"
