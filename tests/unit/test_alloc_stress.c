@@ -75,6 +75,7 @@ static void *worker(void *arg)
 		char *p = malloc(size);
 		struct gdrc_mr_info info;
 		struct gdrc_mr *mr;
+		gdrc_status_t st;
 
 		if (!p) {
 			fail("malloc failed");
@@ -82,8 +83,12 @@ static void *worker(void *arg)
 		}
 		p[0] = 1;
 		p[size - 1] = 1;
-		if (gdrc_mr_get(ctx, p, size, GDRC_ACCESS_LOCAL_WRITE, 0,
-				&mr) != GDRC_OK) {
+		/* Other threads' frees may land in this range's queue slot
+		 * (merged) while it registers: BUSY after three such. */
+		while ((st = gdrc_mr_get(ctx, p, size, GDRC_ACCESS_LOCAL_WRITE,
+					 0, &mr)) == GDRC_ERR_BUSY)
+			;
+		if (st != GDRC_OK) {
 			fail("gdrc_mr_get failed");
 			free(p);
 			break;

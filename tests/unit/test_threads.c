@@ -233,8 +233,14 @@ static void *xput_getter(void *arg)
 
 	for (int i = 0; i < XPUT_N; i++) {
 		struct gdrc_mr *mr;
+		gdrc_status_t st;
 
-		if (gdrc_mr_get(ctx, buf + (i % 8) * PAGE, 64, 0, 0, &mr))
+		/* The main thread invalidates these pages meanwhile: a miss
+		 * invalidated three times while it registers says BUSY. */
+		while ((st = gdrc_mr_get(ctx, buf + (i % 8) * PAGE, 64, 0, 0,
+					 &mr)) == GDRC_ERR_BUSY)
+			atomic_fetch_add(&busy, 1);
+		if (st)
 			return (void *)1;
 		xput_slot[i] = mr;
 		atomic_store(&xput_ready[i], 1);
