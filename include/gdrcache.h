@@ -252,6 +252,8 @@ GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *ctx,
  *         no backend of GDRC_BACKEND can register;
  *         GDRC_ERR_CUDA if classifying the pointer failed, or exporting
  *         it as a dma-buf;
+ *         GDRC_ERR_KMOD if gdrcache.ko refused to pin GPU memory (the kmod
+ *         backend) for another reason than running out;
  *         GDRC_ERR_BUSY if the range was unmapped, freed or invalidated
  *         while it was being registered, three times in a row (nothing
  *         is cached; the caller may try again);

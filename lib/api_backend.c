@@ -199,7 +199,7 @@ static int gpu_ok(struct gdrc_ctx *ctx, int k, struct ibv_pd *pd,
 		}
 		*ops_p = &gdrc_pin_kmod_ops;
 		*be_p = NULL;
-		return 1;
+		return 1; /* gpu_kpin_required: set by the caller */
 #ifdef GDRC_HAVE_VERBS
 	case GDRC_KNOB_BACKEND_PEERMEM: {
 		char w[160];
@@ -277,6 +277,8 @@ void gdrc_api_pick_gpu(struct gdrc_ctx *ctx, struct ibv_pd *pd,
 		ctx->be_used[b] = 1;
 		p->gpu_ops = ops;
 		p->gpu_be = be;
+		/* The kmod backend's registration is the module's pin. */
+		p->gpu_kpin_required = b == GDRC_BACKEND_KMOD;
 	}
 	if (chosen < 0) {
 		ctx->gpu_refused = 1;

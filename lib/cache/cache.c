@@ -1247,22 +1247,28 @@ static gdrc_status_t reg_with_retry(struct gdrc_cache *c,
  * are all taken) and without memory hooks, the registration is handed
  * out uncached: nothing would see its memory go.
  */
-static void miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
-			   int *slot_p, uint64_t *handle_p, int *pinned_p)
+/* @return 0, or the module's -errno when a GPU pin failed. */
+static int miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
+			  int *slot_p, uint64_t *handle_p, int *pinned_p)
 {
+	int gpu = plan->req->mem_type != GDRC_MEM_HOST, err;
+
 	*slot_p = -1;
 	*pinned_p = 0;
-	if (!plan->cached || !c->p.kgen)
-		return;
-	if (plan->req->mem_type != GDRC_MEM_HOST) {
+	if (!c->p.kgen || (!plan->cached && !(gpu && c->p.gpu_kpin_required)))
+		return 0;
+	if (gpu) {
 		/* GPU memory: pinned by the module, revoked by the driver. */
-		if (c->p.kpin && !c->p.kpin(c->p.karg, plan->reg_start,
-					    plan->reg_end - plan->reg_start,
-					    slot_p, handle_p))
+		if (!c->p.kpin)
+			return -EOPNOTSUPP;
+		err = c->p.kpin(c->p.karg, plan->reg_start,
+				plan->reg_end - plan->reg_start, slot_p,
+				handle_p);
+		if (!err)
 			*pinned_p = 1;
 		else
 			*slot_p = -1;
-		return;
+		return err;
 	}
 	if (c->p.ksub(c->p.karg, plan->reg_start,
 		      plan->reg_end - plan->reg_start, slot_p, handle_p))
@@ -1270,6 +1276,37 @@ static void miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
 	if (*slot_p < 0 &&
 	    !atomic_load_explicit(&c->cache_host, memory_order_relaxed))
 		plan->cached = 0;
+	return 0;
+}
+
+/*
+ * The kmod backend's pin failed with err: when the module ran out
+ * (ENOMEM from the provider, BAR1; ENOSPC, EDQUOT: its limits), give back
+ * every unused registration and try once more.
+ * @return GDRC_OK pinned; GDRC_ERR_NO_MEMORY; GDRC_ERR_KMOD.
+ */
+static gdrc_status_t kpin_retry(struct gdrc_cache *c, struct miss_plan *plan,
+				int err, int *slot_p, uint64_t *handle_p,
+				int *pinned_p)
+{
+	struct cache_defer d = { 0 };
+	int full = err == -ENOMEM || err == -ENOSPC || err == -EDQUOT;
+
+	if (full) {
+		pthread_rwlock_wrlock(&c->lock);
+		drain(c, &d);
+		evict_all_unused(c, &d);
+		unlock_and_release(c, &d);
+		err = miss_subscribe(c, plan, slot_p, handle_p, pinned_p);
+		full = err == -ENOMEM || err == -ENOSPC || err == -EDQUOT;
+	}
+	if (!err)
+		return GDRC_OK;
+	gdrc_debug("gdrcache.ko pin of %#lx+%lu failed: %s",
+		   (unsigned long)plan->reg_start,
+		   (unsigned long)(plan->reg_end - plan->reg_start),
+		   strerror(-err));
+	return full ? GDRC_ERR_NO_MEMORY : GDRC_ERR_KMOD;
 }
 
 static gdrc_status_t miss_register(struct gdrc_cache *c,
@@ -1288,7 +1325,7 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	gdrc_status_t status;
 	struct gdrc_region *r;
 	uint64_t khandle = 0;
-	int kslot, kpinned;
+	int kslot, kpinned, kerr;
 
 	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_ops) {
 		ops = c->p.gpu_ops;
@@ -1297,7 +1334,16 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	r = slab_alloc(c);
 	if (!r)
 		return GDRC_ERR_NO_MEMORY;
-	miss_subscribe(c, plan, &kslot, &khandle, &kpinned);
+	kerr = miss_subscribe(c, plan, &kslot, &khandle, &kpinned);
+	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_kpin_required &&
+	    !kpinned) {
+		status = kpin_retry(c, plan, kerr, &kslot, &khandle, &kpinned);
+		if (status) {
+			stat_add(c, GDRC_STAT_REG_FAILURES, 1);
+			slab_free(c, r);
+			return status;
+		}
+	}
 	status = reg_with_retry(c, ops, be, &reg);
 	if (status) {
 		if (kslot >= 0 && kpinned)

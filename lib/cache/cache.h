@@ -216,6 +216,9 @@ struct gdrc_cache_params {
 		    uint64_t *handle_p);
 	void (*kunpin)(void *arg, uint64_t handle);
 	void *karg;
+	/* GPU registrations must be pinned by the module (the kmod backend:
+	 * the pin is the registration); otherwise it is an extra. */
+	int gpu_kpin_required;
 };
 
 /*

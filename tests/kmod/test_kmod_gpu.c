@@ -143,6 +143,137 @@ static void test_kmod_gpu_always_mode_still_checks_tags(void **state)
 	fake_cuda_free(p);
 }
 
+/* ---- the kmod backend: the pin is the registration ---- */
+
+#define PARAM_FILE_LIMIT "/sys/module/gdrcache/parameters/max_pinned_bytes_per_file"
+#define MOCK_FAIL "/sys/kernel/debug/mock_nvp2p/fail_next"
+#define KB64 (64 * 1024UL)
+
+static void write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+static char saved_limit[64];
+
+static void limit_pins(const char *bytes)
+{
+	FILE *f = fopen(PARAM_FILE_LIMIT, "r");
+
+	assert_non_null(f);
+	assert_non_null(fgets(saved_limit, sizeof(saved_limit), f));
+	fclose(f);
+	write_text(PARAM_FILE_LIMIT, bytes);
+}
+
+static int restore_limit(void **state)
+{
+	(void)state;
+	if (saved_limit[0])
+		write_text(PARAM_FILE_LIMIT, saved_limit);
+	saved_limit[0] = '\0';
+	return 0;
+}
+
+static void test_kmod_gpu_backend_is_kmod(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_mode(NULL);
+	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+
+	(void)state;
+	assert_int_equal(gdrc_backend_status(ctx, GDRC_BACKEND_KMOD, NULL),
+			 GDRC_OK);
+	assert_int_equal(get_put(ctx, p).backend, GDRC_BACKEND_KMOD);
+	gdrc_fini(ctx);
+	fake_cuda_free(p);
+}
+
+/* The module's limit reached by unused registrations: they are evicted
+ * and the pin retried. */
+static void test_kmod_gpu_pin_limit_evicts_and_retries(void **state)
+{
+	CUdeviceptr p[5];
+	struct gdrc_ctx *ctx;
+
+	(void)state;
+	limit_pins("262144"); /* four 64 KiB pins per file */
+	ctx = ctx_mode(NULL);
+	for (int i = 0; i < 5; i++) {
+		p[i] = fake_cuda_alloc(FAKE_DEVICE, KB64, 0);
+		assert_true(p[i] != 0);
+	}
+	for (int i = 0; i < 4; i++)
+		(void)get_put(ctx, p[i]);
+	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 4);
+	(void)get_put(ctx, p[4]);
+	assert_true(stat(ctx, GDRC_STAT_EVICTIONS) >= 1);
+	assert_int_equal(stat(ctx, GDRC_STAT_REG_FAILURES), 0);
+	gdrc_fini(ctx);
+	for (int i = 0; i < 5; i++)
+		fake_cuda_free(p[i]);
+}
+
+/* Held registrations fill the limit: the next one fails cleanly. */
+static void test_kmod_gpu_pin_limit_fails_cleanly(void **state)
+{
+	struct gdrc_mr *held[4], *mr = (struct gdrc_mr *)0x1;
+	CUdeviceptr p[5];
+	struct gdrc_ctx *ctx;
+
+	(void)state;
+	limit_pins("262144");
+	ctx = ctx_mode(NULL);
+	for (int i = 0; i < 5; i++)
+		p[i] = fake_cuda_alloc(FAKE_DEVICE, KB64, 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(gdrc_mr_get(ctx, (void *)(uintptr_t)p[i], 64,
+					     0, 0, &held[i]),
+				 GDRC_OK);
+	assert_int_equal(gdrc_mr_get(ctx, (void *)(uintptr_t)p[4], 64, 0, 0,
+				     &mr),
+			 GDRC_ERR_NO_MEMORY);
+	assert_ptr_equal(mr, (struct gdrc_mr *)0x1);
+	assert_int_equal(stat(ctx, GDRC_STAT_REG_FAILURES), 1);
+	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 4);
+	for (int i = 0; i < 4; i++)
+		gdrc_mr_put(ctx, held[i]);
+	/* Room again once one goes. */
+	assert_int_equal(gdrc_invalidate(ctx, (void *)(uintptr_t)p[0], 64),
+			 GDRC_OK);
+	(void)get_put(ctx, p[4]);
+	gdrc_fini(ctx);
+	for (int i = 0; i < 5; i++)
+		fake_cuda_free(p[i]);
+}
+
+/* The provider out of memory (BAR1) once: evict, retry, done.  Any
+ * other provider error: GDRC_ERR_KMOD, nothing cached. */
+static void test_kmod_gpu_provider_errors(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_mode(NULL);
+	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	struct gdrc_mr *mr = (struct gdrc_mr *)0x1;
+
+	(void)state;
+	write_text(MOCK_FAIL, "12");
+	assert_int_equal(get_put(ctx, p).backend, GDRC_BACKEND_KMOD);
+	assert_int_equal(gdrc_invalidate(ctx, (void *)(uintptr_t)p, 64),
+			 GDRC_OK);
+	write_text(MOCK_FAIL, "22");
+	assert_int_equal(gdrc_mr_get(ctx, (void *)(uintptr_t)p, 64, 0, 0,
+				     &mr),
+			 GDRC_ERR_KMOD);
+	assert_ptr_equal(mr, (struct gdrc_mr *)0x1);
+	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 0);
+	(void)get_put(ctx, p);
+	gdrc_fini(ctx);
+	fake_cuda_free(p);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -152,6 +283,14 @@ int main(int argc, char **argv)
 				       setup),
 		cmocka_unit_test_setup(
 			test_kmod_gpu_always_mode_still_checks_tags, setup),
+		cmocka_unit_test_setup(test_kmod_gpu_backend_is_kmod, setup),
+		cmocka_unit_test_setup_teardown(
+			test_kmod_gpu_pin_limit_evicts_and_retries, setup,
+			restore_limit),
+		cmocka_unit_test_setup_teardown(
+			test_kmod_gpu_pin_limit_fails_cleanly, setup,
+			restore_limit),
+		cmocka_unit_test_setup(test_kmod_gpu_provider_errors, setup),
 	};
 	char self[PATH_MAX];
 	ssize_t n;
