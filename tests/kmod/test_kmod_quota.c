@@ -13,7 +13,8 @@
  *   - a file opened by uid 0 and closed last by the uid 65534 child gives
  *     the bytes back to uid 0;
  *   - 0 means no limit; after all closes the full quota can be pinned
- *     again.  The parameter is restored at the end.
+ *     again.  The parameter is restored at the end;
+ *   - /dev/gdrcache is a character device of mode 0666.
  *
  * Runs inside the VM lab guest (bash tests/kmod/run_kmod_tests.sh).
  * Exits 0 when every check passed, 1 otherwise, 77 when /dev/gdrcache or
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -164,6 +166,15 @@ int main(void)
 		fprintf(stderr, "kmod quota: /dev/%s or %s missing: skipped\n",
 			GDRC_DEVICE_NAME, PARAM);
 		return 77;
+	}
+	/* 0. The node: a character device any user may open (each open
+	 * file's handles are its own; the quota is per user). */
+	{
+		struct stat st;
+
+		CHECK(stat("/dev/" GDRC_DEVICE_NAME, &st) == 0);
+		CHECK(S_ISCHR(st.st_mode));
+		CHECK((st.st_mode & 0777) == 0666);
 	}
 	printf("max_pinned_bytes_per_user was %s\n", orig);
 	CHECK(strcmp(orig, "4294967296") == 0);	/* the default, 4 GiB */
