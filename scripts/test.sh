@@ -32,10 +32,12 @@ run_suite() {
 echo "== plain build"
 run_suite "$prefix-test" "" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-# The VM lab runs no code of the library yet: once is enough.
+# The VM lab's programs too (the guests see the host's libasan), but for
+# the preload test: an instrumented LD_PRELOAD library would need the
+# ASan runtime preloaded before it.
 echo "== ASan+UBSan build"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	run_suite "$prefix-asan" "-LE vm" -DCMAKE_BUILD_TYPE=Debug \
+	run_suite "$prefix-asan" "-E ^preload_verbs\$" -DCMAKE_BUILD_TYPE=Debug \
 	"-DGDRC_SANITIZE=address;undefined"
 
 # TSan cannot run hook context (glibc calls it in threads TSan already
