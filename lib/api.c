@@ -83,6 +83,7 @@ static void atfork_install(void)
 }
 
 /* Hook context: see hooks.h.  Only queues. */
+GDRC_HOOK_CONTEXT
 static void ctx_mem_event(uintptr_t start, uintptr_t end, int source,
 			  void *arg)
 {

@@ -29,6 +29,14 @@
 #define GDRC_CACHELINE 64
 #define GDRC_ALIGNED_CL __attribute__((aligned(GDRC_CACHELINE)))
 
+/*
+ * Hook context (lib/README.md) is left out of ThreadSanitizer's
+ * instrumentation: glibc calls it in exiting threads whose TSan state is
+ * already gone (madvise of the thread's stack), where any TSan call would
+ * crash.  What such code does is small and lock-free by design.
+ */
+#define GDRC_HOOK_CONTEXT __attribute__((no_sanitize("thread")))
+
 static inline uintptr_t gdrc_align_down(uintptr_t v, uintptr_t a)
 {
 	return v & ~(a - 1);

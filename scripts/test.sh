@@ -40,17 +40,16 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	run_suite "$prefix-asan" "-E ^preload_verbs\$" -DCMAKE_BUILD_TYPE=Debug \
 	"-DGDRC_SANITIZE=address;undefined"
 
-# TSan cannot run hook context (glibc calls it in threads TSan already
-# dropped), so the library turns the hooks off there: the threaded tests
-# run with GDRC_MEM_HOOKS=none, reporting their own frees, and the tests
-# of what the hooks report skip.
-echo "== TSan: the cache and threads tests"
-tsan_tests="test_threads test_cache test_lru test_alloc_stress"
+# TSan over the cache, the threads and the hooks (hook context itself is
+# left uninstrumented: GDRC_HOOK_CONTEXT in lib/gdrc_int.h).
+echo "== TSan: the cache, thread and hook tests"
+tsan_tests="test_threads test_cache test_lru test_alloc_stress test_stress_remap
+	test_hooks test_hooks_lost test_cuda_hooks test_detour test_fork"
 cmake -S "$top" -B "$prefix-tsan" -DGDRC_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
 	-DGDRC_SANITIZE=thread -DGDRC_BUILD_KMOD=OFF >/dev/null
 # shellcheck disable=SC2086 # a list of targets
 cmake --build "$prefix-tsan" -j"$jobs" --target $tsan_tests >/dev/null
-(cd "$prefix-tsan" && GDRC_MEM_HOOKS=none TSAN_OPTIONS=halt_on_error=1 \
+(cd "$prefix-tsan" && TSAN_OPTIONS=halt_on_error=1 \
 	ctest --output-on-failure -R "^($(echo $tsan_tests | tr ' ' '|'))\$") |
 	tee "$prefix-tsan/ctest.log"
 n=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\).*/\1/p' \

@@ -1533,6 +1533,7 @@ gdrc_status_t gdrc_cache_invalidate(struct gdrc_cache *c, uintptr_t start,
 	return GDRC_OK;
 }
 
+GDRC_HOOK_CONTEXT
 void gdrc_cache_post_event(struct gdrc_cache *c, uintptr_t start,
 			   uintptr_t end, int cls)
 {

@@ -23,6 +23,7 @@ void gdrc_invq_init(struct gdrc_invq *q)
 	atomic_flag_clear(&q->lock);
 }
 
+GDRC_HOOK_CONTEXT
 static int invq_lock(struct gdrc_invq *q)
 {
 	for (int i = 0; i < INVQ_SPIN_LIMIT; i++) {
@@ -34,12 +35,14 @@ static int invq_lock(struct gdrc_invq *q)
 	return -1;
 }
 
+GDRC_HOOK_CONTEXT
 static void invq_unlock(struct gdrc_invq *q)
 {
 	atomic_flag_clear_explicit(&q->lock, memory_order_release);
 }
 
 /* Gap between two ranges; 0 if they overlap or touch. */
+GDRC_HOOK_CONTEXT
 static uintptr_t invq_gap(const struct gdrc_invq_range *a, uintptr_t start,
 			  uintptr_t end)
 {
@@ -50,6 +53,7 @@ static uintptr_t invq_gap(const struct gdrc_invq_range *a, uintptr_t start,
 	return 0;
 }
 
+GDRC_HOOK_CONTEXT
 void gdrc_invq_post(struct gdrc_invq *q, uintptr_t start, uintptr_t end,
 		    int cls)
 {

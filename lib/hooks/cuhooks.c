@@ -91,6 +91,7 @@ static struct cuhk_site cuhk_sites[CUHK_COUNT];
  * Hook context: the replacements.
  * ------------------------------------------------------------------ */
 
+GDRC_HOOK_CONTEXT
 static inline void cuhk_base(cuhk_ptr p)
 {
 	if (p)
@@ -98,34 +99,40 @@ static inline void cuhk_base(cuhk_ptr p)
 }
 
 #define CUHK_DEFINE(i)                                                      \
+	GDRC_HOOK_CONTEXT                                                    \
 	static cuhk_res cuhk_free_v1_##i(unsigned int p)                     \
 	{                                                                    \
 		cuhk_base(p);                                                \
 		return CUHK_ORIG(CUHK_FREE_V1, i,                            \
 				 cuhk_res (*)(unsigned int))(p);             \
 	}                                                                    \
+	GDRC_HOOK_CONTEXT                                                    \
 	static cuhk_res cuhk_free_##i(cuhk_ptr p)                            \
 	{                                                                    \
 		cuhk_base(p);                                                \
 		return CUHK_ORIG(CUHK_FREE, i, cuhk_res (*)(cuhk_ptr))(p);   \
 	}                                                                    \
+	GDRC_HOOK_CONTEXT                                                    \
 	static cuhk_res cuhk_free_async_##i(cuhk_ptr p, void *stream)        \
 	{                                                                    \
 		cuhk_base(p);                                                \
 		return CUHK_ORIG(CUHK_FREE_ASYNC, i,                         \
 				 cuhk_res (*)(cuhk_ptr, void *))(p, stream); \
 	}                                                                    \
+	GDRC_HOOK_CONTEXT                                                    \
 	static cuhk_res cuhk_free_host_##i(void *p)                          \
 	{                                                                    \
 		cuhk_base((uintptr_t)p);                                     \
 		return CUHK_ORIG(CUHK_FREE_HOST, i, cuhk_res (*)(void *))(p);\
 	}                                                                    \
+	GDRC_HOOK_CONTEXT                                                    \
 	static cuhk_res cuhk_host_unregister_##i(void *p)                    \
 	{                                                                    \
 		cuhk_base((uintptr_t)p);                                     \
 		return CUHK_ORIG(CUHK_HOST_UNREGISTER, i,                    \
 				 cuhk_res (*)(void *))(p);                   \
 	}                                                                    \
+	GDRC_HOOK_CONTEXT                                                    \
 	static cuhk_res cuhk_unmap_##i(cuhk_ptr p, size_t size)              \
 	{                                                                    \
 		if (p && size && size - 1 <= UINTPTR_MAX - p)                \

@@ -46,18 +46,6 @@
 #include "hooks_int.h"
 #include "log/log.h"
 
-/*
- * glibc madvises the stack of an exiting thread after TSan has dropped
- * that thread's state; TSan-instrumented dispatch then crashes.
- */
-#if defined(__SANITIZE_THREAD__)
-#define HOOKS_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define HOOKS_TSAN 1
-#endif
-#endif
-
 struct hooks_slot {
 	_Atomic(gdrc_hooks_event_fn) fn; /* NULL: free or closing */
 	void *_Atomic arg;
@@ -92,6 +80,7 @@ static char hooks_why[256];     /* written once, under hooks_once */
  * ------------------------------------------------------------------ */
 
 /* Hook context: one slot, held by its users count while fn runs. */
+GDRC_HOOK_CONTEXT
 static void hooks_call(struct hooks_slot *slot, uintptr_t start,
 		       uintptr_t end, int source)
 {
@@ -108,6 +97,7 @@ static void hooks_call(struct hooks_slot *slot, uintptr_t start,
 }
 
 /* Hook context: hand [start, end) to every live subscriber. */
+GDRC_HOOK_CONTEXT
 static void hooks_dispatch(uintptr_t start, uintptr_t end, int source)
 {
 	/* A subscriber may clobber errno; munmap's caller must not see it. */
@@ -128,6 +118,7 @@ static void hooks_dispatch(uintptr_t start, uintptr_t end, int source)
 }
 
 /* Hook context, from the replacements in patch_x86_64.c. */
+GDRC_HOOK_CONTEXT
 void gdrc_hooks_report(uintptr_t addr, size_t len)
 {
 	uintptr_t mask = atomic_load_explicit(&hooks_page_mask,
@@ -148,6 +139,7 @@ void gdrc_hooks_report(uintptr_t addr, size_t len)
 }
 
 /* Hook context, from the replacements in cuhooks.c. */
+GDRC_HOOK_CONTEXT
 void gdrc_hooks_report_cuda(uintptr_t start, uintptr_t end)
 {
 	atomic_fetch_add_explicit(&hooks_cuda_events, 1,
@@ -235,7 +227,7 @@ void gdrc_hooks_unsubscribe(int slot_nr)
 	pthread_mutex_unlock(&hooks_sub_lock);
 }
 
-#if defined(__x86_64__) && !defined(HOOKS_TSAN)
+#if defined(__x86_64__)
 /* Did the patched munmap report a page we mapped with libc's mmap? */
 static int hooks_self_test(const struct gdrc_patch_libc *libc, char *why,
 			   size_t why_len)
@@ -267,11 +259,7 @@ static int hooks_self_test(const struct gdrc_patch_libc *libc, char *why,
 /* Install time.  @return 0, or -1 with the reason in why. */
 static int hooks_try(char *why, size_t why_len)
 {
-#if defined(HOOKS_TSAN)
-	snprintf(why, why_len,
-		 "built with thread sanitizer, which cannot run hook context in exiting threads");
-	return -1;
-#elif defined(__x86_64__)
+#if defined(__x86_64__)
 	struct gdrc_patch_libc libc;
 	long page = sysconf(_SC_PAGESIZE);
 

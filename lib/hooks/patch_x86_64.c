@@ -94,6 +94,7 @@ static void **patch_curbrk;
  * A system call that cannot reach anything patched (nor a sanitizer's
  * interceptor).  Returns the kernel's value: -errno on failure.
  */
+GDRC_HOOK_CONTEXT
 static inline long patch_syscall6(long nr, long a1, long a2, long a3,
 				  long a4, long a5, long a6)
 {
@@ -111,12 +112,14 @@ static inline long patch_syscall6(long nr, long a1, long a2, long a3,
 }
 
 /* The kernel's error window, as glibc tests it. */
+GDRC_HOOK_CONTEXT
 static inline int patch_failed(long ret)
 {
 	return (unsigned long)ret > -4096UL;
 }
 
 /* Hook context. */
+GDRC_HOOK_CONTEXT
 static int patch_munmap(void *addr, size_t len)
 {
 	long ret = patch_syscall6(SYS_munmap, (long)addr, (long)len, 0, 0, 0,
@@ -134,6 +137,7 @@ static int patch_munmap(void *addr, size_t len)
  * Hook context.  The fifth argument exists only with MREMAP_FIXED or
  * MREMAP_DONTUNMAP, as in glibc; unknown flags are the kernel's to refuse.
  */
+GDRC_HOOK_CONTEXT
 static void *patch_mremap(void *old, size_t old_len, size_t new_len,
 			  int flags, ...)
 {
@@ -170,6 +174,7 @@ static void *patch_mremap(void *old, size_t old_len, size_t new_len,
 }
 
 /* Hook context.  Only advice that throws contents away is reported. */
+GDRC_HOOK_CONTEXT
 static int patch_madvise(void *addr, size_t len, int advice)
 {
 	long ret = patch_syscall6(SYS_madvise, (long)addr, (long)len,
@@ -197,6 +202,7 @@ static int patch_madvise(void *addr, size_t len, int advice)
  * the break it settled on, which is stored whether or not the request was
  * met.  sbrk calls brk, so this sees sbrk and malloc's trimming as well.
  */
+GDRC_HOOK_CONTEXT
 static int patch_brk(void *addr)
 {
 	uintptr_t old = (uintptr_t)*patch_curbrk;
@@ -217,6 +223,7 @@ static int patch_brk(void *addr)
  * Hook context.  MAP_FIXED replaces what was mapped there; without it (or
  * with MAP_FIXED_NOREPLACE alone) nothing old is lost.
  */
+GDRC_HOOK_CONTEXT
 static void *patch_mmap(void *addr, size_t len, int prot, int flags, int fd,
 			off_t off)
 {

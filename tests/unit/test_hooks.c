@@ -34,6 +34,7 @@
 
 #include <cmocka.h>
 
+#include "gdrc_int.h"
 #include "hooks/hooks.h"
 #include "hooks/hooks_int.h"
 
@@ -61,6 +62,7 @@ static void (*libc_free)(void *);
 static int (*libc_malloc_trim)(size_t);
 
 /* Hook context. */
+GDRC_HOOK_CONTEXT
 static void rec_fn(uintptr_t start, uintptr_t end, int source, void *arg)
 {
 	struct rec *r = arg;
@@ -187,25 +189,6 @@ static int rec_teardown(void **state)
 }
 
 /* ------------------------------------------------------------------ */
-
-#if defined(__SANITIZE_THREAD__)
-#define TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TEST_TSAN 1
-#endif
-#endif
-
-#ifdef TEST_TSAN
-static void test_hooks_tsan_build_install_unsupported(void **state)
-{
-	(void)state;
-	assert_int_equal(gdrc_hooks_install(), GDRC_ERR_UNSUPPORTED);
-	assert_int_equal(gdrc_hooks_install(), GDRC_ERR_UNSUPPORTED);
-	assert_int_equal(gdrc_hooks_active(), 0);
-	assert_non_null(gdrc_hooks_reason());
-}
-#endif
 
 static void test_hooks_install_twice_returns_ok(void **state)
 {
@@ -597,6 +580,7 @@ static void test_hooks_unsubscribe_stops_delivery(void **state)
 	assert_true(gdrc_hooks_event_count() > before);
 }
 
+GDRC_HOOK_CONTEXT
 static void dummy_fn(uintptr_t start, uintptr_t end, int source, void *arg)
 {
 	(void)start;
@@ -645,6 +629,7 @@ struct mt {
 };
 
 /* Hook context. */
+GDRC_HOOK_CONTEXT
 static void mt_perm_fn(uintptr_t start, uintptr_t end, int source,
 		       void *arg)
 {
@@ -656,6 +641,7 @@ static void mt_perm_fn(uintptr_t start, uintptr_t end, int source,
 }
 
 /* Hook context. */
+GDRC_HOOK_CONTEXT
 static void mt_toggle_fn(uintptr_t start, uintptr_t end, int source,
 			 void *arg)
 {
@@ -843,14 +829,6 @@ static void test_hooks_overhead_print_only(void **state)
 
 int main(void)
 {
-#ifdef TEST_TSAN
-	/* The hooks refuse TSan builds; see hooks.c. */
-	const struct CMUnitTest tsan_tests[] = {
-		cmocka_unit_test(test_hooks_tsan_build_install_unsupported),
-	};
-
-	return cmocka_run_group_tests(tsan_tests, group_setup, NULL);
-#endif
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hooks_install_twice_returns_ok),
 #define T(fn) cmocka_unit_test_setup_teardown(fn, rec_setup, rec_teardown)
