@@ -559,6 +559,9 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 	int ret;
 
 	hooks_check();
+	/* An unmap of these addresses may still be posting its event. */
+	if (!gdrc_hooks_idle())
+		gdrc_hooks_wait_idle();
 	if (!(flags & GDRC_GET_UNCACHED)) {
 		ret = gdrc_cache_lookup(&ctx->cache, start, end, access, mr_p);
 		if (ret)
@@ -601,7 +604,8 @@ GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
 		return GDRC_ERR_INVALID_PARAM;
 	if (access & (GDRC_ACCESS_REMOTE_WRITE | GDRC_ACCESS_REMOTE_ATOMIC))
 		access |= GDRC_ACCESS_LOCAL_WRITE;
-	if (gdrc_likely(!flags && gdrc_hooks_probe_ok())) {
+	if (gdrc_likely(!flags && gdrc_hooks_idle() &&
+			gdrc_hooks_probe_ok())) {
 		r = gdrc_cache_get_fast(&ctx->cache, start, end, access);
 		if (gdrc_likely(r != NULL)) {
 			*mr_p = r;
@@ -679,6 +683,8 @@ GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *ctx, const void *ptr,
 
 	if (!ctx || !ptr || !info_p || !range_ok(ptr, 1))
 		return GDRC_ERR_INVALID_PARAM;
+	if (!gdrc_hooks_idle())
+		gdrc_hooks_wait_idle();
 	ret = gdrc_cache_peek(&ctx->cache, p, p + 1, &r);
 	if (ret < 0)
 		return (gdrc_status_t)ret;

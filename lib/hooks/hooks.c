@@ -22,6 +22,10 @@
  *   - a slot's bit in hooks_live is set while its fn may be set; dispatch
  *     visits only those slots, so an idle table costs one load per event;
  *   - hooks_events counts every reported range, subscribers or not.
+ *   - a replacement that may lose memory holds its stripe's count and
+ *     gdrc_hooks_busy from before its system call until its dispatch
+ *     returned, so a get that saw both at zero after its own mmap cannot
+ *     find a registration of the old contents un-posted.
  *
  * Locks: hooks_sub_lock serializes subscribe and unsubscribe, and is held
  * across unsubscribe's wait (callbacks never take it).  Install runs under
@@ -78,6 +82,37 @@ static char hooks_why[256];     /* written once, under hooks_once */
 /* ------------------------------------------------------------------
  * Hook context.
  * ------------------------------------------------------------------ */
+
+/* Replacements in their window (hooks.h): the total, read by every fast
+ * get, and per-thread stripes, which the slow path waits on one by one. */
+#define HOOKS_STRIPES 16
+
+struct hooks_stripe {
+	_Atomic unsigned n;
+} GDRC_ALIGNED_CL;
+
+_Atomic unsigned gdrc_hooks_busy;
+static struct hooks_stripe hooks_stripes[HOOKS_STRIPES];
+
+/* Hook context: pthread_self reads the thread pointer, no TLS lookup. */
+GDRC_HOOK_CONTEXT
+unsigned gdrc_hooks_enter(void)
+{
+	uintptr_t t = (uintptr_t)pthread_self();
+	unsigned s = (unsigned)((t >> 12) ^ (t >> 20)) % HOOKS_STRIPES;
+
+	atomic_fetch_add(&hooks_stripes[s].n, 1);
+	atomic_fetch_add(&gdrc_hooks_busy, 1);
+	return s;
+}
+
+/* Hook context: after the event went out. */
+GDRC_HOOK_CONTEXT
+void gdrc_hooks_leave(unsigned s)
+{
+	atomic_fetch_sub(&gdrc_hooks_busy, 1);
+	atomic_fetch_sub(&hooks_stripes[s].n, 1);
+}
 
 /* Hook context: one slot, held by its users count while fn runs. */
 GDRC_HOOK_CONTEXT
@@ -167,6 +202,19 @@ int gdrc_hooks_active(void)
 /* ------------------------------------------------------------------
  * Ordinary context (may log, lock, allocate).
  * ------------------------------------------------------------------ */
+
+/*
+ * Ordinary context.  A stripe seen at zero once has no replacement left
+ * that was in its window before we looked; a window lasts one system call
+ * and a dispatch, so the wait is short.
+ */
+void gdrc_hooks_wait_idle(void)
+{
+	for (int i = 0; i < HOOKS_STRIPES; i++)
+		while (atomic_load_explicit(&hooks_stripes[i].n,
+					    memory_order_acquire))
+			sched_yield();
+}
 
 /* Ordinary context: takes hooks_sub_lock. */
 int gdrc_hooks_subscribe(gdrc_hooks_event_fn fn, void *arg)

@@ -126,6 +126,33 @@ extern uint64_t gdrc_hooks_probe_val;
 extern const uint64_t *_Atomic gdrc_cuhooks_probe_addr;
 extern uint64_t gdrc_cuhooks_probe_val;
 
+/*
+ * Replacements in progress: a replacement that may lose memory counts
+ * itself here from before its system call until its event has been
+ * handed to every subscriber.  In that window another thread may already
+ * map the same addresses again and ask for them, while the cache still
+ * holds the old registration: a get must not trust the cache while this
+ * is nonzero (gdrc_hooks_idle) and waits for the window to close
+ * (gdrc_hooks_wait_idle) before it looks in the tree.
+ */
+extern _Atomic unsigned gdrc_hooks_busy;
+
+/* Any context: one load.  0 while a replacement is in its window. */
+static inline int gdrc_hooks_idle(void)
+{
+	return atomic_load_explicit(&gdrc_hooks_busy,
+				    memory_order_acquire) == 0;
+}
+
+/*
+ * Wait until every replacement that was in its window when this was
+ * called has delivered its event (later ones may still be running).  The
+ * count is striped by thread, so a steady stream of unmaps elsewhere
+ * cannot starve the wait.  Not hook context, and not from a signal
+ * handler that may have interrupted a replacement.
+ */
+void gdrc_hooks_wait_idle(void);
+
 static inline int gdrc_hooks_probe_ok(void)
 {
 	const uint64_t *p = atomic_load_explicit(&gdrc_hooks_probe_addr,

@@ -22,6 +22,13 @@
  */
 void gdrc_hooks_report(uintptr_t addr, size_t len);
 
+/*
+ * Hook context: bracket a replacement's system call and its report (see
+ * gdrc_hooks_busy).  enter returns the stripe to hand to leave.
+ */
+unsigned gdrc_hooks_enter(void);
+void gdrc_hooks_leave(unsigned stripe);
+
 /* Hook context (cuhooks.c): [start, end) of CUDA memory being freed,
  * handed to every subscriber as is.  errno is preserved. */
 void gdrc_hooks_report_cuda(uintptr_t start, uintptr_t end);

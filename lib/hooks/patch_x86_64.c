@@ -122,14 +122,17 @@ static inline int patch_failed(long ret)
 GDRC_HOOK_CONTEXT
 static int patch_munmap(void *addr, size_t len)
 {
+	unsigned busy = gdrc_hooks_enter();
 	long ret = patch_syscall6(SYS_munmap, (long)addr, (long)len, 0, 0, 0,
 				  0);
 
+	if (!patch_failed(ret))
+		gdrc_hooks_report((uintptr_t)addr, len);
+	gdrc_hooks_leave(busy);
 	if (patch_failed(ret)) {
 		errno = (int)-ret;
 		return -1;
 	}
-	gdrc_hooks_report((uintptr_t)addr, len);
 	return 0;
 }
 
@@ -142,6 +145,7 @@ static void *patch_mremap(void *old, size_t old_len, size_t new_len,
 			  int flags, ...)
 {
 	void *want = NULL;
+	unsigned busy;
 	va_list ap;
 	long ret;
 
@@ -150,10 +154,12 @@ static void *patch_mremap(void *old, size_t old_len, size_t new_len,
 		want = va_arg(ap, void *);
 		va_end(ap);
 	}
+	busy = gdrc_hooks_enter();
 	ret = patch_syscall6(SYS_mremap, (long)old, (long)old_len,
 			     (long)new_len, (long)(unsigned int)flags,
 			     (long)want, 0);
 	if (patch_failed(ret)) {
+		gdrc_hooks_leave(busy);
 		errno = (int)-ret;
 		return MAP_FAILED;
 	}
@@ -170,6 +176,7 @@ static void *patch_mremap(void *old, size_t old_len, size_t new_len,
 				  old_len - new_len);
 	if (flags & MREMAP_FIXED)
 		gdrc_hooks_report((uintptr_t)ret, new_len);
+	gdrc_hooks_leave(busy);
 	return (void *)ret;
 }
 
@@ -177,22 +184,20 @@ static void *patch_mremap(void *old, size_t old_len, size_t new_len,
 GDRC_HOOK_CONTEXT
 static int patch_madvise(void *addr, size_t len, int advice)
 {
+	int loses = advice == MADV_DONTNEED || advice == MADV_FREE ||
+		    advice == MADV_REMOVE || advice == MADV_DONTNEED_LOCKED;
+	unsigned busy = loses ? gdrc_hooks_enter() : 0;
 	long ret = patch_syscall6(SYS_madvise, (long)addr, (long)len,
 				  (long)advice, 0, 0, 0);
 
+	if (loses) {
+		if (!patch_failed(ret))
+			gdrc_hooks_report((uintptr_t)addr, len);
+		gdrc_hooks_leave(busy);
+	}
 	if (patch_failed(ret)) {
 		errno = (int)-ret;
 		return -1;
-	}
-	switch (advice) {
-	case MADV_DONTNEED:
-	case MADV_FREE:
-	case MADV_REMOVE:
-	case MADV_DONTNEED_LOCKED:
-		gdrc_hooks_report((uintptr_t)addr, len);
-		break;
-	default:
-		break;
 	}
 	return 0;
 }
@@ -206,16 +211,18 @@ GDRC_HOOK_CONTEXT
 static int patch_brk(void *addr)
 {
 	uintptr_t old = (uintptr_t)*patch_curbrk;
+	unsigned busy = gdrc_hooks_enter();
 	long ret = patch_syscall6(SYS_brk, (long)addr, 0, 0, 0, 0, 0);
 
 	*patch_curbrk = (void *)ret;
+	/* old is 0 before glibc first asked; nothing to report then. */
+	if (old && (uintptr_t)ret < old)
+		gdrc_hooks_report((uintptr_t)ret, old - (uintptr_t)ret);
+	gdrc_hooks_leave(busy);
 	if ((uintptr_t)ret < (uintptr_t)addr) {
 		errno = ENOMEM;
 		return -1;
 	}
-	/* old is 0 before glibc first asked; nothing to report then. */
-	if (old && (uintptr_t)ret < old)
-		gdrc_hooks_report((uintptr_t)ret, old - (uintptr_t)ret);
 	return 0;
 }
 
@@ -227,6 +234,8 @@ GDRC_HOOK_CONTEXT
 static void *patch_mmap(void *addr, size_t len, int prot, int flags, int fd,
 			off_t off)
 {
+	int fixed = (flags & MAP_FIXED) != 0;
+	unsigned busy;
 	long ret;
 
 	/* glibc refuses an offset that is not 4 KiB aligned itself. */
@@ -234,15 +243,19 @@ static void *patch_mmap(void *addr, size_t len, int prot, int flags, int fd,
 		errno = EINVAL;
 		return MAP_FAILED;
 	}
+	busy = fixed ? gdrc_hooks_enter() : 0;
 	ret = patch_syscall6(SYS_mmap, (long)addr, (long)len,
 			     (long)(unsigned int)prot,
 			     (long)(unsigned int)flags, (long)fd, (long)off);
+	/* A failed MAP_FIXED may already have unmapped the old range. */
+	if (fixed) {
+		gdrc_hooks_report((uintptr_t)addr, len);
+		gdrc_hooks_leave(busy);
+	}
 	if (patch_failed(ret)) {
 		errno = (int)-ret;
 		return MAP_FAILED;
 	}
-	if (flags & MAP_FIXED)
-		gdrc_hooks_report((uintptr_t)ret, len);
 	return (void *)ret;
 }
 

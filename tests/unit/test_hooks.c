@@ -179,9 +179,15 @@ static int rec_setup(void **state)
 	return rec_slot >= 0 ? 0 : -1;
 }
 
+/* test_hooks_window_spans_dispatch's subscriber, or -1. */
+static int win_slot = -1;
+
 static int rec_teardown(void **state)
 {
 	(void)state;
+	if (win_slot >= 0)
+		gdrc_hooks_unsubscribe(win_slot);
+	win_slot = -1;
 	if (rec_slot >= 0)
 		gdrc_hooks_unsubscribe(rec_slot);
 	rec_slot = -1;
@@ -616,6 +622,97 @@ static void test_hooks_subscribe_over_limit_returns_limit(void **state)
 
 /* ------------------------------------------------------------------ */
 
+/*
+ * The window (hooks.h, gdrc_hooks_busy): from before an unmap's system
+ * call until its subscribers returned, gdrc_hooks_idle() is 0 and
+ * gdrc_hooks_wait_idle() waits.  A subscriber stalls on one page's event
+ * until the test lets it go.
+ */
+struct win {
+	uintptr_t page;         /* the event to stall on */
+	atomic_int entered;     /* the subscriber is stalling */
+	atomic_int idle_inside; /* gdrc_hooks_idle() seen while stalling */
+	atomic_int release;
+	atomic_int waited;      /* gdrc_hooks_wait_idle() returned */
+};
+
+GDRC_HOOK_CONTEXT
+static void win_fn(uintptr_t start, uintptr_t end, int source, void *arg)
+{
+	struct win *w = arg;
+	struct timespec t0, t;
+
+	if (source != GDRC_HOOKS_SRC_HOST || start != w->page ||
+	    end != w->page + page)
+		return;
+	atomic_store(&w->idle_inside, gdrc_hooks_idle());
+	atomic_store(&w->entered, 1);
+	/* Bounded, so a broken wait cannot hang the test. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		sched_yield();
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (!atomic_load(&w->release) && t.tv_sec - t0.tv_sec < 10);
+}
+
+static void *win_unmap_main(void *arg)
+{
+	struct win *w = arg;
+
+	return (void *)(intptr_t)munmap((void *)w->page, page);
+}
+
+static void *win_wait_main(void *arg)
+{
+	struct win *w = arg;
+
+	gdrc_hooks_wait_idle();
+	atomic_store(&w->waited, 1);
+	return NULL;
+}
+
+static void test_hooks_window_spans_dispatch(void **state)
+{
+	/* Static: a failed check leaves the stalled subscriber using it. */
+	static struct win w;
+	pthread_t unmapper, waiter;
+	struct timespec nap = { 0, 50 * 1000 * 1000 };
+	void *ret;
+
+	(void)state;
+	w.page = (uintptr_t)map_pages(1);
+	assert_int_equal(gdrc_hooks_idle(), 1);
+	win_slot = gdrc_hooks_subscribe(win_fn, &w);
+	assert_true(win_slot >= 0);
+	assert_int_equal(pthread_create(&unmapper, NULL, win_unmap_main, &w),
+			 0);
+	while (!atomic_load(&w.entered))
+		sched_yield();
+	/* The page is unmapped already, its event not yet delivered. */
+	assert_int_equal(atomic_load(&w.idle_inside), 0);
+	assert_int_equal(gdrc_hooks_idle(), 0);
+	assert_int_equal(pthread_create(&waiter, NULL, win_wait_main, &w), 0);
+	nanosleep(&nap, NULL);
+	assert_int_equal(atomic_load(&w.waited), 0);
+	atomic_store(&w.release, 1);
+	assert_int_equal(pthread_join(unmapper, &ret), 0);
+	assert_int_equal((intptr_t)ret, 0);
+	assert_int_equal(pthread_join(waiter, NULL), 0);
+	assert_int_equal(atomic_load(&w.waited), 1);
+	assert_int_equal(gdrc_hooks_idle(), 1);
+}
+
+/* A failed unmap opens and closes the window too. */
+static void test_hooks_window_closed_after_failed_unmap(void **state)
+{
+	(void)state;
+	assert_int_equal(munmap((void *)(uintptr_t)1, page), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(gdrc_hooks_idle(), 1);
+}
+
+/* ------------------------------------------------------------------ */
+
 enum { MT_WORKERS = 4, MT_LOOPS = 10000 };
 
 struct mt {
@@ -856,6 +953,8 @@ int main(void)
 		T(test_hooks_glibc_realloc_grow_reports_old_if_moved),
 		T(test_hooks_glibc_malloc_trim_keeps_malloc_working),
 		T(test_hooks_unsubscribe_stops_delivery),
+		T(test_hooks_window_spans_dispatch),
+		T(test_hooks_window_closed_after_failed_unmap),
 		T(test_hooks_subscribe_over_limit_returns_limit),
 #undef T
 		cmocka_unit_test(
