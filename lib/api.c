@@ -545,7 +545,16 @@ static gdrc_status_t req_gpu(struct gdrc_ctx *ctx, const struct gdrc_class *cls,
 	return GDRC_OK;
 }
 
-/* Not found by the fast path: the tree, then classify and register. */
+/* The fast path's host_ok: one load while nothing is unmapping, plus
+ * the probe of the patched code (see gdrc_hooks_probe_ok). */
+static inline int hooks_trusted(void)
+{
+	return gdrc_hooks_idle() && gdrc_hooks_probe_ok();
+}
+
+/* Not found by the fast path: the tree, then classify and register.
+ * Not inlined: its frame would cost every hit six register saves. */
+GDRC_NOINLINE
 static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,
 				 uint32_t flags, struct gdrc_mr **mr_p)
@@ -604,9 +613,9 @@ GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
 		return GDRC_ERR_INVALID_PARAM;
 	if (access & (GDRC_ACCESS_REMOTE_WRITE | GDRC_ACCESS_REMOTE_ATOMIC))
 		access |= GDRC_ACCESS_LOCAL_WRITE;
-	if (gdrc_likely(!flags && gdrc_hooks_idle() &&
-			gdrc_hooks_probe_ok())) {
-		r = gdrc_cache_get_fast(&ctx->cache, start, end, access);
+	if (gdrc_likely(!flags)) {
+		r = gdrc_cache_get_fast(&ctx->cache, start, end, access,
+					hooks_trusted);
 		if (gdrc_likely(r != NULL)) {
 			*mr_p = r;
 			return GDRC_OK;
@@ -617,16 +626,9 @@ GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
 
 GDRC_API void gdrc_mr_put(struct gdrc_ctx *ctx, struct gdrc_mr *mr)
 {
-	struct gdrc_cache *c;
-
 	if (gdrc_unlikely(!ctx || !mr))
 		return;
-	c = mr->r->cache;
-	/* In a fork child the parent's registrations are never released. */
-	if (gdrc_unlikely(atomic_load_explicit(&c->forked,
-					       memory_order_relaxed)))
-		return;
-	gdrc_cache_put(c, mr);
+	gdrc_cache_put(&ctx->cache, mr);
 }
 
 GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,

@@ -12,6 +12,9 @@
 #define gdrc_likely(x) __builtin_expect(!!(x), 1)
 #define gdrc_unlikely(x) __builtin_expect(!!(x), 0)
 
+/* Kept out of its caller, so a fast path does not pay for its frame. */
+#define GDRC_NOINLINE __attribute__((noinline, cold))
+
 #define GDRC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define gdrc_container_of(ptr, type, member)                                 \

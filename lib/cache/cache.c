@@ -180,6 +180,10 @@ static void tls_count_hit(struct gdrc_cache *c)
  * ==================================================================== */
 
 /* One owner writes a handle: it must not share a line with another. */
+/* A fast-path hit touches one line of its region. */
+_Static_assert(offsetof(struct gdrc_region, access) + sizeof(uint32_t) <=
+		       GDRC_CACHELINE,
+	       "the hit's fields of struct gdrc_region span two lines");
 _Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
 	       "a handle is one cache line");
 
@@ -802,7 +806,7 @@ static void handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
 		handle_release(c, h, d);
 }
 
-void gdrc_cache_handle_put_remote(struct gdrc_cache *c, struct gdrc_handle *h)
+static void handle_put_remote(struct gdrc_cache *c, struct gdrc_handle *h)
 {
 	uint64_t remote = atomic_fetch_add_explicit(&h->remote, 1,
 						    memory_order_seq_cst) + 1;
@@ -810,6 +814,23 @@ void gdrc_cache_handle_put_remote(struct gdrc_cache *c, struct gdrc_handle *h)
 
 	if (fin != HANDLE_LIVE && fin == remote)
 		handle_release(c, h, NULL);
+}
+
+void gdrc_cache_put_slow(struct gdrc_mr *mr)
+{
+	struct gdrc_cache *c = mr->r->cache;
+	int shard;
+
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return; /* the parent's registrations are never released */
+	shard = gdrc_tls_cur.shard;
+	if (gdrc_unlikely(shard < 0))
+		shard = gdrc_cache_tls_shard();
+	gdrc_shard_inc(&c->shards[shard].puts, shard);
+	if (mr->h)
+		handle_put_remote(c, mr->h);
+	else
+		gdrc_cache_region_put(c, mr->r);
 }
 
 /* Clear entry e, then let go of its handle if its cache still lives. */
@@ -890,6 +911,7 @@ static void tls_install(struct gdrc_cache *c, struct gdrc_handle *h)
 	struct gdrc_tls_entry *e = NULL;
 	struct gdrc_region *r = h->pub.r;
 
+	tls_shard(); /* gdrc_cache_put counts a live entry's puts there */
 	tls_drop_invalid(c);
 	for (int i = 0; i < GDRC_TLS_ENTRIES && !e; i++)
 		if (!t->e[i].uid)
@@ -902,6 +924,7 @@ static void tls_install(struct gdrc_cache *c, struct gdrc_handle *h)
 	e->end = r->end;
 	e->access = r->access;
 	e->h = h;
+	e->r = r;
 	e->uid = c->uid;
 }
 
@@ -1555,6 +1578,10 @@ void gdrc_cache_mark_forked(struct gdrc_cache *c)
 {
 	atomic_store_explicit(&c->forked, 1, memory_order_relaxed);
 	atomic_store_explicit(&c->invq.pending, 1, memory_order_release);
+	/* A tag-checked entry would not look at pending (get_fast). */
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		if (gdrc_tls_cur.e[i].uid == c->uid)
+			gdrc_tls_cur.e[i].uid = 0;
 }
 
 /* ====================================================================
@@ -1563,6 +1590,8 @@ void gdrc_cache_mark_forked(struct gdrc_cache *c)
 
 void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values)
 {
+	uint64_t tag_hits;
+
 	for (int i = 0; i < GDRC_STAT_COUNT; i++)
 		values[i] = atomic_load_explicit(&c->stat[i],
 						 memory_order_relaxed);
@@ -1573,6 +1602,10 @@ void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values)
 			&c->shards[i].puts, memory_order_relaxed);
 		values[GDRC_STAT_TAG_CHECKS] += atomic_load_explicit(
 			&c->shards[i].tag_checks, memory_order_relaxed);
+		tag_hits = atomic_load_explicit(&c->shards[i].tag_hits,
+						memory_order_relaxed);
+		values[GDRC_STAT_HITS] += tag_hits;
+		values[GDRC_STAT_TAG_CHECKS] += tag_hits;
 	}
 	pthread_rwlock_rdlock(&c->lock);
 	values[GDRC_STAT_REGIONS] = c->nregions;

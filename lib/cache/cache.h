@@ -93,28 +93,30 @@ struct gdrc_mr {
 /* One registration.  Fields marked "fixed" do not change between the
  * region's publication and its release. */
 struct gdrc_region {
+	/* What a fast-path hit reads, in the first cache line: */
 	_Atomic uint64_t word;   /* refs | INVALID | DEAD | pins, see above */
 	_Atomic uint64_t stamp;  /* cache tick at its last get (LRU) */
-	uint64_t id;             /* fixed: unique in the process */
 	uintptr_t start;         /* fixed: key range [start, end): hits */
 	uintptr_t end;           /* fixed   inside it are served */
+	uint64_t buffer_id;      /* fixed: GPU allocation identity, else 0 */
+	int tag_check;           /* fixed: hits check the BUFFER_ID */
+	int kslot;               /* fixed: kernel channel word, or -1 */
+	uint32_t access;         /* fixed: GDRC_ACCESS_* registered */
+
+	uint64_t id;             /* fixed: unique in the process */
 	uintptr_t reg_start;     /* fixed: range registered (pinned); */
 	uintptr_t reg_end;       /* fixed   GPU: 64 KiB rounded, may be wider */
-	uint32_t access;         /* fixed: GDRC_ACCESS_* registered */
 	uint32_t lkey;           /* fixed */
 	uint32_t rkey;           /* fixed */
 	int mem_type;            /* fixed: enum gdrc_mem_type */
 	int kind;                /* fixed: enum gdrc_ptr_kind */
 	int device;              /* fixed: CUDA ordinal or -1 */
-	int tag_check;           /* fixed: hits check the BUFFER_ID */
-	uint64_t buffer_id;      /* fixed: GPU allocation identity, else 0 */
 	const struct gdrc_pin_ops *ops; /* fixed: registered by these */
 	void *be;
 	uintptr_t alloc_start;   /* fixed: GPU or CUDA-pinned host memory:
 				  * the whole allocation; else 0, 0 */
 	uintptr_t alloc_end;     /* fixed */
 	uint32_t info_flags;     /* fixed: GDRC_MR_INFO_* it was made with */
-	int kslot;               /* fixed: kernel channel word, or -1 */
 	int kpinned;             /* fixed: kslot is a GPU pin, not a watch */
 	uint64_t khandle;        /* fixed: its subscription */
 	int was_cached;          /* fixed: inserted into the tree */
@@ -161,6 +163,7 @@ struct gdrc_tls_entry {
 	uintptr_t end;
 	uint32_t access;
 	struct gdrc_handle *h; /* deref only after uid matched */
+	struct gdrc_region *r; /* h->pub.r, one load nearer */
 };
 
 struct gdrc_tls {
@@ -180,9 +183,11 @@ extern __thread struct gdrc_tls gdrc_tls_cur
 #define GDRC_SHARDS 64
 
 struct gdrc_shard {
-	_Atomic uint64_t hits;
+	_Atomic uint64_t hits;       /* but tag-checked fast hits */
 	_Atomic uint64_t puts;
-	_Atomic uint64_t tag_checks;
+	_Atomic uint64_t tag_checks; /* but those of tag_hits */
+	_Atomic uint64_t tag_hits;   /* fast hits that passed a tag check:
+				      * a hit and a check, one store */
 } GDRC_ALIGNED_CL;
 
 struct gdrc_cache_params {
@@ -350,8 +355,9 @@ gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
 				  const struct gdrc_cache_req *req,
 				  struct gdrc_mr **mr_p);
 
-/* A put of a handle that is not this thread's live handle (out of line). */
-void gdrc_cache_handle_put_remote(struct gdrc_cache *c, struct gdrc_handle *h);
+/* gdrc_cache_put's out-of-line part: any put but one of this thread's
+ * live handles, counted in mr's own cache (nothing in a fork child). */
+void gdrc_cache_put_slow(struct gdrc_mr *mr);
 
 /* First-time shard assignment for this thread (out of line part). */
 int gdrc_cache_tls_shard(void);
@@ -371,7 +377,8 @@ void gdrc_cache_post_event(struct gdrc_cache *c, uintptr_t start,
 void gdrc_cache_stop_host_caching(struct gdrc_cache *c);
 
 /* Fork child handler: no lock may be taken.  Sends every call to the
- * slow path, which then answers GDRC_ERR_FORK. */
+ * slow path, which then answers GDRC_ERR_FORK: sets pending and forgets
+ * the forking thread's (the child's only thread's) entries for c. */
 void gdrc_cache_mark_forked(struct gdrc_cache *c);
 
 /* Snapshot of every counter, indexed by enum gdrc_stat. */
@@ -410,28 +417,34 @@ static inline int gdrc_region_tag_ok(const struct gdrc_cache *c,
 
 /*
  * The fast path: a hit on one of this thread's remembered handles.
+ * host_ok: whether the free interception can be trusted right now (the
+ * hooks intact and no unmap between its system call and its event); it
+ * is asked only for a region without a tag check.  A tag-checked region
+ * needs neither it nor the event queue: the allocation's current
+ * BUFFER_ID is the whole answer, whatever a hook has or has not posted
+ * yet, and an always-mode hit is the driver call plus a few loads.
+ * (A fork child never gets here: its entries are forgotten.)
  * @return the handle with the get counted, or NULL (go slow).
  */
-static inline struct gdrc_mr *
+static inline __attribute__((always_inline)) struct gdrc_mr *
 gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
-		    uint32_t access)
+		    uint32_t access, int (*host_ok)(void))
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 
-	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
-		return NULL;
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
 		struct gdrc_tls_entry *e = &t->e[i];
 		struct gdrc_handle *h;
 		struct gdrc_region *r;
 		struct gdrc_shard *s;
+		_Atomic uint64_t *count;
 		uint64_t tick;
 
 		if (e->uid != c->uid || start < e->start || end > e->end ||
 		    (access & ~e->access))
 			continue;
 		h = e->h;
-		r = h->pub.r;
+		r = e->r;
 		/* Our pin keeps r registered; INVALID says it left the
 		 * cache, and the slow path lets go of the handle. */
 		if (atomic_load_explicit(&r->word, memory_order_acquire) &
@@ -441,9 +454,17 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 			return NULL; /* the kernel saw it go: slow path */
 		s = &c->shards[t->shard];
 		if (r->tag_check) {
-			gdrc_shard_inc(&s->tag_checks, t->shard);
-			if (!gdrc_region_tag_ok(c, r))
+			if (!gdrc_region_tag_ok(c, r)) {
+				gdrc_shard_inc(&s->tag_checks, t->shard);
 				return NULL; /* the slow path drops it */
+			}
+			count = &s->tag_hits;
+		} else if (atomic_load_explicit(&c->invq.pending,
+						memory_order_acquire) ||
+			   !host_ok()) {
+			return NULL; /* events to apply first */
+		} else {
+			count = &s->hits;
 		}
 		gdrc_owned_add(&h->held, 1);
 		tick = atomic_load_explicit(&c->tick, memory_order_relaxed);
@@ -451,32 +472,34 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		    tick)
 			atomic_store_explicit(&r->stamp, tick,
 					      memory_order_relaxed);
-		gdrc_shard_inc(&s->hits, t->shard);
+		gdrc_shard_inc(count, t->shard);
 		return &h->pub;
 	}
 	return NULL;
 }
 
-static inline void gdrc_cache_put(struct gdrc_cache *c, struct gdrc_mr *mr)
+/*
+ * c: the cache the caller says mr came from.  A handle that is one of
+ * this thread's live entries of c is put with two plain stores, without
+ * reading mr's region; anything else (a direct reference, another
+ * thread's handle, a retired one, the wrong cache, a fork child, whose
+ * entries were forgotten) goes out of line to mr's own cache.
+ */
+static inline __attribute__((always_inline)) void
+gdrc_cache_put(struct gdrc_cache *c, struct gdrc_mr *mr)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	struct gdrc_handle *h = mr->h;
-	int shard = t->shard;
 
-	if (gdrc_unlikely(shard < 0))
-		shard = gdrc_cache_tls_shard();
-	gdrc_shard_inc(&c->shards[shard].puts, shard);
-	if (!h) {
-		gdrc_cache_region_put(c, mr->r);
-		return;
-	}
-	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
+	/* A live entry implies the thread has its shard (tls_install). */
+	for (int i = 0; h && i < GDRC_TLS_ENTRIES; i++) {
 		if (t->e[i].h == h && t->e[i].uid == c->uid) {
+			gdrc_shard_inc(&c->shards[t->shard].puts, t->shard);
 			gdrc_owned_add(&h->held, (uint64_t)-1);
 			return;
 		}
 	}
-	gdrc_cache_handle_put_remote(c, h);
+	gdrc_cache_put_slow(mr);
 }
 
 #endif /* GDRC_CACHE_H */

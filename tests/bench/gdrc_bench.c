@@ -33,7 +33,9 @@
  *               "skipped" line): the bare cuPointerGetAttribute(BUFFER_ID)
  *               that a validated GPU hit adds; GPU hits with
  *               GDRC_VALIDATE=always (ratio to that bare query) and =hooks
- *               (ratio to the host hit of a.); the miss cost (get + put +
+ *               (ratio to the host hit of a.), and in paired rounds the
+ *               always hit's ratio to the query, as get + put and as the
+ *               get alone (puts outside the timing); the miss cost (get + put +
  *               invalidate) on device, pool and pinned host memory; and
  *               gdrc_ptr_query classifying an unregistered device pointer.
  *               The driver is opened at run time (GDRC_CUDA_LIBRARY,
@@ -79,7 +81,8 @@
  * "ucx_mops", "ucx_ratio"}], "gpu": {"device", "driver" (as
  * cuDriverGetVersion says, e.g. 13000), "tag_query_ns", "hit_always_ns",
  * "ratio_always_vs_tag", "ratio_always_vs_tag_paired" (the per-round
- * ratio of the paired rounds), "hit_hooks_ns", "ratio_hooks_vs_host_hit",
+ * ratio of the paired rounds), "ratio_always_get_vs_tag_paired" (the same
+ * for the get alone), "hit_hooks_ns", "ratio_hooks_vs_host_hit",
  * "miss_device_ns", "miss_pool_ns", "miss_host_pinned_ns",
  * "classify_ns"} or null when g. was skipped.  Each number is the best
  * repetition; the same key with "_median" appended holds the median.
@@ -185,6 +188,7 @@ struct bench_gpu_res {
 	struct bench_res tag_query;	/* bare cuPointerGetAttribute */
 	struct bench_res hit_always;	/* GDRC_VALIDATE=always */
 	struct bench_res paired;	/* hit_always / tag_query per round */
+	struct bench_res paired_get;	/* the get alone / tag_query */
 	struct bench_res hit_hooks;	/* GDRC_VALIDATE=hooks */
 	struct bench_res miss_device;	/* cuMemAlloc */
 	struct bench_res miss_pool;	/* cuMemAllocAsync */
@@ -1429,6 +1433,59 @@ static int bench_gpu_tag_loop(void *p, uint64_t iters)
 	return 0;
 }
 
+/* Gets timed in batches, their puts outside the timing. */
+#define BENCH_GET_BATCH 1024
+
+/* iters hits on a->addr[0] (always mode), in ns: the gets alone. */
+static int bench_gpu_get_alone(struct bench_hit_arg *a, uint64_t iters,
+			       double *ns)
+{
+	static struct gdrc_mr *mrs[BENCH_GET_BATCH];
+	uint64_t total = 0;
+
+	for (uint64_t done = 0; done < iters; done += BENCH_GET_BATCH) {
+		uint64_t n = iters - done < BENCH_GET_BATCH ?
+				     iters - done : BENCH_GET_BATCH;
+		uint64_t t0 = bench_now_ns();
+
+		for (uint64_t i = 0; i < n; i++) {
+			gdrc_status_t s = gdrc_mr_get(a->ctx, a->addr[0],
+						      BENCH_RANGE,
+						      BENCH_ACCESS, 0,
+						      &mrs[i]);
+
+			if (bench_unlikely(s != GDRC_OK))
+				return bench_check(s, "gdrc_mr_get (alone)");
+		}
+		total += bench_now_ns() - t0;
+		for (uint64_t i = 0; i < n; i++)
+			gdrc_mr_put(a->ctx, mrs[i]);
+	}
+	*ns = (double)total;
+	return 0;
+}
+
+/* As bench_pair, with the get alone against the bare tag query. */
+static int bench_pair_get_alone(struct bench_gpu_tag_arg *tag,
+				struct bench_hit_arg *hit, uint64_t iters,
+				struct bench_res *r)
+{
+	double s[BENCH_PAIRS], get_ns = 0;
+
+	for (int i = 0; i < BENCH_PAIRS; i++) {
+		uint64_t t0 = bench_now_ns(), t1;
+
+		if (bench_gpu_tag_loop(tag, iters))
+			return -1;
+		t1 = bench_now_ns();
+		if (bench_gpu_get_alone(hit, iters, &get_ns))
+			return -1;
+		s[i] = get_ns / (double)(t1 - t0);
+	}
+	bench_summarize(s, BENCH_PAIRS, 0, r);
+	return 0;
+}
+
 struct bench_gpu_miss_arg {
 	struct gdrc_ctx *ctx;
 	const char *addr;
@@ -1617,6 +1674,10 @@ static int bench_gpu_measure(struct bench_gpu *g, const struct bench_opts *o,
 		return -1;
 	printf("%-37s %10.3f %10.3f\n", "g. same, paired rounds (<= 1.15)",
 	       r->paired.best, r->paired.median);
+	if (bench_pair_get_alone(&tag, &always, calls / 10, &r->paired_get))
+		return -1;
+	printf("%-37s %10.3f %10.3f\n", "g. the get alone, paired rounds",
+	       r->paired_get.best, r->paired_get.median);
 	if (bench_gpu_hit(g->hooks, hit_addr, 0, BENCH_HIT_ITERS / o->div,
 			  "g. gpu hit, validate hooks", &r->hit_hooks))
 		return -1;
@@ -1774,6 +1835,8 @@ static void bench_gpu_json(FILE *f, const struct bench_results *res)
 	bench_gpu_json_ratio(f, "ratio_always_vs_tag", &g->hit_always,
 			     &g->tag_query, sep);
 	bench_json_res(f, "ratio_always_vs_tag_paired", &g->paired, sep);
+	bench_json_res(f, "ratio_always_get_vs_tag_paired", &g->paired_get,
+		       sep);
 	bench_json_res(f, "hit_hooks_ns", &g->hit_hooks, sep);
 	bench_gpu_json_ratio(f, "ratio_hooks_vs_host_hit", &g->hit_hooks,
 			     &res->hit, sep);

@@ -590,6 +590,81 @@ static void test_gpu_fake_fork_child_has_no_gpu(void **state)
 	gdrc_fini(ctx);
 }
 
+/*
+ * A tag-checked hit does not look at the event queue (the BUFFER_ID is
+ * its answer), so a fork child must not find the forking thread's
+ * remembered handle: its get answers GDRC_ERR_FORK, not a hit.
+ */
+static int fork_child_tagged(struct gdrc_ctx *ctx, CUdeviceptr p)
+{
+	struct gdrc_mr *mr = NULL;
+
+	if (gdrc_mr_get(ctx, (void *)(uintptr_t)p, 64, 0, 0, &mr) !=
+	    GDRC_ERR_FORK)
+		return 1;
+	return mr ? 2 : 0;
+}
+
+static void test_gpu_fake_fork_child_no_tag_checked_hit(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_mode("always");
+	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	uint64_t hits;
+	int wstatus;
+	pid_t pid;
+
+	(void)state;
+	(void)get_info(ctx, p, 64); /* miss */
+	(void)get_info(ctx, p, 64); /* remembered by this thread */
+	hits = stat_of(ctx, GDRC_STAT_HITS);
+	(void)get_info(ctx, p, 64);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), hits + 1);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(fork_child_tagged(ctx, p));
+	assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+	assert_true(WIFEXITED(wstatus));
+	assert_int_equal(WEXITSTATUS(wstatus), 0);
+	/* The parent's entry still hits. */
+	(void)get_info(ctx, p, 64);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), hits + 2);
+	gdrc_fini(ctx);
+	fake_cuda_free(p);
+}
+
+/*
+ * A put through the wrong context still lands in the registration's own
+ * cache: counted there, and the registration released there once it
+ * was invalidated.
+ */
+static void test_gpu_fake_put_through_other_context(void **state)
+{
+	struct gdrc_ctx *a = ctx_mode("always"), *b = ctx_mode("always");
+	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	struct gdrc_mr *mr;
+	uint64_t puts_a;
+
+	(void)state;
+	(void)get_info(a, p, 64);
+	(void)get_info(a, p, 64); /* a fast-path handle of this thread */
+	puts_a = stat_of(a, GDRC_STAT_PUTS);
+	assert_int_equal(gdrc_mr_get(a, (void *)(uintptr_t)p, 64, 0, 0, &mr),
+			 GDRC_OK);
+	gdrc_mr_put(b, mr);
+	assert_int_equal(stat_of(a, GDRC_STAT_PUTS), puts_a + 1);
+	assert_int_equal(stat_of(b, GDRC_STAT_PUTS), 0);
+	assert_int_equal(gdrc_invalidate(a, (void *)(uintptr_t)p, MIB),
+			 GDRC_OK);
+	/* Nothing held: the next get registers anew, and a's region and
+	 * pinned counts go back to that one registration. */
+	(void)get_info(a, p, 64);
+	assert_int_equal(stat_of(a, GDRC_STAT_REGIONS), 1);
+	gdrc_fini(b);
+	gdrc_fini(a);
+	fake_cuda_free(p);
+}
+
 #define T(fn) cmocka_unit_test_setup(fn, setup)
 
 int main(void)
@@ -618,6 +693,8 @@ int main(void)
 		T(test_gpu_fake_held_registration_valid_after_free),
 		T(test_gpu_fake_hit_cuda_calls_per_mode),
 		T(test_gpu_fake_hooks_mode_explicit_invalidate),
+		T(test_gpu_fake_fork_child_no_tag_checked_hit),
+		T(test_gpu_fake_put_through_other_context),
 		T(test_gpu_fake_second_device_ordinal),
 		T(test_gpu_fake_host_pinned_takes_host_path),
 		T(test_gpu_fake_fork_child_has_no_gpu),
