@@ -284,9 +284,10 @@ static int bench_run(bench_loop_fn fn, void *arg, uint64_t iters,
 
 /*
  * The ratio of two loops' costs, b over a, taken in BENCH_PAIRS rounds
- * that each time a then b back to back, so that both see the same state
- * of the machine (clock, neighbours, the driver's own bimodal timing):
- * r holds the best and median per-round ratio.
+ * that each time a and b back to back, so that both see the same state
+ * of the machine (clock, neighbours, the driver's own bimodal timing);
+ * odd rounds run b first, so that neither loop always follows the
+ * other.  r holds the best and median per-round ratio.
  */
 static int bench_pair(bench_loop_fn fa, void *aa, bench_loop_fn fb, void *ab,
 		      uint64_t iters, struct bench_res *r)
@@ -294,14 +295,17 @@ static int bench_pair(bench_loop_fn fa, void *aa, bench_loop_fn fb, void *ab,
 	double s[BENCH_PAIRS];
 
 	for (int i = 0; i < BENCH_PAIRS; i++) {
-		uint64_t t0 = bench_now_ns(), t1;
+		uint64_t t0, t1, t2;
 
-		if (fa(aa, iters))
+		t0 = bench_now_ns();
+		if ((i & 1) ? fb(ab, iters) : fa(aa, iters))
 			return -1;
 		t1 = bench_now_ns();
-		if (fb(ab, iters))
+		if ((i & 1) ? fa(aa, iters) : fb(ab, iters))
 			return -1;
-		s[i] = (double)(bench_now_ns() - t1) / (double)(t1 - t0);
+		t2 = bench_now_ns();
+		s[i] = (i & 1) ? (double)(t1 - t0) / (double)(t2 - t1) :
+				 (double)(t2 - t1) / (double)(t1 - t0);
 	}
 	bench_summarize(s, BENCH_PAIRS, 0, r);
 	return 0;
@@ -1473,12 +1477,15 @@ static int bench_pair_get_alone(struct bench_gpu_tag_arg *tag,
 	double s[BENCH_PAIRS], get_ns = 0;
 
 	for (int i = 0; i < BENCH_PAIRS; i++) {
-		uint64_t t0 = bench_now_ns(), t1;
+		uint64_t t0, t1;
 
+		if ((i & 1) && bench_gpu_get_alone(hit, iters, &get_ns))
+			return -1;
+		t0 = bench_now_ns();
 		if (bench_gpu_tag_loop(tag, iters))
 			return -1;
 		t1 = bench_now_ns();
-		if (bench_gpu_get_alone(hit, iters, &get_ns))
+		if (!(i & 1) && bench_gpu_get_alone(hit, iters, &get_ns))
 			return -1;
 		s[i] = get_ns / (double)(t1 - t0);
 	}
