@@ -5,7 +5,8 @@
  * Reports every range of the address space whose old contents went away:
  * munmap, mremap (the old range, and the target of MREMAP_FIXED), madvise
  * with MADV_DONTNEED, MADV_FREE, MADV_REMOVE or MADV_DONTNEED_LOCKED, a
- * shrinking brk/sbrk, and mmap(MAP_FIXED) over an existing range.  Calls
+ * shrinking brk/sbrk, and mmap(MAP_FIXED) over an existing range (also
+ * when it failed: the kernel may have unmapped the old range).  Calls
  * made inside glibc (malloc trimming, free of a large block) are seen as
  * well: on x86-64 the first instructions of glibc's own functions are
  * replaced by a jump to ours, which perform the system call themselves.
@@ -146,10 +147,10 @@ static inline int gdrc_hooks_idle(void)
 
 /*
  * Wait until every replacement that was in its window when this was
- * called has delivered its event (later ones may still be running).  The
- * count is striped by thread, so a steady stream of unmaps elsewhere
- * cannot starve the wait.  Not hook context, and not from a signal
- * handler that may have interrupted a replacement.
+ * called has delivered its event (later ones may still be running); one
+ * load when none is.  The count is striped by thread, so a steady stream
+ * of unmaps elsewhere cannot starve the wait.  Not hook context, and not
+ * from a signal handler that may have interrupted a replacement.
  */
 void gdrc_hooks_wait_idle(void);
 

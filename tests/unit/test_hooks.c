@@ -401,6 +401,25 @@ static void test_hooks_mmap_plain_not_reported(void **state)
 	munmap(p, 4 * page);
 }
 
+/* A failed MAP_FIXED may have unmapped the old range: still reported,
+ * and its window closed. */
+static void test_hooks_mmap_fixed_failed_reported(void **state)
+{
+	char *p = map_pages(2);
+	void *q;
+
+	(void)state;
+	rec_reset();
+	/* Not anonymous and no file: the kernel refuses with EBADF. */
+	q = mmap(p, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED,
+		 -1, 0);
+	assert_true(q == MAP_FAILED);
+	assert_int_equal(errno, EBADF);
+	assert_reported_once(p, p + 2 * page);
+	assert_int_equal(gdrc_hooks_idle(), 1);
+	munmap(p, 2 * page);
+}
+
 static void test_hooks_mmap_fixed_noreplace_not_reported(void **state)
 {
 	char *p = map_pages(2), *q;
@@ -944,6 +963,7 @@ int main(void)
 		T(test_hooks_mremap_grow_in_place_not_reported),
 		T(test_hooks_mmap_fixed_over_mapping_reported),
 		T(test_hooks_mmap_plain_not_reported),
+		T(test_hooks_mmap_fixed_failed_reported),
 		T(test_hooks_mmap_fixed_noreplace_not_reported),
 		T(test_hooks_mmap_bad_offset_einval),
 		T(test_hooks_sbrk_shrink_reports_range),
