@@ -569,8 +569,7 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 
 	hooks_check();
 	/* An unmap of these addresses may still be posting its event. */
-	if (!gdrc_hooks_idle())
-		gdrc_hooks_wait_idle();
+	gdrc_hooks_wait_idle();
 	if (!(flags & GDRC_GET_UNCACHED)) {
 		ret = gdrc_cache_lookup(&ctx->cache, start, end, access, mr_p);
 		if (ret)
@@ -685,8 +684,7 @@ GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *ctx, const void *ptr,
 
 	if (!ctx || !ptr || !info_p || !range_ok(ptr, 1))
 		return GDRC_ERR_INVALID_PARAM;
-	if (!gdrc_hooks_idle())
-		gdrc_hooks_wait_idle();
+	gdrc_hooks_wait_idle();
 	ret = gdrc_cache_peek(&ctx->cache, p, p + 1, &r);
 	if (ret < 0)
 		return (gdrc_status_t)ret;

@@ -179,11 +179,11 @@ static void tls_count_hit(struct gdrc_cache *c)
  * Region memory: type-stable slab, freed only with the cache
  * ==================================================================== */
 
-/* One owner writes a handle: it must not share a line with another. */
 /* A fast-path hit touches one line of its region. */
 _Static_assert(offsetof(struct gdrc_region, access) + sizeof(uint32_t) <=
 		       GDRC_CACHELINE,
 	       "the hit's fields of struct gdrc_region span two lines");
+/* One owner writes a handle: it must not share a line with another. */
 _Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
 	       "a handle is one cache line");
 
@@ -823,9 +823,7 @@ void gdrc_cache_put_slow(struct gdrc_mr *mr)
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
 		return; /* the parent's registrations are never released */
-	shard = gdrc_tls_cur.shard;
-	if (gdrc_unlikely(shard < 0))
-		shard = gdrc_cache_tls_shard();
+	shard = tls_shard();
 	gdrc_shard_inc(&c->shards[shard].puts, shard);
 	if (mr->h)
 		handle_put_remote(c, mr->h);

@@ -50,9 +50,10 @@
  * registered until that thread's next call on the cache or its exit.
  *
  * Invalidation.  Host hooks post ranges to the cache's invq (hook-safe);
- * the queue's pending flag sends every get to the miss path, which
- * drains the queue under the write lock before looking anything up.
- * pending is cleared only after the ranges were applied.
+ * the queue's pending flag sends every get but a tag-checked fast hit
+ * (which the BUFFER_ID answers) to the miss path, which drains the queue
+ * under the write lock before looking anything up.  pending is cleared
+ * only after the ranges were applied.
  *
  * Lock order: cache_registry_lock, then cache->lock, then
  * cache->slab_lock; the invq spinlock is innermost and never held across
@@ -281,7 +282,7 @@ struct gdrc_cache {
 	/* Read by every fast-path get: */
 	uint64_t uid;                  /* fixed: unique per cache */
 	_Atomic uint64_t tick;         /* LRU clock, see lru_* */
-	struct gdrc_invq invq;         /* pending is read on every get */
+	struct gdrc_invq invq;         /* pending: read by fast hits */
 	_Atomic int forked;            /* set in a fork child */
 	_Atomic int cache_host;        /* from p.cache_host; may drop to 0 */
 

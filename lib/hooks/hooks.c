@@ -210,6 +210,8 @@ int gdrc_hooks_active(void)
  */
 void gdrc_hooks_wait_idle(void)
 {
+	if (gdrc_hooks_idle())
+		return;
 	for (int i = 0; i < HOOKS_STRIPES; i++)
 		while (atomic_load_explicit(&hooks_stripes[i].n,
 					    memory_order_acquire))

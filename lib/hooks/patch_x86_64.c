@@ -211,14 +211,18 @@ GDRC_HOOK_CONTEXT
 static int patch_brk(void *addr)
 {
 	uintptr_t old = (uintptr_t)*patch_curbrk;
-	unsigned busy = gdrc_hooks_enter();
+	/* Only a shrink opens a window: the kernel never lowers the break
+	 * when asked to raise it.  old is 0 before glibc first asked. */
+	int shrink = (uintptr_t)addr < old;
+	unsigned busy = shrink ? gdrc_hooks_enter() : 0;
 	long ret = patch_syscall6(SYS_brk, (long)addr, 0, 0, 0, 0, 0);
 
 	*patch_curbrk = (void *)ret;
-	/* old is 0 before glibc first asked; nothing to report then. */
+	/* Also a break found lower than glibc knew it (a raw brk). */
 	if (old && (uintptr_t)ret < old)
 		gdrc_hooks_report((uintptr_t)ret, old - (uintptr_t)ret);
-	gdrc_hooks_leave(busy);
+	if (shrink)
+		gdrc_hooks_leave(busy);
 	if ((uintptr_t)ret < (uintptr_t)addr) {
 		errno = ENOMEM;
 		return -1;
