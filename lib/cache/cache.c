@@ -450,18 +450,16 @@ static int handles_busy(struct gdrc_region *r)
 
 	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
 	     h = h->next) {
-		uint64_t fin, held;
+		uint64_t remote;
 
 		if (atomic_load_explicit(&h->state, memory_order_acquire) !=
 		    HANDLE_IN_USE)
 			continue;
-		fin = atomic_load_explicit(&h->final, memory_order_acquire);
-		held = fin != HANDLE_LIVE ?
-			       fin :
-			       atomic_load_explicit(&h->held,
-						    memory_order_relaxed);
-		if (held != atomic_load_explicit(&h->remote,
-						 memory_order_acquire))
+		remote = atomic_load_explicit(&h->remote, memory_order_acquire);
+		if (remote & HANDLE_RETIRED ?
+			    remote != HANDLE_RETIRED :
+			    remote != atomic_load_explicit(
+					      &h->held, memory_order_relaxed))
 			return 1;
 	}
 	return 0;
@@ -781,18 +779,28 @@ static void unlock_and_release(struct gdrc_cache *c, struct cache_defer *d)
  * Handles (see cache.h)
  * ==================================================================== */
 
-/* Drop h's pin, once: whoever wins the CAS.  d as for region_drop. */
+/* Drop h's pin and make h reusable: called once per life of h, by the
+ * add that brought its remote count to HANDLE_RETIRED (cache.h).  d as
+ * for region_drop. */
 static void handle_release(struct gdrc_cache *c, struct gdrc_handle *h,
 			   struct cache_defer *d)
 {
-	struct gdrc_region *r = h->pub.r;
-	int expect = HANDLE_IN_USE;
+	struct gdrc_region *r = h->pub.r; /* reuse keeps the region */
 
-	if (atomic_compare_exchange_strong_explicit(&h->state, &expect,
-						    HANDLE_RELEASED,
-						    memory_order_acq_rel,
-						    memory_order_relaxed))
-		region_drop_defer(c, r, REGION_PIN_ONE, d);
+	atomic_store_explicit(&h->state, HANDLE_RELEASED,
+			      memory_order_release);
+	region_drop_defer(c, r, REGION_PIN_ONE, d);
+}
+
+/* Add n to h's remote count; release h if that completed it. */
+static void handle_remote_add(struct gdrc_cache *c, struct gdrc_handle *h,
+			      uint64_t n, struct cache_defer *d)
+{
+	uint64_t now = atomic_fetch_add_explicit(&h->remote, n,
+						 memory_order_acq_rel) + n;
+
+	if (now == HANDLE_RETIRED)
+		handle_release(c, h, d);
 }
 
 /* The owner lets go of h; its entry is already cleared. */
@@ -801,19 +809,7 @@ static void handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
 {
 	uint64_t held = atomic_load_explicit(&h->held, memory_order_relaxed);
 
-	atomic_store_explicit(&h->final, held, memory_order_seq_cst);
-	if (atomic_load_explicit(&h->remote, memory_order_seq_cst) == held)
-		handle_release(c, h, d);
-}
-
-static void handle_put_remote(struct gdrc_cache *c, struct gdrc_handle *h)
-{
-	uint64_t remote = atomic_fetch_add_explicit(&h->remote, 1,
-						    memory_order_seq_cst) + 1;
-	uint64_t fin = atomic_load_explicit(&h->final, memory_order_seq_cst);
-
-	if (fin != HANDLE_LIVE && fin == remote)
-		handle_release(c, h, NULL);
+	handle_remote_add(c, h, HANDLE_RETIRED - held, d);
 }
 
 void gdrc_cache_put_slow(struct gdrc_mr *mr)
@@ -826,7 +822,7 @@ void gdrc_cache_put_slow(struct gdrc_mr *mr)
 	shard = tls_shard();
 	gdrc_shard_inc(&c->shards[shard].puts, shard);
 	if (mr->h)
-		handle_put_remote(c, mr->h);
+		handle_remote_add(c, mr->h, 1, NULL);
 	else
 		gdrc_cache_region_put(c, mr->r);
 }
@@ -980,7 +976,6 @@ static struct gdrc_mr *serve(struct gdrc_cache *c, struct gdrc_region *r)
 	}
 	atomic_store_explicit(&h->held, 1, memory_order_relaxed);
 	atomic_store_explicit(&h->remote, 0, memory_order_relaxed);
-	atomic_store_explicit(&h->final, HANDLE_LIVE, memory_order_relaxed);
 	atomic_fetch_add_explicit(&r->word, REGION_PIN_ONE - 1,
 				  memory_order_acq_rel);
 	atomic_store_explicit(&h->state, HANDLE_IN_USE, memory_order_release);

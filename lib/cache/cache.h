@@ -33,14 +33,17 @@
  * Handles.  A handle pins its region while it lives.  Its owner counts
  * gets and its own puts in "held" (a plain store, read by others only as
  * a hint); any other put, and any put after the owner let go of the
- * handle, adds to the atomic "remote".  The owner lets go (retires) when
- * it replaces the entry, finds the region invalidated, or exits: it
- * publishes held as "final"; whichever of the owner and the remote
- * putters then sees remote == final releases the handle (a CAS makes it
- * one), dropping the pin.  Both sides store, then load, with sequential
- * consistency, so one of them always sees the other.  Handles of a
- * region hang off it (a list only ever pushed, freed with the region) and
- * are reused once released.
+ * handle, adds one to the atomic "remote".  The owner lets go (retires)
+ * when it replaces the entry, finds the region invalidated, or exits: it
+ * adds HANDLE_RETIRED - held to remote in one atomic add.  From then on
+ * remote counts up to HANDLE_RETIRED as the last outstanding gets are
+ * put, and the one add, the owner's or a putter's, whose result is
+ * exactly HANDLE_RETIRED releases the handle, dropping the pin: exactly
+ * one, since before the retire remote stays below held.  (Deciding by a
+ * store and a load on each side instead let both sides see the other;
+ * the loser's late release then hit the handle's next life.)  Handles of
+ * a region hang off it (a list only ever pushed, freed with the region)
+ * and are reused once released.
  *
  * Eviction treats a region as unused when its only direct reference is
  * the tree's and no live handle has a get outstanding (held - remote, a
@@ -136,14 +139,15 @@ struct gdrc_region {
 	struct gdrc_region *free_next; /* slab free list */
 } GDRC_ALIGNED_CL; /* threads on neighbouring regions share no line */
 
-#define HANDLE_LIVE UINT64_MAX
+/* Added to a handle's remote count when its owner retires it. */
+#define HANDLE_RETIRED (1ULL << 63)
 
 /* A thread's handle on a region.  Cache-line sized: one owner writes it. */
 struct gdrc_handle {
 	struct gdrc_mr pub;         /* pub.r: the region, pub.h: this */
 	_Atomic uint64_t held;      /* owner: gets - own puts; others: hint */
-	_Atomic uint64_t remote;    /* puts not counted in held */
-	_Atomic uint64_t final;     /* HANDLE_LIVE, or held when retired */
+	_Atomic uint64_t remote;    /* puts not counted in held, plus
+				     * HANDLE_RETIRED - held once retired */
 	_Atomic int state;          /* HANDLE_IN_USE, _RELEASED, _CLAIMED */
 	struct gdrc_handle *next;   /* on pub.r->handles */
 	struct gdrc_handle *free_next; /* slab, under cache->slab_lock */
@@ -446,6 +450,20 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 			continue;
 		h = e->h;
 		r = e->r;
+		/* Without a tag check, trust the hooks: no unmap in its
+		 * window, then no event queued.  The order is the proof.
+		 * An unmap counts itself busy until its event is queued,
+		 * so seeing it idle first means pending shows its event;
+		 * a drain marks r INVALID before it clears pending, so
+		 * seeing pending clear means the word below shows the
+		 * mark.  Read the other way round, an event queued (or a
+		 * drain finished) between two loads served a registration
+		 * of memory that was already unmapped. */
+		if (!r->tag_check &&
+		    (!host_ok() ||
+		     atomic_load_explicit(&c->invq.pending,
+					  memory_order_acquire)))
+			return NULL;
 		/* Our pin keeps r registered; INVALID says it left the
 		 * cache, and the slow path lets go of the handle. */
 		if (atomic_load_explicit(&r->word, memory_order_acquire) &
@@ -460,10 +478,6 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 				return NULL; /* the slow path drops it */
 			}
 			count = &s->tag_hits;
-		} else if (atomic_load_explicit(&c->invq.pending,
-						memory_order_acquire) ||
-			   !host_ok()) {
-			return NULL; /* events to apply first */
 		} else {
 			count = &s->hits;
 		}

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_fastpath.c - the order of the fast path's loads (cache.h,
+ * gdrc_cache_get_fast) against another thread's unmap, made
+ * deterministic.  The fast path asks host_ok before anything else it
+ * reads about an untagged registration; the callbacks here play the
+ * other thread at that moment:
+ *   - an unmap whose event is queued just as the get looks (its window
+ *     closes between two of the get's loads);
+ *   - the same, and a drain that applies it before the get goes on.
+ * A fast path that read the queue's pending flag or the region's word
+ * before asking host_ok served the old registration in both (the order
+ * bug that test_threads caught under ASan about once in 200 runs).
+ * Drives the cache layer directly, with the none backend.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gdrc_int.h"
+#include "cache/cache.h"
+#include "cache/invq.h"
+#include "pin/pin.h"
+
+#define PAGE 4096UL
+
+/* Any addresses: the none backend touches no memory. */
+#define RANGE_START 0x100000000UL
+#define RANGE_END (RANGE_START + PAGE)
+#define ELSEWHERE (RANGE_START + 64 * PAGE)
+
+static struct gdrc_cache *cache;
+
+/* What host_ok does, and how often it was asked. */
+enum act { ACT_NOTHING, ACT_QUEUE, ACT_QUEUE_AND_DRAIN };
+static enum act act;
+static int asked;
+
+static int host_ok_acting(void)
+{
+	asked++;
+	if (act == ACT_QUEUE || act == ACT_QUEUE_AND_DRAIN)
+		gdrc_cache_post_event(cache, RANGE_START, RANGE_END,
+				      GDRC_INVQ_HOST);
+	/* Any call that takes the write lock drains the queue first. */
+	if (act == ACT_QUEUE_AND_DRAIN)
+		assert_int_equal(gdrc_cache_invalidate(cache, ELSEWHERE,
+						       ELSEWHERE + PAGE,
+						       GDRC_STAT_INV_EXPLICIT),
+				 GDRC_OK);
+	act = ACT_NOTHING; /* once */
+	return 1;
+}
+
+static int setup(void **state)
+{
+	struct gdrc_cache_params p = {
+		.max_regions = GDRC_LIMIT_NONE,
+		.max_bytes = GDRC_LIMIT_NONE,
+		.ops = &gdrc_pin_none_ops,
+		.cache_host = 1,
+		.check = 1,
+	};
+
+	(void)state;
+	cache = aligned_alloc(GDRC_CACHELINE,
+			      gdrc_align_up(sizeof(*cache), GDRC_CACHELINE));
+	if (!cache)
+		return -1;
+	memset(cache, 0, sizeof(*cache));
+	if (gdrc_cache_init(cache, &p) != GDRC_OK) {
+		free(cache);
+		return -1;
+	}
+	act = ACT_NOTHING;
+	asked = 0;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	gdrc_cache_cleanup(cache);
+	free(cache);
+	return 0;
+}
+
+/* A miss for the range: a cached registration behind a live handle of
+ * this thread, put back.  @return its id. */
+static uint64_t register_range(void)
+{
+	struct gdrc_cache_req req = {
+		.start = RANGE_START, .end = RANGE_END,
+		.mem_type = GDRC_MEM_HOST, .kind = GDRC_PTR_HOST,
+		.device = -1,
+	};
+	struct gdrc_mr_info i;
+	struct gdrc_mr *mr;
+
+	assert_int_equal(gdrc_cache_get_miss(cache, &req, &mr), GDRC_OK);
+	assert_int_equal(gdrc_mr_query(mr, &i), GDRC_OK);
+	gdrc_cache_put(cache, mr);
+	return i.id;
+}
+
+static struct gdrc_mr *get_fast(void)
+{
+	return gdrc_cache_get_fast(cache, RANGE_START, RANGE_END, 0,
+				   host_ok_acting);
+}
+
+/* The control: nothing happens while the get looks, and it hits. */
+static void test_fastpath_hits_when_nothing_happens(void **state)
+{
+	struct gdrc_mr_info i;
+	uint64_t id = register_range();
+	struct gdrc_mr *mr;
+
+	(void)state;
+	mr = get_fast();
+	assert_non_null(mr);
+	assert_int_equal(asked, 1);
+	assert_int_equal(gdrc_mr_query(mr, &i), GDRC_OK);
+	assert_int_equal(i.id, id);
+	gdrc_cache_put(cache, mr);
+}
+
+/* An unmap's event queued as the get asks host_ok: the get goes slow,
+ * and the slow path applies it and registers afresh. */
+static void test_fastpath_event_queued_while_looking_goes_slow(void **state)
+{
+	struct gdrc_mr *mr;
+	uint64_t id = register_range();
+
+	(void)state;
+	act = ACT_QUEUE;
+	assert_null(get_fast());
+	assert_int_equal(asked, 1);
+	assert_int_equal(gdrc_cache_lookup(cache, RANGE_START, RANGE_END, 0,
+					   &mr),
+			 0);
+	assert_true(register_range() > id);
+}
+
+/* The same event, drained by another call before the get goes on: the
+ * region is marked invalid and pending is clear again. */
+static void test_fastpath_event_drained_while_looking_goes_slow(void **state)
+{
+	uint64_t v[GDRC_STAT_COUNT];
+	uint64_t id = register_range();
+
+	(void)state;
+	act = ACT_QUEUE_AND_DRAIN;
+	assert_null(get_fast());
+	assert_int_equal(asked, 1);
+	gdrc_cache_stats(cache, v);
+	assert_int_equal(v[GDRC_STAT_INV_HOST_HOOK], 1);
+	assert_int_equal(v[GDRC_STAT_HITS], 0);
+	assert_true(register_range() > id);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(
+			test_fastpath_hits_when_nothing_happens, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_fastpath_event_queued_while_looking_goes_slow,
+			setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_fastpath_event_drained_while_looking_goes_slow,
+			setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
