@@ -39,7 +39,8 @@
  * remote counts up to HANDLE_RETIRED as the last outstanding gets are
  * put, and the one add, the owner's or a putter's, whose result is
  * exactly HANDLE_RETIRED releases the handle, dropping the pin: exactly
- * one, since before the retire remote stays below held.  (Deciding by a
+ * one, since before the retire remote is at most held, far below
+ * HANDLE_RETIRED, and after it remote only rises.  (Deciding by a
  * store and a load on each side instead let both sides see the other;
  * the loser's late release then hit the handle's next life.)  Handles of
  * a region hang off it (a list only ever pushed, freed with the region)
