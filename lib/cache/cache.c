@@ -736,12 +736,13 @@ static void invalidate_allocs_locked(struct gdrc_cache *c, uintptr_t start,
 static void drain(struct gdrc_cache *c, struct cache_defer *d)
 {
 	struct gdrc_invq_range q[GDRC_INVQ_SLOTS];
+	uint64_t seen;
 	unsigned n;
 	int all;
 
 	if (!atomic_load_explicit(&c->invq.pending, memory_order_acquire))
 		return;
-	n = gdrc_invq_take(&c->invq, q, &all);
+	n = gdrc_invq_take(&c->invq, q, &all, &seen);
 	if (all)
 		invalidate_locked(c, 0, UINTPTR_MAX, GDRC_STAT_INV_HOST_HOOK,
 				  d);
@@ -752,7 +753,7 @@ static void drain(struct gdrc_cache *c, struct cache_defer *d)
 			invalidate_locked(c, q[i].start, q[i].end,
 					  GDRC_STAT_INV_HOST_HOOK, d);
 	}
-	gdrc_invq_done(&c->invq);
+	gdrc_invq_done(&c->invq, seen);
 }
 
 static void check_or_die(struct gdrc_cache *c)
@@ -1570,7 +1571,7 @@ void gdrc_cache_stop_host_caching(struct gdrc_cache *c)
 void gdrc_cache_mark_forked(struct gdrc_cache *c)
 {
 	atomic_store_explicit(&c->forked, 1, memory_order_relaxed);
-	atomic_store_explicit(&c->invq.pending, 1, memory_order_release);
+	gdrc_invq_poke(&c->invq);
 	/* A tag-checked entry would not look at pending (get_fast). */
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
 		if (gdrc_tls_cur.e[i].uid == c->uid)

@@ -62,8 +62,10 @@ void gdrc_invq_post(struct gdrc_invq *q, uintptr_t start, uintptr_t end,
 
 	atomic_fetch_add_explicit(&q->events[cls], 1, memory_order_relaxed);
 	if (invq_lock(q)) {
-		atomic_store_explicit(&q->all, 1, memory_order_relaxed);
-		atomic_store_explicit(&q->pending, 1, memory_order_release);
+		/* all first: a take that loaded pending before this bump
+		 * either exchanges all after the store, or its done fails. */
+		atomic_store(&q->all, 1);
+		atomic_fetch_add(&q->pending, 1);
 		return;
 	}
 	for (unsigned i = 0; i < q->count; i++) {
@@ -93,31 +95,38 @@ void gdrc_invq_post(struct gdrc_invq *q, uintptr_t start, uintptr_t end,
 		q->r[q->count].cls = cls;
 		q->count++;
 	}
-	atomic_store_explicit(&q->pending, 1, memory_order_release);
+	atomic_fetch_add_explicit(&q->pending, 1, memory_order_release);
 	invq_unlock(q);
 }
 
 unsigned gdrc_invq_take(struct gdrc_invq *q, struct gdrc_invq_range *out,
-			int *all_p)
+			int *all_p, uint64_t *seen_p)
 {
 	unsigned n;
 
 	/* The drain is not hook context: it may wait for the lock. */
 	while (invq_lock(q))
 		sched_yield();
+	/* Before all: see the lockless post in gdrc_invq_post. */
+	*seen_p = atomic_load(&q->pending);
 	n = q->count;
 	memcpy(out, q->r, n * sizeof(*out));
 	q->count = 0;
-	*all_p = atomic_exchange_explicit(&q->all, 0, memory_order_relaxed);
+	*all_p = atomic_exchange(&q->all, 0);
 	invq_unlock(q);
 	return n;
 }
 
-void gdrc_invq_done(struct gdrc_invq *q)
+/* Any post since take bumped pending: then it stays set for the next
+ * drain.  No lock: the compare-and-swap is the whole decision. */
+void gdrc_invq_done(struct gdrc_invq *q, uint64_t seen)
 {
-	while (invq_lock(q))
-		sched_yield();
-	if (!q->count && !atomic_load_explicit(&q->all, memory_order_relaxed))
-		atomic_store_explicit(&q->pending, 0, memory_order_release);
-	invq_unlock(q);
+	atomic_compare_exchange_strong_explicit(&q->pending, &seen, 0,
+						memory_order_acq_rel,
+						memory_order_relaxed);
+}
+
+void gdrc_invq_poke(struct gdrc_invq *q)
+{
+	atomic_fetch_add_explicit(&q->pending, 1, memory_order_release);
 }

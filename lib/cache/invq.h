@@ -14,9 +14,12 @@
  * holder on the same thread), the post marks "everything", which the
  * drain turns into invalidating every registration.
  *
- * "pending" stays set from the first post until the drain has applied
- * every taken range, so a fast-path reader that sees it clear also sees
- * the invalidations applied.
+ * "pending" is bumped by every post and cleared only by the drain that
+ * applied every post it counted (a compare-and-swap from the value take
+ * saw), so a fast-path reader that sees it clear also sees the
+ * invalidations applied, and a post that lands between take and done,
+ * even one from a signal handler that interrupted done itself, keeps it
+ * set.
  */
 #ifndef GDRC_INVQ_H
 #define GDRC_INVQ_H
@@ -40,7 +43,8 @@ struct gdrc_invq_range {
 };
 
 struct gdrc_invq {
-	_Atomic int pending;        /* events posted and not yet applied */
+	_Atomic uint64_t pending;   /* 0: every post applied; else bumped
+				     * by each post since */
 	_Atomic int all;            /* invalidate everything (lock lost) */
 	atomic_flag lock;           /* protects count and r[] */
 	unsigned count;             /* ranges in r[] */
@@ -57,12 +61,20 @@ void gdrc_invq_post(struct gdrc_invq *q, uintptr_t start, uintptr_t end,
 
 /*
  * Move the queued ranges to out[GDRC_INVQ_SLOTS]; pending stays set.
- * @return how many; *all_p is set if everything must be invalidated.
+ * *all_p is set if everything must be invalidated; *seen_p is for done.
+ * @return how many.
  */
 unsigned gdrc_invq_take(struct gdrc_invq *q, struct gdrc_invq_range *out,
-			int *all_p);
+			int *all_p, uint64_t *seen_p);
 
-/* After applying what take() returned: clear pending unless more came. */
-void gdrc_invq_done(struct gdrc_invq *q);
+/* After applying what take() returned: clear pending unless anything
+ * was posted since (seen: take's *seen_p).  Each take and its done run
+ * as a pair, one pair at a time (the cache's write lock): between them
+ * pending only grows. */
+void gdrc_invq_done(struct gdrc_invq *q, uint64_t seen);
+
+/* Not hook context: mark the queue pending with nothing in it (a fork
+ * child: every call goes to the slow path). */
+void gdrc_invq_poke(struct gdrc_invq *q);
 
 #endif /* GDRC_INVQ_H */
