@@ -28,7 +28,8 @@
  *     find a registration of the old contents un-posted.
  *
  * Locks: hooks_sub_lock serializes subscribe and unsubscribe, and is held
- * across unsubscribe's wait (callbacks never take it).  Install runs under
+ * across unsubscribe's wait (callbacks never take it); a fork child
+ * starts it afresh (hooks_atfork_child).  Install runs under
  * pthread_once.  Dispatch takes no lock.
  *
  * Callers: api.c installs and subscribes on the cache's behalf; the
@@ -106,12 +107,28 @@ unsigned gdrc_hooks_enter(void)
 	return s;
 }
 
+/*
+ * Hook context.  A count that never goes below zero: a fork child starts
+ * with every count at zero (hooks_atfork_child), and a window or a
+ * dispatch the forking thread itself had open (fork from a signal
+ * handler) ends there without a matching start.  Elsewhere every end has
+ * its start counted, so the floor is never reached.
+ */
+GDRC_HOOK_CONTEXT
+static void hooks_count_down(atomic_uint *n)
+{
+	unsigned v = atomic_load(n);
+
+	while (v && !atomic_compare_exchange_weak(n, &v, v - 1))
+		;
+}
+
 /* Hook context: after the event went out. */
 GDRC_HOOK_CONTEXT
 void gdrc_hooks_leave(unsigned s)
 {
-	atomic_fetch_sub(&gdrc_hooks_busy, 1);
-	atomic_fetch_sub(&hooks_stripes[s].n, 1);
+	hooks_count_down(&gdrc_hooks_busy);
+	hooks_count_down(&hooks_stripes[s].n);
 }
 
 /* Hook context: one slot, held by its users count while fn runs. */
@@ -128,7 +145,7 @@ static void hooks_call(struct hooks_slot *slot, uintptr_t start,
 	fn = atomic_load(&slot->fn);
 	if (fn)
 		fn(start, end, source, atomic_load(&slot->arg));
-	atomic_fetch_sub(&slot->users, 1);
+	hooks_count_down(&slot->users);
 }
 
 /* Hook context: hand [start, end) to every live subscriber. */
@@ -218,6 +235,32 @@ void gdrc_hooks_wait_idle(void)
 			sched_yield();
 }
 
+/*
+ * Fork child: only the forking thread is left.  Windows and dispatches
+ * other threads had open never end here, and one of them may have held
+ * hooks_sub_lock: without this the child's gets would wait for them
+ * forever, and its next subscribe would deadlock.  (A slot another
+ * thread was subscribing or unsubscribing stays taken in the child.)
+ */
+static void hooks_atfork_child(void)
+{
+	atomic_store(&gdrc_hooks_busy, 0);
+	for (int i = 0; i < HOOKS_STRIPES; i++)
+		atomic_store(&hooks_stripes[i].n, 0);
+	for (int i = 0; i < GDRC_HOOKS_MAX_SUBSCRIBERS; i++)
+		atomic_store(&hooks_slots[i].users, 0);
+	pthread_mutex_init(&hooks_sub_lock, NULL);
+}
+
+static pthread_once_t hooks_atfork_once = PTHREAD_ONCE_INIT;
+
+static void hooks_atfork_install(void)
+{
+	if (pthread_atfork(NULL, NULL, hooks_atfork_child))
+		gdrc_warn("pthread_atfork failed: a fork child may wait on "
+			  "unmaps its parent's threads had under way");
+}
+
 /* Ordinary context: takes hooks_sub_lock. */
 int gdrc_hooks_subscribe(gdrc_hooks_event_fn fn, void *arg)
 {
@@ -225,6 +268,7 @@ int gdrc_hooks_subscribe(gdrc_hooks_event_fn fn, void *arg)
 
 	if (!fn)
 		return GDRC_ERR_INVALID_PARAM;
+	pthread_once(&hooks_atfork_once, hooks_atfork_install);
 	pthread_mutex_lock(&hooks_sub_lock);
 	for (i = 0; i < GDRC_HOOKS_MAX_SUBSCRIBERS; i++) {
 		struct hooks_slot *slot = &hooks_slots[i];
@@ -355,6 +399,7 @@ static void hooks_install_once(void)
 /* Ordinary context; the first call patches libc, later ones wait for it. */
 gdrc_status_t gdrc_hooks_install(void)
 {
+	pthread_once(&hooks_atfork_once, hooks_atfork_install);
 	pthread_once(&hooks_once, hooks_install_once);
 	return hooks_status;
 }

@@ -66,6 +66,9 @@
 #ifndef MADV_DONTNEED_LOCKED
 #define MADV_DONTNEED_LOCKED 24
 #endif
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102 /* Linux 6.13: zaps the pages it guards */
+#endif
 
 /* movabs $target, %r11 ; jmp *%r11 */
 #define PATCH_LEN 13
@@ -118,6 +121,21 @@ static inline int patch_failed(long ret)
 	return (unsigned long)ret > -4096UL;
 }
 
+/*
+ * Did a call that returned ret, on a range starting at addr, possibly
+ * lose memory?  munmap, mremap and madvise refuse a start that is not
+ * page aligned before doing anything; past that check they can fail
+ * after part of the work (madvise(MADV_DONTNEED) over a hole zaps every
+ * mapping it covers, then says ENOMEM; mremap(MREMAP_FIXED) unmaps the
+ * target, then may fail), so such a failure is reported as if it had
+ * succeeded.  The cost is only precision, on a rare path.
+ */
+GDRC_HOOK_CONTEXT
+static inline int patch_may_have_lost(long ret, const void *addr)
+{
+	return !patch_failed(ret) || !((uintptr_t)addr & 4095); /* x86-64 */
+}
+
 /* Hook context. */
 GDRC_HOOK_CONTEXT
 static int patch_munmap(void *addr, size_t len)
@@ -126,7 +144,7 @@ static int patch_munmap(void *addr, size_t len)
 	long ret = patch_syscall6(SYS_munmap, (long)addr, (long)len, 0, 0, 0,
 				  0);
 
-	if (!patch_failed(ret))
+	if (patch_may_have_lost(ret, addr))
 		gdrc_hooks_report((uintptr_t)addr, len);
 	gdrc_hooks_leave(busy);
 	if (patch_failed(ret)) {
@@ -159,6 +177,15 @@ static void *patch_mremap(void *old, size_t old_len, size_t new_len,
 			     (long)new_len, (long)(unsigned int)flags,
 			     (long)want, 0);
 	if (patch_failed(ret)) {
+		/* What may already be gone: the target, unmapped first, and
+		 * a shrink's tail (see patch_may_have_lost). */
+		if (patch_may_have_lost(ret, old)) {
+			if (flags & MREMAP_FIXED)
+				gdrc_hooks_report((uintptr_t)want, new_len);
+			if (new_len < old_len)
+				gdrc_hooks_report((uintptr_t)old + new_len,
+						  old_len - new_len);
+		}
 		gdrc_hooks_leave(busy);
 		errno = (int)-ret;
 		return MAP_FAILED;
@@ -185,13 +212,14 @@ GDRC_HOOK_CONTEXT
 static int patch_madvise(void *addr, size_t len, int advice)
 {
 	int loses = advice == MADV_DONTNEED || advice == MADV_FREE ||
-		    advice == MADV_REMOVE || advice == MADV_DONTNEED_LOCKED;
+		    advice == MADV_REMOVE || advice == MADV_DONTNEED_LOCKED ||
+		    advice == MADV_GUARD_INSTALL;
 	unsigned busy = loses ? gdrc_hooks_enter() : 0;
 	long ret = patch_syscall6(SYS_madvise, (long)addr, (long)len,
 				  (long)advice, 0, 0, 0);
 
 	if (loses) {
-		if (!patch_failed(ret))
+		if (patch_may_have_lost(ret, addr))
 			gdrc_hooks_report((uintptr_t)addr, len);
 		gdrc_hooks_leave(busy);
 	}

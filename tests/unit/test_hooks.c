@@ -28,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -301,7 +303,7 @@ static void test_hooks_madvise_willneed_not_reported(void **state)
 	munmap(p, 2 * page);
 }
 
-static void test_hooks_madvise_failed_not_reported(void **state)
+static void test_hooks_madvise_unaligned_einval_not_reported(void **state)
 {
 	char *p = map_pages(1);
 
@@ -312,6 +314,51 @@ static void test_hooks_madvise_failed_not_reported(void **state)
 	assert_int_equal(errno, EINVAL);
 	assert_int_equal(rec_count(), 0);
 	munmap(p, page);
+}
+
+/*
+ * MADV_DONTNEED over a hole: the kernel zaps every mapping in the range,
+ * then says ENOMEM for the hole.  The zapped pages must be reported.
+ */
+static void test_hooks_madvise_over_hole_failed_reported(void **state)
+{
+	char *p = map_pages(3);
+
+	(void)state;
+	assert_int_equal(munmap(p + page, page), 0);
+	rec_reset();
+	errno = 0;
+	assert_int_equal(madvise(p, 3 * page, MADV_DONTNEED), -1);
+	assert_int_equal(errno, ENOMEM);
+	assert_int_equal(p[0], 0); /* the contents went all the same */
+	assert_reported_once(p, p + 3 * page);
+	munmap(p, 3 * page);
+}
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE 103
+#endif
+
+/* Linux 6.13's guard pages zap what they cover.  Older kernels refuse
+ * the advice (EINVAL after the alignment check): reported either way. */
+static void test_hooks_madvise_guard_install_reported(void **state)
+{
+	char *p = map_pages(2);
+	int ret;
+
+	(void)state;
+	rec_reset();
+	ret = madvise(p, page, MADV_GUARD_INSTALL);
+	assert_reported_once(p, p + page);
+	if (ret == 0) {
+		assert_int_equal(madvise(p, page, MADV_GUARD_REMOVE), 0);
+		assert_int_equal(p[0], 0);
+	} else {
+		assert_int_equal(errno, EINVAL);
+	}
+	assert_int_equal(p[page], 0x5a);
+	munmap(p, 2 * page);
 }
 
 /* Grow a mapping whose next page is taken: it has to move. */
@@ -348,6 +395,81 @@ static void test_hooks_mremap_fixed_reports_old_and_target(void **state)
 	assert_reported_once(t + page, t + 3 * page);
 	assert_int_equal(rec_count(), 2);
 	munmap(t, 4 * page);
+}
+
+/* The pages of the current address space (for RLIMIT_AS). */
+static long vm_pages(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+/*
+ * mremap(MREMAP_FIXED) unmaps its target first and may fail after that
+ * (here: the address-space limit, reached by a DONTUNMAP move).  In a
+ * child, which the limit cannot hurt.  Exit codes: 0 reported and gone,
+ * 2 the mremap did not fail, 3 the target page survived (this kernel
+ * fails before unmapping: nothing to check), 4 not reported.
+ */
+static int mremap_fixed_fail_child(void)
+{
+	enum { N = 64 };
+	char *old = mmap(NULL, N * page, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *tgt = mmap(NULL, N * page, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct rlimit rl;
+	unsigned char vec;
+	long v;
+
+	if (old == MAP_FAILED || tgt == MAP_FAILED)
+		return 1;
+	memset(old, 1, N * page);
+	munmap(tgt + page, (N - 1) * page); /* the target's first page only */
+	tgt[0] = 7;
+	v = vm_pages();
+	if (v < 0 || getrlimit(RLIMIT_AS, &rl))
+		return 1;
+	rl.rlim_cur = (rlim_t)(v + 8) * page;
+	if (setrlimit(RLIMIT_AS, &rl))
+		return 1;
+	rec_reset();
+	if (mremap(old, N * page, N * page,
+		   MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+		   tgt) != MAP_FAILED)
+		return 2;
+	if (!mincore(tgt, page, &vec))
+		return 3;
+	return rec_exact(tgt, tgt + N * page) == 1 ? 0 : 4;
+}
+
+static void test_hooks_mremap_fixed_failed_reports_target(void **state)
+{
+	int status;
+	pid_t pid;
+
+	(void)state;
+	if (getenv("GDRC_TEST_VALGRIND")) /* its own address-space rules */
+		skip();
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid)
+		_exit(mremap_fixed_fail_child());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 2 || WEXITSTATUS(status) == 3) {
+		print_message("this kernel lost nothing in a failed mremap "
+			      "(%d)\n", WEXITSTATUS(status));
+		skip();
+	}
+	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 static void test_hooks_mremap_shrink_reports_tail(void **state)
@@ -721,6 +843,88 @@ static void test_hooks_window_spans_dispatch(void **state)
 	assert_int_equal(gdrc_hooks_idle(), 1);
 }
 
+/* Unsubscribes the stalled slot: waits, holding the subscribe lock. */
+static void *win_unsub_main(void *arg)
+{
+	gdrc_hooks_unsubscribe(*(int *)arg);
+	return NULL;
+}
+
+/* Hook context. */
+GDRC_HOOK_CONTEXT
+static void fork_fn(uintptr_t start, uintptr_t end, int source, void *arg)
+{
+	(void)start;
+	(void)end;
+	(void)source;
+	atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+/* The fork child's checks; alarm() turns a hang into a failure. */
+static int fork_child_checks(void)
+{
+	static atomic_int events;
+	char *p;
+	int slot;
+
+	alarm(10);
+	if (!gdrc_hooks_idle())
+		return 2;
+	gdrc_hooks_wait_idle();
+	slot = gdrc_hooks_subscribe(fork_fn, &events);
+	if (slot < 0)
+		return 3;
+	p = mmap(NULL, page, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED || munmap(p, page) || atomic_load(&events) != 1)
+		return 4;
+	gdrc_hooks_unsubscribe(slot);
+	return gdrc_hooks_idle() ? 0 : 5;
+}
+
+/*
+ * fork() while another thread is inside an unmap's window (its
+ * subscriber stalls) and a third waits in unsubscribe, holding the
+ * subscribe lock: the child has neither thread, so it must start idle,
+ * with the lock free and no dispatch counted.
+ */
+static void test_hooks_fork_child_starts_idle(void **state)
+{
+	static struct win w; /* static: see window_spans_dispatch */
+	static int slot;
+	pthread_t unmapper, unsub;
+	struct timespec nap = { 0, 50 * 1000 * 1000 };
+	int status;
+	void *ret;
+	pid_t pid;
+
+	(void)state;
+	memset(&w, 0, sizeof(w));
+	w.page = (uintptr_t)map_pages(1);
+	slot = gdrc_hooks_subscribe(win_fn, &w);
+	assert_true(slot >= 0);
+	assert_int_equal(pthread_create(&unmapper, NULL, win_unmap_main, &w),
+			 0);
+	while (!atomic_load(&w.entered))
+		sched_yield();
+	assert_int_equal(pthread_create(&unsub, NULL, win_unsub_main, &slot),
+			 0);
+	nanosleep(&nap, NULL); /* into unsubscribe's wait */
+	assert_int_equal(gdrc_hooks_idle(), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid)
+		_exit(fork_child_checks());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	atomic_store(&w.release, 1);
+	assert_int_equal(pthread_join(unmapper, &ret), 0);
+	assert_int_equal((intptr_t)ret, 0);
+	assert_int_equal(pthread_join(unsub, NULL), 0);
+	assert_int_equal(gdrc_hooks_idle(), 1);
+	assert_true(WIFEXITED(status)); /* not killed by its alarm */
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* A failed unmap opens and closes the window too. */
 static void test_hooks_window_closed_after_failed_unmap(void **state)
 {
@@ -956,9 +1160,12 @@ int main(void)
 		T(test_hooks_madvise_dontneed_reported),
 		T(test_hooks_madvise_free_reported),
 		T(test_hooks_madvise_willneed_not_reported),
-		T(test_hooks_madvise_failed_not_reported),
+		T(test_hooks_madvise_unaligned_einval_not_reported),
+		T(test_hooks_madvise_over_hole_failed_reported),
+		T(test_hooks_madvise_guard_install_reported),
 		T(test_hooks_mremap_move_reports_old_range),
 		T(test_hooks_mremap_fixed_reports_old_and_target),
+		T(test_hooks_mremap_fixed_failed_reports_target),
 		T(test_hooks_mremap_shrink_reports_tail),
 		T(test_hooks_mremap_grow_in_place_not_reported),
 		T(test_hooks_mmap_fixed_over_mapping_reported),
@@ -975,6 +1182,7 @@ int main(void)
 		T(test_hooks_unsubscribe_stops_delivery),
 		T(test_hooks_window_spans_dispatch),
 		T(test_hooks_window_closed_after_failed_unmap),
+		T(test_hooks_fork_child_starts_idle),
 		T(test_hooks_subscribe_over_limit_returns_limit),
 #undef T
 		cmocka_unit_test(
