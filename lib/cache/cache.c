@@ -119,12 +119,18 @@ static void tls_drop_all(void);
 static void tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
 				   struct cache_defer *d);
 
-/* Thread exit (pthread key destructor): let go of every handle, free
- * the shard. */
+/*
+ * Thread exit (pthread key destructor): let go of every handle, free
+ * the shard.  Destructors of other keys may still call the library
+ * after this one: from now on the thread keeps no handle (nothing would
+ * let it go) and counts in the shared shard.
+ */
 static void shard_release(void *arg)
 {
 	int shard = (int)(intptr_t)arg - 1;
 
+	gdrc_tls_cur.no_handles = 1;
+	gdrc_tls_cur.shard = GDRC_SHARDS;
 	tls_drop_all();
 	if (shard >= GDRC_SHARDS)
 		return;
@@ -133,10 +139,14 @@ static void shard_release(void *arg)
 	pthread_mutex_unlock(&shard_lock);
 }
 
+static int shard_key_failed; /* set once, under shard_once */
+
 static void shard_key_create(void)
 {
-	if (pthread_key_create(&shard_key, shard_release))
-		shard_used = ~0ULL; /* no destructor: share one shard */
+	if (pthread_key_create(&shard_key, shard_release)) {
+		shard_used = ~0ULL; /* share one shard */
+		shard_key_failed = 1;
+	}
 }
 
 int gdrc_cache_tls_shard(void)
@@ -150,12 +160,17 @@ int gdrc_cache_tls_shard(void)
 		shard_used |= 1ULL << shard;
 	}
 	pthread_mutex_unlock(&shard_lock);
-	if (pthread_setspecific(shard_key, (void *)(intptr_t)(shard + 1)) &&
-	    shard < GDRC_SHARDS) {
-		pthread_mutex_lock(&shard_lock);
-		shard_used &= ~(1ULL << shard);
-		pthread_mutex_unlock(&shard_lock);
+	/* Without the exit hook, handles this thread kept would never be
+	 * let go: it keeps none. */
+	if (shard_key_failed ||
+	    pthread_setspecific(shard_key, (void *)(intptr_t)(shard + 1))) {
+		if (shard < GDRC_SHARDS) {
+			pthread_mutex_lock(&shard_lock);
+			shard_used &= ~(1ULL << shard);
+			pthread_mutex_unlock(&shard_lock);
+		}
 		shard = GDRC_SHARDS;
+		gdrc_tls_cur.no_handles = 1;
 	}
 	gdrc_tls_cur.shard = shard;
 	return shard;
@@ -944,7 +959,8 @@ static struct gdrc_handle *handle_reuse(struct gdrc_region *r)
  * Serve r to this thread through its handle, turning the caller's direct
  * reference on r into a get counted in the handle: this thread's live
  * handle on r if it has one, else a released handle of r, else a new one.
- * Without memory for a handle, r's own is served (a direct reference).
+ * Without memory for a handle, or in a thread that keeps none (its exit
+ * hook ran or could not be set), r's own is served (a direct reference).
  */
 static struct gdrc_mr *serve(struct gdrc_cache *c, struct gdrc_region *r)
 {
@@ -952,6 +968,8 @@ static struct gdrc_mr *serve(struct gdrc_cache *c, struct gdrc_region *r)
 	struct gdrc_handle *h;
 
 	tls_shard();
+	if (t->no_handles)
+		return &r->self; /* the caller's reference is the get */
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
 		h = t->e[i].h;
 		if (t->e[i].uid == c->uid && h->pub.r == r) {
@@ -1562,6 +1580,10 @@ void gdrc_cache_stop_host_caching(struct gdrc_cache *c)
 	struct cache_defer d = { 0 };
 
 	atomic_store_explicit(&c->cache_host, 0, memory_order_relaxed);
+	/* A fork child releases none of its parent's registrations (and
+	 * may find the locks held by threads it lacks). */
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return;
 	pthread_rwlock_wrlock(&c->lock);
 	drain(c, &d);
 	invalidate_locked(c, 0, UINTPTR_MAX, GDRC_STAT_INV_HOST_HOOK, &d);
@@ -1601,9 +1623,15 @@ void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values)
 		values[GDRC_STAT_HITS] += tag_hits;
 		values[GDRC_STAT_TAG_CHECKS] += tag_hits;
 	}
-	pthread_rwlock_rdlock(&c->lock);
-	values[GDRC_STAT_REGIONS] = c->nregions;
-	pthread_rwlock_unlock(&c->lock);
+	/* A fork child may find the lock held by a thread it lacks; it has
+	 * no other thread to race with. */
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed)) {
+		values[GDRC_STAT_REGIONS] = c->nregions;
+	} else {
+		pthread_rwlock_rdlock(&c->lock);
+		values[GDRC_STAT_REGIONS] = c->nregions;
+		pthread_rwlock_unlock(&c->lock);
+	}
 	values[GDRC_STAT_PINNED_BYTES] =
 		atomic_load_explicit(&c->pinned_bytes, memory_order_relaxed);
 	values[GDRC_STAT_PINNED_BYTES_MAX] = atomic_load_explicit(

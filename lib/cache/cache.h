@@ -176,6 +176,8 @@ struct gdrc_tls {
 	struct gdrc_tls_entry e[GDRC_TLS_ENTRIES];
 	unsigned next;      /* round-robin replacement */
 	int shard;          /* stats shard; -1 until assigned */
+	int no_handles;     /* no exit hook (any more): gets are served as
+			     * direct references, and nothing is kept */
 };
 
 extern __thread struct gdrc_tls gdrc_tls_cur

@@ -347,6 +347,71 @@ static void test_threads_idle_thread_releases_at_exit(void **state)
 	munmap(buf, PAGE);
 }
 
+/*
+ * A destructor of a thread-specific key created after the library's own
+ * runs after the library let go of the thread's handles; a get there
+ * must not leave a handle that nothing would let go of.
+ */
+static pthread_key_t late_key;
+static char *late_buf;
+static atomic_int late_got;
+
+static void late_destructor(void *arg)
+{
+	struct gdrc_mr *mr;
+
+	(void)arg;
+	if (gdrc_mr_get(ctx, late_buf, 64, 0, 0, &mr) == GDRC_OK) {
+		gdrc_mr_put(ctx, mr);
+		atomic_store(&late_got, 1);
+	}
+}
+
+static void *late_main(void *arg)
+{
+	struct gdrc_mr *mr;
+
+	(void)arg;
+	if (gdrc_mr_get(ctx, late_buf, 64, 0, 0, &mr))
+		return (void *)1;
+	gdrc_mr_put(ctx, mr);
+	pthread_setspecific(late_key, (void *)1);
+	return NULL;
+}
+
+static void test_threads_get_in_late_key_destructor_releases(void **state)
+{
+	struct gdrc_mr *mr;
+	uint64_t pinned;
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	late_buf = mmap(NULL, PAGE, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(late_buf != MAP_FAILED);
+	assert_int_equal(gdrc_init(NULL, &ctx), GDRC_OK);
+	/* The library's key exists before ours: its destructor runs
+	 * first (glibc runs them in key order). */
+	assert_int_equal(gdrc_mr_get(ctx, late_buf, 64, 0, 0, &mr), GDRC_OK);
+	gdrc_mr_put(ctx, mr);
+	assert_int_equal(pthread_key_create(&late_key, late_destructor), 0);
+	atomic_store(&late_got, 0);
+	assert_int_equal(pthread_create(&t, NULL, late_main, NULL), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_null(ret);
+	assert_int_equal(atomic_load(&late_got), 1);
+	/* The invalidating thread lets go of its own handle at once; the
+	 * exited thread holds none. */
+	assert_int_equal(gdrc_invalidate(ctx, late_buf, PAGE), GDRC_OK);
+	assert_int_equal(gdrc_stat_get(ctx, GDRC_STAT_PINNED_BYTES, &pinned),
+			 GDRC_OK);
+	assert_int_equal(pinned, 0);
+	pthread_key_delete(late_key);
+	gdrc_fini(ctx);
+	munmap(late_buf, PAGE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -355,6 +420,8 @@ int main(void)
 		cmocka_unit_test(test_threads_with_small_limit_consistent),
 		cmocka_unit_test(test_threads_cross_thread_put_releases_all),
 		cmocka_unit_test(test_threads_idle_thread_releases_at_exit),
+		cmocka_unit_test(
+			test_threads_get_in_late_key_destructor_releases),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
