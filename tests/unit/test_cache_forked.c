@@ -19,9 +19,7 @@
 
 #include <cmocka.h>
 
-#include "gdrc_int.h"
-#include "cache/cache.h"
-#include "pin/pin.h"
+#include "cache_layer.h"
 
 #define PAGE 4096UL
 #define RANGE_START 0x100000000UL
@@ -56,33 +54,16 @@ static struct gdrc_cache *cache;
 
 static int setup(void **state)
 {
-	struct gdrc_cache_params p = {
-		.max_regions = GDRC_LIMIT_NONE,
-		.max_bytes = GDRC_LIMIT_NONE,
-		.ops = &count_ops,
-		.cache_host = 1,
-	};
-	struct gdrc_cache_req req = {
-		.start = RANGE_START, .end = RANGE_START + PAGE,
-		.mem_type = GDRC_MEM_HOST, .kind = GDRC_PTR_HOST,
-		.device = -1,
-	};
 	struct gdrc_mr *mr;
 
 	(void)state;
-	cache = aligned_alloc(GDRC_CACHELINE,
-			      gdrc_align_up(sizeof(*cache), GDRC_CACHELINE));
+	cache = cache_layer_new(&count_ops, 0);
 	if (!cache)
 		return -1;
-	memset(cache, 0, sizeof(*cache));
-	if (gdrc_cache_init(cache, &p) != GDRC_OK) {
-		free(cache);
-		return -1;
-	}
 	atomic_store(&regs, 0);
 	atomic_store(&deregs, 0);
 	/* One cached registration, not held. */
-	if (gdrc_cache_get_miss(cache, &req, &mr) != GDRC_OK)
+	if (cache_layer_get_host(cache, RANGE_START, RANGE_START + PAGE, &mr))
 		return -1;
 	gdrc_cache_put(cache, mr);
 	return atomic_load(&regs) == 1 ? 0 : -1;

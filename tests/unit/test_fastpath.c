@@ -22,10 +22,8 @@
 
 #include <cmocka.h>
 
-#include "gdrc_int.h"
-#include "cache/cache.h"
 #include "cache/invq.h"
-#include "pin/pin.h"
+#include "cache_layer.h"
 
 #define PAGE 4096UL
 
@@ -59,27 +57,11 @@ static int host_ok_acting(void)
 
 static int setup(void **state)
 {
-	struct gdrc_cache_params p = {
-		.max_regions = GDRC_LIMIT_NONE,
-		.max_bytes = GDRC_LIMIT_NONE,
-		.ops = &gdrc_pin_none_ops,
-		.cache_host = 1,
-		.check = 1,
-	};
-
 	(void)state;
-	cache = aligned_alloc(GDRC_CACHELINE,
-			      gdrc_align_up(sizeof(*cache), GDRC_CACHELINE));
-	if (!cache)
-		return -1;
-	memset(cache, 0, sizeof(*cache));
-	if (gdrc_cache_init(cache, &p) != GDRC_OK) {
-		free(cache);
-		return -1;
-	}
+	cache = cache_layer_new(&gdrc_pin_none_ops, 1);
 	act = ACT_NOTHING;
 	asked = 0;
-	return 0;
+	return cache ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -94,15 +76,12 @@ static int teardown(void **state)
  * this thread, put back.  @return its id. */
 static uint64_t register_range(void)
 {
-	struct gdrc_cache_req req = {
-		.start = RANGE_START, .end = RANGE_END,
-		.mem_type = GDRC_MEM_HOST, .kind = GDRC_PTR_HOST,
-		.device = -1,
-	};
 	struct gdrc_mr_info i;
 	struct gdrc_mr *mr;
 
-	assert_int_equal(gdrc_cache_get_miss(cache, &req, &mr), GDRC_OK);
+	assert_int_equal(cache_layer_get_host(cache, RANGE_START, RANGE_END,
+					      &mr),
+			 GDRC_OK);
 	assert_int_equal(gdrc_mr_query(mr, &i), GDRC_OK);
 	gdrc_cache_put(cache, mr);
 	return i.id;
