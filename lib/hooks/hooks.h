@@ -4,14 +4,17 @@
  *
  * Reports every range of the address space whose old contents went away:
  * munmap, mremap (the old range, and the target of MREMAP_FIXED), madvise
- * with MADV_DONTNEED, MADV_FREE, MADV_REMOVE or MADV_DONTNEED_LOCKED, a
- * shrinking brk/sbrk, and mmap(MAP_FIXED) over an existing range (also
- * when it failed: the kernel may have unmapped the old range).  Calls
- * made inside glibc (malloc trimming, free of a large block) are seen as
- * well: on x86-64 the first instructions of glibc's own functions are
- * replaced by a jump to ours, which perform the system call themselves.
+ * with MADV_DONTNEED, MADV_FREE, MADV_REMOVE, MADV_DONTNEED_LOCKED or
+ * MADV_GUARD_INSTALL, a shrinking brk/sbrk, and mmap(MAP_FIXED) over an
+ * existing range.  A call that failed is reported too, since it may have
+ * zapped or unmapped part of the range first; only a munmap, mremap or
+ * madvise with an unaligned start, which the kernel refuses before doing
+ * anything, is not.  Calls made inside glibc (malloc trimming, free of a
+ * large block) are seen as well: on x86-64 the first instructions of
+ * glibc's own functions are replaced by a jump to ours, which perform
+ * the system call themselves.
  *
- * Events are reported after the system call succeeded and before it
+ * Events are reported after the system call returned and before it
  * returns to its caller, in "hook context": the subscriber's callback may
  * run inside malloc, with glibc's locks held, in any thread, even in a
  * signal handler.  It must not allocate, log, call CUDA or wait on a lock

@@ -812,6 +812,22 @@ static void *win_wait_main(void *arg)
 	return NULL;
 }
 
+/* Map w's page, subscribe win_fn and unmap the page in *unmapper, which
+ * stalls inside its window until w->release.  @return the slot. */
+static int win_stall(struct win *w, pthread_t *unmapper)
+{
+	int slot;
+
+	memset(w, 0, sizeof(*w));
+	w->page = (uintptr_t)map_pages(1);
+	slot = gdrc_hooks_subscribe(win_fn, w);
+	assert_true(slot >= 0);
+	assert_int_equal(pthread_create(unmapper, NULL, win_unmap_main, w), 0);
+	while (!atomic_load(&w->entered))
+		sched_yield();
+	return slot;
+}
+
 static void test_hooks_window_spans_dispatch(void **state)
 {
 	/* Static: a failed check leaves the stalled subscriber using it. */
@@ -821,14 +837,8 @@ static void test_hooks_window_spans_dispatch(void **state)
 	void *ret;
 
 	(void)state;
-	w.page = (uintptr_t)map_pages(1);
 	assert_int_equal(gdrc_hooks_idle(), 1);
-	win_slot = gdrc_hooks_subscribe(win_fn, &w);
-	assert_true(win_slot >= 0);
-	assert_int_equal(pthread_create(&unmapper, NULL, win_unmap_main, &w),
-			 0);
-	while (!atomic_load(&w.entered))
-		sched_yield();
+	win_slot = win_stall(&w, &unmapper);
 	/* The page is unmapped already, its event not yet delivered. */
 	assert_int_equal(atomic_load(&w.idle_inside), 0);
 	assert_int_equal(gdrc_hooks_idle(), 0);
@@ -899,14 +909,7 @@ static void test_hooks_fork_child_starts_idle(void **state)
 	pid_t pid;
 
 	(void)state;
-	memset(&w, 0, sizeof(w));
-	w.page = (uintptr_t)map_pages(1);
-	slot = gdrc_hooks_subscribe(win_fn, &w);
-	assert_true(slot >= 0);
-	assert_int_equal(pthread_create(&unmapper, NULL, win_unmap_main, &w),
-			 0);
-	while (!atomic_load(&w.entered))
-		sched_yield();
+	slot = win_stall(&w, &unmapper);
 	assert_int_equal(pthread_create(&unsub, NULL, win_unsub_main, &slot),
 			 0);
 	nanosleep(&nap, NULL); /* into unsubscribe's wait */
