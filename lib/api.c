@@ -483,14 +483,21 @@ static int range_ok(const void *addr, size_t len)
  * Fill req for GPU memory: the whole allocation is the key range (hits
  * inside it are served), unless it is larger than GDRC_WHOLE_ALLOC_MAX,
  * in which case the request rounded to GPU pages, within the allocation.
+ * VMM memory: the allocation is the run of mappings the request covers,
+ * each whole (segs, which the caller frees if it is not buf), never
+ * past a mapping the request does not reach, never over a hole.
  * SYNC_MEMOPS is set here, before any registration of the allocation is
  * handed out.
  */
 static gdrc_status_t req_gpu(struct gdrc_ctx *ctx, const struct gdrc_class *cls,
-			     struct gdrc_cache_req *req)
+			     struct gdrc_cache_req *req, struct gdrc_seg *buf,
+			     unsigned cap, struct gdrc_seg **segs_p)
 {
 	const struct gdrc_ptr_info *info = &cls->info;
+	uintptr_t alloc_start = info->alloc_base;
 	uintptr_t alloc_end = info->alloc_base + info->alloc_size;
+	gdrc_status_t status;
+	unsigned nseg = 1;
 	int did_set;
 
 	if (info->kind == GDRC_PTR_MANAGED) {
@@ -506,6 +513,18 @@ static gdrc_status_t req_gpu(struct gdrc_ctx *ctx, const struct gdrc_class *cls,
 			   (unsigned long)req->start, why);
 		return GDRC_ERR_UNSUPPORTED;
 	}
+	if (info->kind == GDRC_PTR_VMM) {
+		status = gdrc_classify_segments(ctx->cuda, cls, req->start,
+						req->end, buf, cap, segs_p,
+						&nseg);
+		if (status)
+			return status;
+		alloc_end = (*segs_p)[nseg - 1].end;
+		if (nseg > 1) {
+			req->segs = *segs_p;
+			req->nseg = nseg;
+		}
+	}
 	if (req->end > alloc_end) {
 		gdrc_error("%#lx+%lu runs past its cuda allocation (%#lx+%zu)",
 			   (unsigned long)req->start,
@@ -517,7 +536,7 @@ static gdrc_status_t req_gpu(struct gdrc_ctx *ctx, const struct gdrc_class *cls,
 	req->kind = info->kind;
 	req->device = info->device;
 	req->buffer_id = info->buffer_id;
-	req->alloc_start = info->alloc_base;
+	req->alloc_start = alloc_start;
 	req->alloc_end = alloc_end;
 	req->reg_align = GDRC_GPU_PAGE_SIZE;
 	/* hooks mode trusts the CUDA hooks only once they passed their self
@@ -526,14 +545,14 @@ static gdrc_status_t req_gpu(struct gdrc_ctx *ctx, const struct gdrc_class *cls,
 			 (ctx->cuda_hooks &&
 			  cuhooks_test(ctx->cuda, cls->cu_ctx) != CUHOOKS_OK);
 	req->tag_check_auto = ctx->knobs.validate == GDRC_KNOB_VALIDATE_AUTO;
-	if (info->alloc_size <= ctx->knobs.whole_alloc_max) {
-		req->key_start = info->alloc_base;
+	if (alloc_end - alloc_start <= ctx->knobs.whole_alloc_max) {
+		req->key_start = alloc_start;
 		req->key_end = alloc_end;
 	} else {
 		req->key_start = gdrc_align_down(req->start, GDRC_GPU_PAGE_SIZE);
 		req->key_end = gdrc_align_up(req->end, GDRC_GPU_PAGE_SIZE);
-		if (req->key_start < info->alloc_base)
-			req->key_start = info->alloc_base;
+		if (req->key_start < alloc_start)
+			req->key_start = alloc_start;
 		if (req->key_end > alloc_end)
 			req->key_end = alloc_end;
 	}
@@ -552,6 +571,9 @@ static inline int hooks_trusted(void)
 	return gdrc_hooks_idle() && gdrc_hooks_probe_ok();
 }
 
+/* VMM mappings a miss finds without allocating (more: on the heap). */
+#define GDRC_SEG_STACK 8
+
 /* Not found by the fast path: the tree, then classify and register.
  * Not inlined: its frame would cost every hit six register saves. */
 GDRC_NOINLINE
@@ -563,6 +585,7 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 		.start = start, .end = end, .access = access, .flags = flags,
 		.mem_type = GDRC_MEM_HOST, .kind = GDRC_PTR_HOST, .device = -1,
 	};
+	struct gdrc_seg seg_buf[GDRC_SEG_STACK], *segs = seg_buf;
 	struct gdrc_class cls;
 	gdrc_status_t status;
 	int ret;
@@ -591,12 +614,17 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 					cls.info.alloc_size;
 		}
 		if (cls.info.mem_type == GDRC_MEM_CUDA) {
-			status = req_gpu(ctx, &cls, &req);
+			status = req_gpu(ctx, &cls, &req, seg_buf,
+					 GDRC_ARRAY_SIZE(seg_buf), &segs);
 			if (status)
-				return status;
+				goto out;
 		}
 	}
-	return gdrc_cache_get_miss(&ctx->cache, &req, mr_p);
+	status = gdrc_cache_get_miss(&ctx->cache, &req, mr_p);
+out:
+	if (segs != seg_buf)
+		free(segs);
+	return status;
 }
 
 GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,

@@ -97,12 +97,14 @@ gdrc_status_t gdrc_api_pick_host(struct gdrc_ctx *ctx, struct ibv_pd *pd,
 
 #ifdef GDRC_HAVE_VERBS
 /*
- * The dmabuf backend's export.  The range itself first (device and VMM
- * memory export any host-page-aligned part, and the 64 KiB page around
- * a small sub-allocation); else the allocation holding it, rounded to
- * host pages, with the range's offset in it (stream-ordered pool memory
- * exports only whole allocations: measured on driver 580, see
- * docs/backends.md).
+ * The dmabuf backend's export, in the memory's own context (the driver
+ * refuses it from a thread with no context, and the caller's may be
+ * another device's).  The range itself first (device and VMM memory
+ * export any host-page-aligned part, a run of VMM mappings too, and the
+ * 64 KiB page around a small sub-allocation); else the allocation
+ * holding it, rounded to host pages, with the range's offset in it
+ * (stream-ordered pool memory exports only whole allocations: measured
+ * on driver 580, see docs/backends.md).
  */
 static int dmabuf_export(void *arg, uintptr_t addr, size_t len,
 			 uint64_t *offset_p)
@@ -110,33 +112,47 @@ static int dmabuf_export(void *arg, uintptr_t addr, size_t len,
 	const struct gdrc_cuda *cu = arg;
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), s, e;
 	int attrs[] = { CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-			CU_POINTER_ATTRIBUTE_RANGE_SIZE };
+			CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+			CU_POINTER_ATTRIBUTE_CONTEXT,
+			CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL };
 	CUdeviceptr base = 0;
 	size_t size = 0;
-	void *data[] = { &base, &size };
+	CUcontext owner = NULL;
+	int device = -1;
+	void *data[] = { &base, &size, &owner, &device };
+	struct gdrc_cuda_scope scope;
 	CUresult res;
 	int fd = -1;
 
 	*offset_p = 0;
+	res = cu->cuPointerGetAttributes(GDRC_ARRAY_SIZE(attrs), attrs, data,
+					 (CUdeviceptr)addr);
+	if (res == CUDA_SUCCESS && device < 0)
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res == CUDA_SUCCESS)
+		res = gdrc_cuda_enter(cu, owner, device, &scope);
+	if (res != CUDA_SUCCESS) {
+		gdrc_error("no context to export %#lx+%zu in: %s",
+			   (unsigned long)addr, len, gdrc_cuda_err(cu, res));
+		return -1;
+	}
 	res = cu->cuMemGetHandleForAddressRange(
 		&fd, (CUdeviceptr)addr, len,
 		CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-	if (res == CUDA_SUCCESS)
-		return fd;
-	if (cu->cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)addr) ==
-	    CUDA_SUCCESS) {
+	if (res != CUDA_SUCCESS) {
 		s = gdrc_align_down((uintptr_t)base, page);
 		e = gdrc_align_up((uintptr_t)base + size, page);
 		if (s <= addr && addr + len <= e) {
 			res = cu->cuMemGetHandleForAddressRange(
 				&fd, (CUdeviceptr)s, e - s,
 				CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-			if (res == CUDA_SUCCESS) {
+			if (res == CUDA_SUCCESS)
 				*offset_p = addr - s;
-				return fd;
-			}
 		}
 	}
+	gdrc_cuda_leave(cu, &scope);
+	if (res == CUDA_SUCCESS)
+		return fd;
 	gdrc_error("cuMemGetHandleForAddressRange of %#lx+%zu: %s",
 		   (unsigned long)addr, len, gdrc_cuda_err(cu, res));
 	return -1;

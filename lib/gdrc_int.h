@@ -40,6 +40,19 @@
  */
 #define GDRC_HOOK_CONTEXT __attribute__((no_sanitize("thread")))
 
+/*
+ * One piece of GPU memory with its own identity: a VMM mapping (one
+ * cuMemMap of one physical allocation; a reservation may hold many), or
+ * a whole allocation of any other kind.  classify/ finds them, cache/
+ * keeps them with the registrations that cover them.
+ */
+struct gdrc_seg {
+	uintptr_t start;
+	uintptr_t end;
+	uint64_t buffer_id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: new for every
+			     * cuMemMap, even of the same handle again */
+};
+
 static inline uintptr_t gdrc_align_down(uintptr_t v, uintptr_t a)
 {
 	return v & ~(a - 1);

@@ -285,6 +285,8 @@ static void slab_free(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	struct gdrc_handle *h, *next;
 
+	free(r->segs);
+	r->segs = NULL;
 	pthread_mutex_lock(&c->slab_lock);
 	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
 	     h = next) {
@@ -650,6 +652,121 @@ static void evict_all_unused(struct gdrc_cache *c, struct cache_defer *d)
 }
 
 /* ====================================================================
+ * Identity: which memory a region was made for
+ * ==================================================================== */
+
+/* Segment i of an array, or the one implicit segment when there is no
+ * array (see gdrc_region.segs). */
+static struct gdrc_seg seg_at(const struct gdrc_seg *segs, unsigned i,
+			      uintptr_t start, uintptr_t end, uint64_t id)
+{
+	if (segs)
+		return segs[i];
+	return (struct gdrc_seg){ .start = start, .end = end,
+				  .buffer_id = id };
+}
+
+static struct gdrc_seg region_seg(const struct gdrc_region *r, unsigned i)
+{
+	return seg_at(r->segs, i, r->alloc_start, r->alloc_end, r->buffer_id);
+}
+
+static struct gdrc_seg req_seg(const struct gdrc_cache_req *q, unsigned i)
+{
+	return seg_at(q->segs, i, q->alloc_start, q->alloc_end, q->buffer_id);
+}
+
+static unsigned req_nseg(const struct gdrc_cache_req *q)
+{
+	return q->segs ? q->nseg : 1;
+}
+
+static int seg_eq(const struct gdrc_seg *a, const struct gdrc_seg *b)
+{
+	return a->start == b->start && a->end == b->end &&
+	       a->buffer_id == b->buffer_id;
+}
+
+/*
+ * Is r made for the memory the driver reports for q now, where both
+ * cover some?  Host memory: the same BUFFER_ID (0, or the CUDA-pinned
+ * allocation's).  GPU memory: every segment of one that overlaps a
+ * segment of the other is that very segment (range and BUFFER_ID), so a
+ * registration over mappings A and B agrees with a request over B and C
+ * while B is unchanged, and not once B was remapped.
+ */
+static int same_memory(const struct gdrc_region *r,
+		       const struct gdrc_cache_req *q)
+{
+	unsigned i = 0, j = 0, qn = req_nseg(q);
+
+	if (r->mem_type != q->mem_type)
+		return 0;
+	if (r->mem_type != GDRC_MEM_CUDA)
+		return r->buffer_id == q->buffer_id;
+	while (i < r->nseg && j < qn) {
+		struct gdrc_seg a = region_seg(r, i), b = req_seg(q, j);
+
+		if (a.end <= b.start) {
+			i++;
+		} else if (b.end <= a.start) {
+			j++;
+		} else {
+			if (!seg_eq(&a, &b))
+				return 0;
+			i++;
+			j++;
+		}
+	}
+	return 1;
+}
+
+/* Made for exactly q's memory: merging r into q's registration keeps it
+ * inside q's segments. */
+static int same_segments(const struct gdrc_region *r,
+			 const struct gdrc_cache_req *q)
+{
+	if (r->mem_type != q->mem_type)
+		return 0;
+	if (r->mem_type != GDRC_MEM_CUDA)
+		return r->buffer_id == q->buffer_id;
+	if (r->nseg != req_nseg(q))
+		return 0;
+	for (unsigned i = 0; i < r->nseg; i++) {
+		struct gdrc_seg a = region_seg(r, i), b = req_seg(q, i);
+
+		if (!seg_eq(&a, &b))
+			return 0;
+	}
+	return 1;
+}
+
+int gdrc_cache_segs_ok(const struct gdrc_cache *c,
+		       const struct gdrc_region *r, uintptr_t start,
+		       uintptr_t end)
+{
+	unsigned lo = 0, hi = r->nseg;
+
+	/* The first segment ending after start. */
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		if (r->segs[mid].end <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (unsigned i = lo; i < r->nseg && r->segs[i].start < end; i++) {
+		unsigned long long tag = 0;
+
+		if (c->p.tag_query(&tag, c->p.tag_what, r->segs[i].start) ||
+		    tag != r->segs[i].buffer_id)
+			return 0;
+	}
+	return 1;
+}
+
+/* ====================================================================
  * Invalidation (under cache->lock, write)
  * ==================================================================== */
 
@@ -673,8 +790,7 @@ static int collect_fn(struct gdrc_itree_node *node, void *arg)
 
 	if (col->subsume &&
 	    (r->start < col->start || r->end > col->end ||
-	     (r->access & ~col->access) || r->mem_type != col->req->mem_type ||
-	     r->buffer_id != col->req->buffer_id))
+	     (r->access & ~col->access) || !same_memory(r, col->req)))
 		return 0;
 	if (col->alloc_match &&
 	    !(r->alloc_start < col->end && r->alloc_end > col->start))
@@ -1009,8 +1125,9 @@ static struct gdrc_mr *serve(struct gdrc_cache *c, struct gdrc_region *r)
 struct cover_arg {
 	const struct gdrc_cache *c;
 	uint32_t access;
-	int mem_type;       /* with buffer_id: the identity a region must */
-	uint64_t buffer_id; /* have; mem_type < 0 accepts any */
+	const struct gdrc_cache_req *req; /* the memory a region must have
+					   * been made for (same_memory);
+					   * NULL accepts any */
 };
 
 static int cover_ok_fn(struct gdrc_itree_node *node, void *arg)
@@ -1021,8 +1138,7 @@ static int cover_ok_fn(struct gdrc_itree_node *node, void *arg)
 
 	if ((a->access & ~r->access) || region_kstale(a->c, r))
 		return 0;
-	return a->mem_type < 0 ||
-	       (r->mem_type == a->mem_type && r->buffer_id == a->buffer_id);
+	return !a->req || same_memory(r, a->req);
 }
 
 static struct gdrc_region *find_cover(struct gdrc_cache *c, uintptr_t start,
@@ -1069,8 +1185,10 @@ static void invalidate_region(struct gdrc_cache *c, struct gdrc_region *r,
 	unlock_and_release(c, &d);
 }
 
-/* Outside the lock: does a GPU region still hold its allocation? */
-static int tag_valid(struct gdrc_cache *c, struct gdrc_region *r)
+/* Outside the lock: does a GPU region still hold its memory where
+ * [start, end) touches it? */
+static int tag_valid(struct gdrc_cache *c, struct gdrc_region *r,
+		     uintptr_t start, uintptr_t end)
 {
 	int shard;
 
@@ -1078,7 +1196,7 @@ static int tag_valid(struct gdrc_cache *c, struct gdrc_region *r)
 		return 1;
 	shard = tls_shard();
 	gdrc_shard_inc(&c->shards[shard].tag_checks, shard);
-	if (gdrc_region_tag_ok(c, r))
+	if (gdrc_region_tags_ok(c, r, start, end))
 		return 1;
 	invalidate_region(c, r, GDRC_STAT_INV_TAG_CHECK);
 	region_drop(c, r, 1);
@@ -1094,7 +1212,7 @@ void gdrc_cache_stat_add(struct gdrc_cache *c, int stat, uint64_t n)
 static int tree_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		     uint32_t access, struct gdrc_region **r_p)
 {
-	struct cover_arg a = { .c = c, .access = access, .mem_type = -1 };
+	struct cover_arg a = { .c = c, .access = access };
 	struct gdrc_region *r;
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
@@ -1107,7 +1225,7 @@ static int tree_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	if (r)
 		hit(c, r);
 	pthread_rwlock_unlock(&c->lock);
-	if (!r || !tag_valid(c, r))
+	if (!r || !tag_valid(c, r, start, end))
 		return 0;
 	*r_p = r;
 	return 1;
@@ -1145,20 +1263,13 @@ struct miss_plan {
 	const struct gdrc_cache_req *req;
 };
 
-/* Same memory as the request: same kind of memory, same allocation. */
-static int same_identity(const struct gdrc_region *r,
-			 const struct gdrc_cache_req *req)
-{
-	return r->mem_type == req->mem_type && r->buffer_id == req->buffer_id;
-}
-
 static int widen_fn(struct gdrc_itree_node *node, void *arg)
 {
 	const struct gdrc_region *r = gdrc_container_of(node, struct gdrc_region,
 						    node);
 	struct miss_plan *plan = arg;
 
-	if (!same_identity(r, plan->req))
+	if (!same_segments(r, plan->req))
 		return 0;
 	if (r->start < plan->start)
 		plan->start = r->start;
@@ -1186,7 +1297,7 @@ static int stale_fn(struct gdrc_itree_node *node, void *arg)
 	struct gdrc_region *r = gdrc_container_of(node, struct gdrc_region, node);
 	struct collect *col = arg;
 
-	if (same_identity(r, col->req))
+	if (same_memory(r, col->req))
 		return 0;
 	r->free_next = col->list;
 	col->list = r;
@@ -1204,22 +1315,23 @@ static int overlap_any_fn(struct gdrc_itree_node *node, void *arg)
  * Decide what to register and why it missed.
  *
  * A cached region of other memory overlapping the request is stale:
- * allocations never overlap, so a region whose identity (memory type,
- * BUFFER_ID) differs from what the driver reports here now was made for
- * memory freed since (a free no hook saw).  It is dropped.
+ * allocations and mappings never overlap, so a region that disagrees
+ * with what the driver reports here now (same_memory: memory type, and
+ * the range and BUFFER_ID of every segment both cover) was made for
+ * memory freed or remapped since (a free no hook saw).  It is dropped.
  *
  * A region of the same memory that covers the range with too few rights,
  * or overlaps without covering, is merged into the new one (ranges and
  * rights), and retired once the new one is in; only overlapping, never
  * merely adjacent, ranges merge, since one registration must not span two
- * allocations.  GPU merges stay inside the allocation.
+ * allocations.  GPU merges stay inside the allocation: only regions of
+ * exactly the request's segments merge.
  */
 static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan,
 		      struct cache_defer *d)
 {
 	const struct gdrc_cache_req *req = plan->req;
-	struct cover_arg any = { .c = c, .mem_type = req->mem_type,
-				 .buffer_id = req->buffer_id };
+	struct cover_arg any = { .c = c, .req = req };
 	struct collect stale = { .req = req, .c = c };
 	unsigned n, nk;
 
@@ -1293,8 +1405,10 @@ static int miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
 	if (!c->p.kgen || (!plan->cached && !(gpu && c->p.gpu_kpin_required)))
 		return 0;
 	if (gpu) {
-		/* GPU memory: pinned by the module, revoked by the driver. */
-		if (!c->p.kpin)
+		/* GPU memory: pinned by the module, revoked by the driver.
+		 * nvidia_p2p pins one allocation: a run of VMM mappings is
+		 * not pinned (it keeps its tag checks). */
+		if (!c->p.kpin || req_nseg(plan->req) > 1)
 			return -EOPNOTSUPP;
 		err = c->p.kpin(c->p.karg, plan->reg_start,
 				plan->reg_end - plan->reg_start, slot_p,
@@ -1366,9 +1480,26 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 		ops = c->p.gpu_ops;
 		be = c->p.gpu_be;
 	}
+	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_kpin_required &&
+	    req_nseg(req) > 1) {
+		gdrc_error("%#lx+%lu spans %u cuda VMM mappings: the kmod "
+			   "backend pins one mapping per registration",
+			   (unsigned long)req->start,
+			   (unsigned long)(req->end - req->start), req->nseg);
+		return GDRC_ERR_UNSUPPORTED;
+	}
 	r = slab_alloc(c);
 	if (!r)
 		return GDRC_ERR_NO_MEMORY;
+	if (req->segs) {
+		r->segs = malloc(req->nseg * sizeof(*r->segs));
+		if (!r->segs) {
+			slab_free(c, r);
+			return GDRC_ERR_NO_MEMORY;
+		}
+		memcpy(r->segs, req->segs, req->nseg * sizeof(*r->segs));
+	}
+	r->nseg = req_nseg(req);
 	kerr = miss_subscribe(c, plan, &kslot, &khandle, &kpinned);
 	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_kpin_required &&
 	    !kpinned) {
@@ -1405,7 +1536,10 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	r->kind = req->kind;
 	r->device = req->device;
 	/* GDRC_VALIDATE=auto: the kernel's word replaces the tag query. */
-	r->tag_check = req->tag_check && !(req->tag_check_auto && kslot >= 0);
+	if (!req->tag_check || (req->tag_check_auto && kslot >= 0))
+		r->tag_check = REGION_TAG_NONE;
+	else
+		r->tag_check = r->segs ? REGION_TAG_SEGS : REGION_TAG_ONE;
 	r->buffer_id = req->buffer_id;
 	r->alloc_start = req->alloc_start;
 	r->alloc_end = req->alloc_end;
@@ -1450,8 +1584,7 @@ gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
 				  struct gdrc_mr **mr_p)
 {
 	struct cover_arg want = { .c = c, .access = req->access,
-				  .mem_type = req->mem_type,
-				  .buffer_id = req->buffer_id };
+				  .req = req };
 	struct gdrc_inflight inflight = { 0 };
 	struct cache_defer d = { 0 };
 	struct collect col = { 0 };
@@ -1650,6 +1783,29 @@ void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values)
  * differs from nregions, -6 a cached region is invalid or unreferenced.
  * Caller holds the lock (either mode) or owns the cache.
  */
+/* GPU regions: segments in order, back to back, making up the
+ * allocation range, which holds the key. */
+static int check_segments(const struct gdrc_region *r)
+{
+	if (r->mem_type != GDRC_MEM_CUDA)
+		return 0;
+	if (!r->nseg || (r->nseg > 1) != !!r->segs ||
+	    (r->tag_check == REGION_TAG_SEGS) != (r->tag_check && r->segs) ||
+	    r->start < r->alloc_start || r->end > r->alloc_end)
+		return -1;
+	for (unsigned i = 0; i < r->nseg; i++) {
+		struct gdrc_seg g = region_seg(r, i);
+
+		if (g.start >= g.end ||
+		    g.start != (i ? region_seg(r, i - 1).end : r->alloc_start))
+			return -1;
+	}
+	if (region_seg(r, r->nseg - 1).end != r->alloc_end ||
+	    region_seg(r, 0).buffer_id != r->buffer_id)
+		return -1;
+	return 0;
+}
+
 static int cache_check_locked(struct gdrc_cache *c)
 {
 	const struct gdrc_region *r, *prev = NULL;
@@ -1670,6 +1826,8 @@ static int cache_check_locked(struct gdrc_cache *c)
 		if ((w & (REGION_INVALID | REGION_DEAD)) ||
 		    !(w & REGION_REF_MASK))
 			return -6;
+		if (check_segments(r))
+			return -7;
 		n++;
 	}
 	if (prev != c->lru_tail)
@@ -1746,6 +1904,10 @@ static void registry_del(struct gdrc_cache *c)
 
 static void free_chunks(struct gdrc_cache *c)
 {
+	for (void *ch = c->regions.chunks; ch; ch = *(void **)ch)
+		for (int i = 0; i < POOL_CHUNK; i++)
+			free(((struct gdrc_region *)pool_obj(&c->regions, ch,
+							     i))->segs);
 	pool_free_chunks(&c->regions);
 	pool_free_chunks(&c->handles);
 }

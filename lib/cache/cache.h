@@ -54,10 +54,9 @@
  * registered until that thread's next call on the cache or its exit.
  *
  * Invalidation.  Host hooks post ranges to the cache's invq (hook-safe);
- * the queue's pending flag sends every get but a tag-checked fast hit
- * (which the BUFFER_ID answers) to the miss path, which drains the queue
- * under the write lock before looking anything up.  pending is cleared
- * only after the ranges were applied.
+ * the queue's pending flag sends every get to the miss path, which
+ * drains the queue under the write lock before looking anything up.
+ * pending is cleared only after the ranges were applied.
  *
  * Lock order: cache_registry_lock, then cache->lock, then
  * cache->slab_lock; the invq spinlock is innermost and never held across
@@ -103,8 +102,9 @@ struct gdrc_region {
 	_Atomic uint64_t stamp;  /* cache tick at its last get (LRU) */
 	uintptr_t start;         /* fixed: key range [start, end): hits */
 	uintptr_t end;           /* fixed   inside it are served */
-	uint64_t buffer_id;      /* fixed: GPU allocation identity, else 0 */
-	int tag_check;           /* fixed: hits check the BUFFER_ID */
+	uint64_t buffer_id;      /* fixed: GPU: its first segment's identity,
+				  * else 0 */
+	int tag_check;           /* fixed: REGION_TAG_*: how hits check */
 	int kslot;               /* fixed: kernel channel word, or -1 */
 	uint32_t access;         /* fixed: GDRC_ACCESS_* registered */
 
@@ -119,8 +119,14 @@ struct gdrc_region {
 	const struct gdrc_pin_ops *ops; /* fixed: registered by these */
 	void *be;
 	uintptr_t alloc_start;   /* fixed: GPU or CUDA-pinned host memory:
-				  * the whole allocation; else 0, 0 */
+				  * the whole allocation, or the run of VMM
+				  * mappings it covers; else 0, 0 */
 	uintptr_t alloc_end;     /* fixed */
+	/* fixed: GPU memory's segments (gdrc_int.h), in address order,
+	 * covering [alloc_start, alloc_end).  nseg 1: no array, the one
+	 * segment is alloc_start, alloc_end, buffer_id. */
+	unsigned nseg;
+	struct gdrc_seg *segs;
 	uint32_t info_flags;     /* fixed: GDRC_MR_INFO_* it was made with */
 	int kpinned;             /* fixed: kslot is a GPU pin, not a watch */
 	uint64_t khandle;        /* fixed: its subscription */
@@ -139,6 +145,13 @@ struct gdrc_region {
 	/* Under cache->slab_lock: */
 	struct gdrc_region *free_next; /* slab free list */
 } GDRC_ALIGNED_CL; /* threads on neighbouring regions share no line */
+
+/* gdrc_region.tag_check: what a hit asks the driver. */
+enum {
+	REGION_TAG_NONE = 0, /* nothing: hooks or the kernel channel */
+	REGION_TAG_ONE = 1,  /* the BUFFER_ID at start (one segment) */
+	REGION_TAG_SEGS = 2, /* that of each segment the request touches */
+};
 
 /* Added to a handle's remote count when its owner retires it. */
 #define HANDLE_RETIRED (1ULL << 63)
@@ -250,10 +263,16 @@ struct gdrc_cache_req {
 	int device;          /* -1 for host memory */
 	int tag_check;       /* validate hits with tag_query */
 	uint64_t buffer_id;  /* GPU allocation identity, else 0 */
+	/* GPU: the segments [alloc_start, alloc_end) is made of, in
+	 * address order; NULL with nseg 1: the allocation is one (its
+	 * BUFFER_ID is buffer_id).  Copied by the miss. */
+	const struct gdrc_seg *segs;
+	unsigned nseg;
 	uint32_t info_flags; /* GDRC_MR_INFO_SYNC_MEMOPS* */
 	uintptr_t key_start; /* GPU: the allocation, or the request */
 	uintptr_t key_end;   /*      rounded to 64 KiB within it */
-	uintptr_t alloc_start; /* GPU, CUDA-pinned host: the allocation */
+	uintptr_t alloc_start; /* GPU, CUDA-pinned host: the allocation
+				* (VMM: the mappings the request covers) */
 	uintptr_t alloc_end;
 	uintptr_t reg_align; /* GPU: registrations round out to this */
 	int tag_check_auto;  /* GPU: tag checks only if the kernel channel
@@ -423,15 +442,34 @@ static inline int gdrc_region_tag_ok(const struct gdrc_cache *c,
 	       tag == r->buffer_id;
 }
 
+/* Do the segments of r that [start, end) touches still hold their
+ * mappings?  One BUFFER_ID query per segment touched. */
+int gdrc_cache_segs_ok(const struct gdrc_cache *c,
+		       const struct gdrc_region *r, uintptr_t start,
+		       uintptr_t end);
+
+/* Does r still hold its memory where [start, end) touches it? */
+static inline int gdrc_region_tags_ok(const struct gdrc_cache *c,
+				      const struct gdrc_region *r,
+				      uintptr_t start, uintptr_t end)
+{
+	if (gdrc_likely(r->tag_check == REGION_TAG_ONE))
+		return gdrc_region_tag_ok(c, r);
+	return gdrc_cache_segs_ok(c, r, start, end);
+}
+
 /*
  * The fast path: a hit on one of this thread's remembered handles.
  * host_ok: whether the free interception can be trusted right now (the
  * hooks intact and no unmap between its system call and its event); it
  * is asked only for a region without a tag check.  A tag-checked region
- * needs neither it nor the event queue: the allocation's current
- * BUFFER_ID is the whole answer, whatever a hook has or has not posted
- * yet, and an always-mode hit is the driver call plus a few loads.
- * (A fork child never gets here: its entries are forgotten.)
+ * does not need it: the BUFFER_ID of each segment the request touches
+ * answers for that memory whatever a hook has or has not posted yet.
+ * It still goes slow while an event is queued, so that what the CUDA
+ * hooks saw (a segment the request does not touch unmapped, say)
+ * removes it in every GDRC_VALIDATE mode; that is one load of a line
+ * this get reads anyway.  (A fork child never gets here: its entries
+ * are forgotten.)
  * @return the handle with the get counted, or NULL (go slow).
  */
 static inline __attribute__((always_inline)) struct gdrc_mr *
@@ -462,10 +500,9 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		 * mark.  Read the other way round, an event queued (or a
 		 * drain finished) between two loads served a registration
 		 * of memory that was already unmapped. */
-		if (!r->tag_check &&
-		    (!host_ok() ||
-		     atomic_load_explicit(&c->invq.pending,
-					  memory_order_acquire)))
+		if ((!r->tag_check && !host_ok()) ||
+		    atomic_load_explicit(&c->invq.pending,
+					 memory_order_acquire))
 			return NULL;
 		/* Our pin keeps r registered; INVALID says it left the
 		 * cache, and the slow path lets go of the handle. */
@@ -476,7 +513,7 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 			return NULL; /* the kernel saw it go: slow path */
 		s = &c->shards[t->shard];
 		if (r->tag_check) {
-			if (!gdrc_region_tag_ok(c, r)) {
+			if (!gdrc_region_tags_ok(c, r, start, end)) {
 				gdrc_shard_inc(&s->tag_checks, t->shard);
 				return NULL; /* the slow path drops it */
 			}

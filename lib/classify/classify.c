@@ -62,6 +62,31 @@ static int classify_is_vmm(const struct gdrc_cuda *cu, uintptr_t addr)
 	return 1;
 }
 
+/*
+ * The one mapping of a VMM reservation that holds addr.  The pointer
+ * attributes report the whole reservation, holes and other mappings
+ * included (PyTorch's expandable segments reserve all of the GPU's
+ * memory and map 20 MiB pieces into it); cuMemGetAddressRange reports
+ * the mapping, but only with a context current.
+ */
+static CUresult vmm_mapping(const struct gdrc_cuda *cu, uintptr_t addr,
+			    int device, CUdeviceptr *base_p, size_t *size_p)
+{
+	struct gdrc_cuda_scope scope;
+	CUresult res;
+
+	res = gdrc_cuda_enter(cu, NULL, device, &scope);
+	if (res != CUDA_SUCCESS) {
+		gdrc_error("no context of cuda device %d to ask about %#lx in: "
+			   "none is current and its primary one is inactive",
+			   device, (unsigned long)addr);
+		return res;
+	}
+	res = cu->cuMemGetAddressRange(base_p, size_p, (CUdeviceptr)addr);
+	gdrc_cuda_leave(cu, &scope);
+	return res;
+}
+
 gdrc_status_t gdrc_classify(const struct gdrc_cuda *cu, uintptr_t addr,
 			    struct gdrc_class *cls)
 {
@@ -101,6 +126,14 @@ gdrc_status_t gdrc_classify(const struct gdrc_cuda *cu, uintptr_t addr,
 	if (res != CUDA_SUCCESS)
 		return cuda_fail(cu, "cuPointerGetAttributes", res, addr);
 	info->buffer_id = buffer_id;
+	if (!memtype && !buffer_id && size) {
+		/* Host memory has no range; a hole of a reservation has
+		 * the reservation's (as a freed pool block has none). */
+		gdrc_error("%#lx lies in an unmapped part of a cuda "
+			   "reservation (%#llx+%zu)", (unsigned long)addr,
+			   (unsigned long long)base, size);
+		return GDRC_ERR_UNSUPPORTED;
+	}
 	if (memtype != CU_MEMORYTYPE_DEVICE) {
 		/* Plain host memory reads as type 0 and no BUFFER_ID. */
 		if (buffer_id) {
@@ -125,6 +158,15 @@ gdrc_status_t gdrc_classify(const struct gdrc_cuda *cu, uintptr_t addr,
 		info->kind = GDRC_PTR_VMM;
 	else
 		info->kind = GDRC_PTR_DEVICE;
+	if (info->kind == GDRC_PTR_VMM) {
+		cls->resv_start = (uintptr_t)base;
+		cls->resv_end = (uintptr_t)base + size;
+		res = vmm_mapping(cu, addr, ordinal, &base, &size);
+		if (res != CUDA_SUCCESS)
+			return cuda_fail(cu, "cuMemGetAddressRange", res, addr);
+		info->alloc_base = (uintptr_t)base;
+		info->alloc_size = size;
+	}
 	if (!buffer_id || !size || base > addr || addr - base >= size) {
 		gdrc_error("cuda reports an odd allocation for %#lx: base "
 			   "%#llx size %zu buffer id %llu",
@@ -179,21 +221,26 @@ static int sync_ctx_set(const struct gdrc_cuda *cu, CUcontext ctx)
 /*
  * The context whose memory operations touch cls's memory.  VMM and pool
  * memory belong to no context (the driver reports none): then the
- * caller's current context, else the device's primary context if it is
- * already active (retaining an inactive one would create it).
+ * caller's current context if it is on the memory's device (another
+ * device's would get the flag in its place), else the device's primary
+ * context if it is already active (retaining an inactive one would
+ * create it).
  * @return the context; *primary_p is 1 if it was retained.
  */
 static CUcontext sync_ctx_pick(const struct gdrc_cuda *cu,
 			       const struct gdrc_class *cls, int *primary_p)
 {
 	CUcontext ctx = cls->cu_ctx;
+	CUdevice dev;
 	unsigned flags;
 	int active = 0;
 
 	*primary_p = 0;
 	if (ctx)
 		return ctx;
-	if (cu->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx)
+	if (cu->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx &&
+	    cu->cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
+	    dev == cls->info.device)
 		return ctx;
 	if (cu->cuDevicePrimaryCtxGetState(cls->info.device, &flags,
 					   &active) != CUDA_SUCCESS ||
@@ -261,4 +308,108 @@ uint32_t gdrc_classify_sync_memops(const struct gdrc_cuda *cu,
 out:
 	pthread_mutex_unlock(&classify_lock);
 	return how;
+}
+
+/* Append seg to the array, moving it from buf to the heap when full. */
+static int segs_push(const struct gdrc_seg *buf, struct gdrc_seg **segs_p,
+		     unsigned *n_p, unsigned *max_p, const struct gdrc_seg *seg)
+{
+	struct gdrc_seg *grown;
+
+	if (*n_p == *max_p) {
+		grown = malloc(2 * (size_t)*max_p * sizeof(*grown));
+		if (!grown)
+			return -1;
+		memcpy(grown, *segs_p, *n_p * sizeof(*grown));
+		if (*segs_p != buf)
+			free(*segs_p);
+		*segs_p = grown;
+		*max_p *= 2;
+	}
+	(*segs_p)[(*n_p)++] = *seg;
+	return 0;
+}
+
+/* The mapping starting at addr, which must be the device's VMM memory. */
+static gdrc_status_t vmm_next(const struct gdrc_cuda *cu, uintptr_t addr,
+			      int device, struct gdrc_seg *seg)
+{
+	int attrs[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+			CU_POINTER_ATTRIBUTE_BUFFER_ID,
+			CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL };
+	unsigned memtype = 0;
+	unsigned long long buffer_id = 0;
+	int ordinal = -1;
+	void *data[] = { &memtype, &buffer_id, &ordinal };
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	CUresult res;
+
+	res = cu->cuPointerGetAttributes(GDRC_ARRAY_SIZE(attrs), attrs, data,
+					 (CUdeviceptr)addr);
+	if (res != CUDA_SUCCESS)
+		return cuda_fail(cu, "cuPointerGetAttributes", res, addr);
+	if (memtype != CU_MEMORYTYPE_DEVICE || !buffer_id) {
+		gdrc_error("the range reaches an unmapped part of its cuda "
+			   "reservation at %#lx", (unsigned long)addr);
+		return GDRC_ERR_UNSUPPORTED;
+	}
+	if (ordinal != device) {
+		gdrc_error("the range spans mappings of cuda devices %d and "
+			   "%d at %#lx", device, ordinal, (unsigned long)addr);
+		return GDRC_ERR_UNSUPPORTED;
+	}
+	res = cu->cuMemGetAddressRange(&base, &size, (CUdeviceptr)addr);
+	if (res != CUDA_SUCCESS)
+		return cuda_fail(cu, "cuMemGetAddressRange", res, addr);
+	if (base != addr || !size) {
+		gdrc_error("cuda reports an odd mapping at %#lx: %#llx+%zu",
+			   (unsigned long)addr, (unsigned long long)base, size);
+		return GDRC_ERR_CUDA;
+	}
+	*seg = (struct gdrc_seg){ .start = addr, .end = addr + size,
+				  .buffer_id = buffer_id };
+	return GDRC_OK;
+}
+
+gdrc_status_t gdrc_classify_segments(const struct gdrc_cuda *cu,
+				     const struct gdrc_class *cls,
+				     uintptr_t start, uintptr_t end,
+				     struct gdrc_seg *buf, unsigned cap,
+				     struct gdrc_seg **segs_p, unsigned *n_p)
+{
+	const struct gdrc_ptr_info *info = &cls->info;
+	struct gdrc_seg seg = {
+		.start = info->alloc_base,
+		.end = info->alloc_base + info->alloc_size,
+		.buffer_id = info->buffer_id,
+	};
+	struct gdrc_cuda_scope scope;
+	gdrc_status_t status = GDRC_OK;
+	unsigned n = 0, max = cap;
+	CUresult res;
+
+	*segs_p = buf;
+	if (!cap || start < seg.start || start >= seg.end)
+		return GDRC_ERR_INVALID_PARAM;
+	segs_push(buf, segs_p, &n, &max, &seg);
+	if (end > seg.end) {
+		res = gdrc_cuda_enter(cu, NULL, info->device, &scope);
+		if (res != CUDA_SUCCESS)
+			return cuda_fail(cu, "making a context current", res,
+					 start);
+		while (!status && seg.end < end) {
+			status = vmm_next(cu, seg.end, info->device, &seg);
+			if (!status &&
+			    segs_push(buf, segs_p, &n, &max, &seg))
+				status = GDRC_ERR_NO_MEMORY;
+		}
+		gdrc_cuda_leave(cu, &scope);
+	}
+	if (status && *segs_p != buf)
+		free(*segs_p);
+	if (status)
+		*segs_p = buf;
+	*n_p = n;
+	return status;
 }

@@ -24,15 +24,21 @@
 #include <gdrcache.h>
 
 #include "cuda/cuda_loader.h"
+#include "gdrc_int.h"
 
 struct gdrc_class {
-	struct gdrc_ptr_info info; /* the public answer */
+	struct gdrc_ptr_info info; /* the public answer; VMM: alloc_* is the
+				    * mapping holding the pointer */
 	CUcontext cu_ctx;          /* the allocation's context, or NULL */
+	uintptr_t resv_start;      /* VMM: the whole reservation (what */
+	uintptr_t resv_end;        /* RANGE_START/RANGE_SIZE report) */
 };
 
 /*
  * Classify addr.  Without a driver (cu NULL): plain host memory.
- * @return GDRC_OK; GDRC_ERR_CUDA (logged) if the driver failed.
+ * @return GDRC_OK; GDRC_ERR_UNSUPPORTED (logged) if addr lies in an
+ *         unmapped part of a CUDA VMM reservation; GDRC_ERR_CUDA (logged)
+ *         if the driver failed.
  */
 gdrc_status_t gdrc_classify(const struct gdrc_cuda *cu, uintptr_t addr,
 			    struct gdrc_class *cls);
@@ -47,5 +53,20 @@ gdrc_status_t gdrc_classify(const struct gdrc_cuda *cu, uintptr_t addr,
 uint32_t gdrc_classify_sync_memops(const struct gdrc_cuda *cu,
 				   const struct gdrc_class *cls,
 				   int *did_set_p);
+
+/*
+ * The VMM mappings that [start, end) covers, in address order, each
+ * whole, for a VMM pointer cls classified at start.  Fills buf while cap
+ * suffices, else a malloc'd array (the caller frees *segs_p if it is not
+ * buf).  Runs in the memory's device context (gdrc_cuda_enter).
+ * @return GDRC_OK with *segs_p, *n_p >= 1; GDRC_ERR_UNSUPPORTED (logged)
+ *         if the range reaches an unmapped hole or another device's
+ *         mapping; GDRC_ERR_NO_MEMORY; GDRC_ERR_CUDA (logged).
+ */
+gdrc_status_t gdrc_classify_segments(const struct gdrc_cuda *cu,
+				     const struct gdrc_class *cls,
+				     uintptr_t start, uintptr_t end,
+				     struct gdrc_seg *buf, unsigned cap,
+				     struct gdrc_seg **segs_p, unsigned *n_p);
 
 #endif /* GDRC_CLASSIFY_H */

@@ -59,6 +59,8 @@ static const struct cuda_sym cuda_syms[] = {
 	CUDA_SYM(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", 0),
 	CUDA_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 0),
 	CUDA_SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 0),
+	CUDA_SYM(cuCtxGetDevice, "cuCtxGetDevice", 0),
+	CUDA_SYM(cuMemGetAddressRange, "cuMemGetAddressRange_v2", 0),
 	CUDA_SYM(cuCtxGetFlags, "cuCtxGetFlags", 1),
 	CUDA_SYM(cuCtxSetFlags, "cuCtxSetFlags", 1),
 	CUDA_SYM(cuMemGetHandleForAddressRange,
@@ -75,6 +77,56 @@ const char *gdrc_cuda_err(const struct gdrc_cuda *cu, CUresult res)
 		return name;
 	snprintf(buf, sizeof(buf), "CUresult %d", res);
 	return buf;
+}
+
+CUresult gdrc_cuda_enter(const struct gdrc_cuda *cu, CUcontext owner,
+			 int device, struct gdrc_cuda_scope *s)
+{
+	CUcontext cur = NULL, want = owner;
+	CUdevice cur_dev;
+	CUresult res;
+
+	*s = (struct gdrc_cuda_scope){ .device = device };
+	if (cu->cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
+		cur = NULL;
+	if (owner ? cur == owner :
+		    cur && cu->cuCtxGetDevice(&cur_dev) == CUDA_SUCCESS &&
+			    cur_dev == device)
+		return CUDA_SUCCESS;
+	if (!want) {
+		unsigned flags;
+		int active = 0;
+
+		/* Retaining an inactive primary context would create one:
+		 * hundreds of MiB of the user's GPU memory. */
+		res = cu->cuDevicePrimaryCtxGetState(device, &flags, &active);
+		if (res != CUDA_SUCCESS)
+			return res;
+		if (!active)
+			return CUDA_ERROR_INVALID_CONTEXT;
+		res = cu->cuDevicePrimaryCtxRetain(&want, device);
+		if (res != CUDA_SUCCESS)
+			return res;
+		s->primary = 1;
+	}
+	res = cu->cuCtxPushCurrent(want);
+	if (res != CUDA_SUCCESS) {
+		gdrc_cuda_leave(cu, s);
+		return res;
+	}
+	s->pushed = 1;
+	return CUDA_SUCCESS;
+}
+
+void gdrc_cuda_leave(const struct gdrc_cuda *cu, struct gdrc_cuda_scope *s)
+{
+	CUcontext popped;
+
+	if (s->pushed)
+		cu->cuCtxPopCurrent(&popped);
+	if (s->primary)
+		cu->cuDevicePrimaryCtxRelease(s->device);
+	s->pushed = s->primary = 0;
 }
 
 /* Under cuda_lock.  @return 0, or -1 with cuda_why set. */

@@ -41,6 +41,10 @@ struct gdrc_cuda {
 					       int *active);
 	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
 	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
+	CUresult (*cuCtxGetDevice)(CUdevice *dev);
+	/* The mapping (VMM) or allocation holding p; needs a context. */
+	CUresult (*cuMemGetAddressRange)(CUdeviceptr *base, size_t *size,
+					 CUdeviceptr p);
 	CUresult (*cuCtxGetFlags)(unsigned *flags);  /* optional */
 	CUresult (*cuCtxSetFlags)(unsigned flags);   /* optional, 12.1+ */
 	/* optional, 11.7+: a dma-buf fd of a range (handle: an int *) */
@@ -62,6 +66,28 @@ const struct gdrc_cuda *gdrc_cuda_get(const char *path);
 
 /* Why the last gdrc_cuda_get failed; NULL if the driver is loaded. */
 const char *gdrc_cuda_reason(void);
+
+/*
+ * The context a driver call about some memory must run in, made current
+ * for the call and put back after it.  Some calls need a current context
+ * (cuMemGetAddressRange, the dma-buf export: CUDA_ERROR_INVALID_CONTEXT
+ * from a thread with none, seen on an H100), and the caller's may be
+ * none or another device's.  owner: the memory's context
+ * (CU_POINTER_ATTRIBUTE_CONTEXT), else NULL for memory that has none
+ * (VMM, pools), which then runs in the caller's context if that is on
+ * device, else in device's primary context (retained for the call) if
+ * it is active; an inactive one is never created.
+ */
+struct gdrc_cuda_scope {
+	int pushed;       /* a context was pushed: pop it */
+	int primary;      /* device's primary context retained: release */
+	CUdevice device;
+};
+
+/* @return CUDA_SUCCESS, or why no context could be made current. */
+CUresult gdrc_cuda_enter(const struct gdrc_cuda *cu, CUcontext owner,
+			 int device, struct gdrc_cuda_scope *s);
+void gdrc_cuda_leave(const struct gdrc_cuda *cu, struct gdrc_cuda_scope *s);
 
 /* "CUDA_ERROR_..." for res, or "CUresult <n>". */
 const char *gdrc_cuda_err(const struct gdrc_cuda *cu, CUresult res);

@@ -3,10 +3,13 @@
  * fake_cuda.c - a fake CUDA driver, libgdrc_fakecuda.so.  Test-only.
  *
  * What it fakes: the driver entry points libgdrcache resolves (see
- * lib/cuda/cuda_loader.h) plus cuMemGetAddressRange_v2, over a simulated
- * set of devices, contexts and allocations that the tests create through
- * the fake_cuda_* control API (fake_cuda.h).  Behaviour follows what the
- * real driver did on an H200 (docs in shared/research/gpu-probe.md):
+ * lib/cuda/cuda_loader.h) plus cuMemGetAddressRange_v2 and
+ * cuCtxGetDevice, over a simulated set of devices, contexts and
+ * allocations that the tests create through the fake_cuda_* control API
+ * (fake_cuda.h).  Behaviour follows what the real driver did on an H200
+ * (docs in shared/research/gpu-probe.md) and, for VMM reservations and
+ * the context rules, on an H100 with driver 580
+ * (docs/probes/vmm_probe-h100-2026-11-25.txt):
  *   - device allocations live in 64 GiB of PROT_NONE address space
  *     reserved once, so they never collide with host memory; nothing
  *     ever touches them;
@@ -20,14 +23,35 @@
  *   - an unknown address (malloc'd host memory, freed VA) makes
  *     cuPointerGetAttributes succeed with zeros, and cuPointerGetAttribute
  *     and cuPointerSetAttribute fail with CUDA_ERROR_INVALID_VALUE;
- *   - VMM memory refuses SYNC_MEMOPS with CUDA_ERROR_NOT_SUPPORTED.
+ *   - VMM memory refuses SYNC_MEMOPS with CUDA_ERROR_NOT_SUPPORTED;
+ *   - VMM memory is laid out as the cuMem allocators (PyTorch expandable
+ *     segments, ncclMemAlloc) lay it out: a VA reservation holding
+ *     mappings, each of its own physical allocation, maybe with holes.
+ *     Each map creates a new physical allocation and BUFFER_ID (the
+ *     driver gives a new id even to the same handle mapped again at the
+ *     same address), each cuMemUnmap releases it.  RANGE_START_ADDR and
+ *     RANGE_SIZE give the whole reservation, cuMemGetAddressRange_v2
+ *     the mapping.  In a hole cuPointerGetAttributes succeeds with
+ *     MEMORY_TYPE 0, DEVICE_ORDINAL -2 and the reservation's range;
+ *     everything else that takes an address fails there as on an
+ *     unknown one.  cuMemUnmap takes only whole mappings of one
+ *     reservation, one or more.  fake_cuda_alloc(FAKE_VMM) is a
+ *     reservation of its own, wholly mapped, that goes with its mapping;
+ *   - cuMemGetAddressRange_v2 and cuMemGetHandleForAddressRange fail with
+ *     CUDA_ERROR_INVALID_CONTEXT on a thread with no current context,
+ *     whatever the memory.  The export (an fd of /dev/null: the caller
+ *     only passes it on and closes it) takes a range inside one
+ *     allocation, or over adjacent mappings of one reservation, and,
+ *     stricter than the driver, only in the context of the device that
+ *     owns the memory, to catch a library exporting in the wrong one.
  * Pinned host memory (FAKE_HOST_PINNED) is real RW anonymous memory, so
  * tests may touch it; fake_cuda_free munmaps it.
  *
  * What it does not fake: any data movement, kernels, streams, memcpy,
- * dma-buf export, nvidia_p2p, real context semantics beyond a per-thread
- * stack of one context per device, or cuGetProcAddress.  The loader
- * resolves symbols with dlsym, so none is needed.
+ * a real dma-buf, nvidia_p2p, real context semantics beyond a per-thread
+ * stack of one context per device, cuMemCreate / cuMemMap as entry
+ * points (tests map through the control API), or one physical
+ * allocation mapped at several places.
  *
  * Also: call counting and failure injection per entry point, and
  * cuInit's result set by the test.  All state sits under one mutex; the
@@ -41,6 +65,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +87,7 @@
 #define CTX_VALID_FLAGS 0xffU	/* CU_CTX_SCHED_* .. CU_CTX_SYNC_MEMOPS */
 #define FREED_MAX 4096	/* freed VAs remembered for reuse */
 #define HANDLE_TAG 0xfa4e000000000000ULL
+#define HOLE_ORDINAL (-2)	/* DEVICE_ORDINAL of unmapped reserved VA */
 
 /* ====================================================================
  * State
@@ -84,6 +110,7 @@
 	X(cuCtxGetFlags)		\
 	X(cuCtxSetFlags)		\
 	X(cuCtxGetCurrent)		\
+	X(cuCtxGetDevice)		\
 	X(cuDevicePrimaryCtxGetState)	\
 	X(cuDevicePrimaryCtxRetain)	\
 	X(cuDevicePrimaryCtxRelease_v2)	\
@@ -124,9 +151,16 @@ struct CUmemPoolHandle_st {
 	char unused;
 };
 
+/* A VMM mapping is a fake_alloc (FAKE_VMM) inside one of these. */
+struct fake_resv {
+	CUdeviceptr start;
+	size_t size;
+	bool implicit;		/* fake_cuda_alloc's: goes with its mapping */
+};
+
 struct fake_alloc {
 	CUdeviceptr start;
-	size_t size;		/* RANGE_SIZE: as asked (VMM: mapped size) */
+	size_t size;		/* as asked (VMM: the mapping's size) */
 	size_t span;		/* VA it occupies: size rounded up */
 	enum fake_cuda_kind kind;
 	int device;
@@ -170,6 +204,9 @@ static struct {
 
 	struct fake_alloc *allocs;	/* sorted by start, disjoint spans */
 	size_t nallocs, allocs_cap;
+	/* Sorted by start, disjoint; each VMM allocation lies in one. */
+	struct fake_resv *resvs;
+	size_t nresvs, resvs_cap;
 	struct freed_va *freed;		/* a stack: most recent last */
 	size_t nfreed, freed_cap;
 	struct handle_ref *handles;
@@ -261,15 +298,23 @@ static void ensure_va(void)
  * The allocation table
  * ==================================================================== */
 
-/* Index of the last allocation starting at or below p, or -1. */
-static long find_le(CUdeviceptr p)
+/*
+ * Index of the last of n elements of elem bytes, sorted by the
+ * CUdeviceptr at offset off in each, that starts at or below p, or -1.
+ * One search for both tables.
+ */
+static long find_le_in(const void *arr, size_t n, size_t elem, size_t off,
+		       CUdeviceptr p)
 {
-	long lo = 0, hi = (long)st.nallocs - 1, best = -1;
+	long lo = 0, hi = (long)n - 1, best = -1;
 
 	while (lo <= hi) {
 		long mid = lo + (hi - lo) / 2;
+		CUdeviceptr start;
 
-		if (st.allocs[mid].start <= p) {
+		memcpy(&start, (const char *)arr + mid * elem + off,
+		       sizeof(start));
+		if (start <= p) {
 			best = mid;
 			lo = mid + 1;
 		} else {
@@ -277,6 +322,30 @@ static long find_le(CUdeviceptr p)
 		}
 	}
 	return best;
+}
+
+/* Index of the last allocation starting at or below p, or -1. */
+static long find_le(CUdeviceptr p)
+{
+	return find_le_in(st.allocs, st.nallocs, sizeof(*st.allocs),
+			  offsetof(struct fake_alloc, start), p);
+}
+
+/* Index of the last reservation starting at or below p, or -1. */
+static long resv_find_le(CUdeviceptr p)
+{
+	return find_le_in(st.resvs, st.nresvs, sizeof(*st.resvs),
+			  offsetof(struct fake_resv, start), p);
+}
+
+/* The reservation holding p, or NULL. */
+static struct fake_resv *resv_lookup(CUdeviceptr p)
+{
+	long i = resv_find_le(p);
+
+	if (i < 0 || p - st.resvs[i].start >= st.resvs[i].size)
+		return NULL;
+	return &st.resvs[i];
 }
 
 /* The allocation whose [start, start + size) holds p, or NULL. */
@@ -289,15 +358,45 @@ static struct fake_alloc *lookup(CUdeviceptr p)
 	return &st.allocs[i];
 }
 
-/* Whether any allocation's span meets [va, va + span). */
-static bool range_taken(CUdeviceptr va, size_t span)
+/* Whether any allocation's span meets [va, va + span); span != 0. */
+static bool alloc_meets(CUdeviceptr va, size_t span)
 {
+	long i = find_le(va + span - 1);
+
+	return i >= 0 && st.allocs[i].start + st.allocs[i].span > va;
+}
+
+/*
+ * The end of the furthest allocation or reservation that meets
+ * [va, va + span), 0 if none does; span != 0.  Both tables count: no
+ * allocation may land inside a reservation, even in a hole.
+ */
+static CUdeviceptr taken_end(CUdeviceptr va, size_t span)
+{
+	CUdeviceptr last = va + span - 1, end = 0, e;
 	long i;
 
+	i = find_le(last);
+	if (i >= 0) {
+		e = st.allocs[i].start + st.allocs[i].span;
+		if (e > va)
+			end = e;
+	}
+	i = resv_find_le(last);
+	if (i >= 0) {
+		e = st.resvs[i].start + st.resvs[i].size;
+		if (e > va && e > end)
+			end = e;
+	}
+	return end;
+}
+
+/* Whether [va, va + span) is unusable or meets anything taken. */
+static bool range_taken(CUdeviceptr va, size_t span)
+{
 	if (!va || !span || va + span < va)
 		return true;
-	i = find_le(va + span - 1);
-	return i >= 0 && st.allocs[i].start + st.allocs[i].span > va;
+	return taken_end(va, span) != 0;
 }
 
 static struct fake_alloc *insert_alloc(CUdeviceptr start, size_t size,
@@ -333,6 +432,89 @@ static void remove_alloc(struct fake_alloc *a)
 	st.nallocs--;
 }
 
+static void insert_resv(CUdeviceptr start, size_t size, bool implicit)
+{
+	long pos = resv_find_le(start) + 1;
+	struct fake_resv *r;
+
+	st.resvs = grow(st.resvs, &st.resvs_cap, st.nresvs + 1,
+			sizeof(*st.resvs));
+	memmove(&st.resvs[pos + 1], &st.resvs[pos],
+		(st.nresvs - pos) * sizeof(*st.resvs));
+	st.nresvs++;
+	r = &st.resvs[pos];
+	r->start = start;
+	r->size = size;
+	r->implicit = implicit;
+}
+
+static void remove_resv(struct fake_resv *r)
+{
+	size_t pos = r - st.resvs;
+
+	memmove(r, r + 1, (st.nresvs - pos - 1) * sizeof(*r));
+	st.nresvs--;
+}
+
+/* Remember a's VA for the next like allocation (LIFO). */
+static void remember_freed(const struct fake_alloc *a)
+{
+	if (st.nfreed == FREED_MAX) {	/* forget the oldest quarter */
+		st.nfreed -= FREED_MAX / 4;
+		memmove(st.freed, st.freed + FREED_MAX / 4,
+			st.nfreed * sizeof(*st.freed));
+	}
+	st.freed = grow(st.freed, &st.freed_cap, st.nfreed + 1,
+			sizeof(*st.freed));
+	st.freed[st.nfreed].start = a->start;
+	st.freed[st.nfreed].size = a->size;
+	st.freed[st.nfreed].kind = a->kind;
+	st.freed[st.nfreed].device = a->device;
+	st.nfreed++;
+}
+
+/* Index of the first allocation that ends above p. */
+static long first_ending_above(CUdeviceptr p)
+{
+	long i = find_le(p);
+
+	if (i >= 0 && st.allocs[i].start + st.allocs[i].span > p)
+		return i;
+	return i + 1;
+}
+
+/*
+ * cuMemUnmap of [p, p + size), inside one reservation.  Every mapping it
+ * meets must lie wholly inside it, and it must meet one at least; holes
+ * between them are fine.  The driver refuses a partial unmap and changes
+ * nothing, and one call over several whole adjacent mappings unmaps them
+ * all (driver 580).  The physical allocations go too: the allocators
+ * release right after unmapping, and the fake keeps no handle unmapped.
+ * A reservation of fake_cuda_alloc goes with its mapping, its VA
+ * remembered for reuse like any freed allocation's.  Lock held.
+ */
+static CUresult unmap_locked(CUdeviceptr p, size_t size)
+{
+	struct fake_resv *r = resv_lookup(p);
+	long first, last;
+
+	if (!r || !size || size > r->start + r->size - p)
+		return CUDA_ERROR_INVALID_VALUE;
+	first = first_ending_above(p);
+	last = find_le(p + size - 1);
+	if (last < first || st.allocs[first].start < p ||
+	    st.allocs[last].start + st.allocs[last].span > p + size)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (r->implicit) {
+		remember_freed(&st.allocs[first]);
+		remove_resv(r);
+	}
+	memmove(&st.allocs[first], &st.allocs[last + 1],
+		(st.nallocs - last - 1) * sizeof(*st.allocs));
+	st.nallocs -= last + 1 - first;
+	return CUDA_SUCCESS;
+}
+
 /* Pop the most recently freed VA fit for a like allocation, or 0. */
 static CUdeviceptr take_freed(enum fake_cuda_kind kind, size_t size,
 			      size_t span, int device)
@@ -359,13 +541,13 @@ static CUdeviceptr va_fresh(size_t span, size_t align)
 	CUdeviceptr va = ALIGN_UP(st.va_next, align);
 
 	while (va < st.va_end && st.va_end - va >= span) {
-		long i = find_le(va + span - 1);
+		CUdeviceptr end = taken_end(va, span);
 
-		if (i < 0 || st.allocs[i].start + st.allocs[i].span <= va) {
+		if (!end) {
 			st.va_next = va + span;
 			return va;
 		}
-		va = ALIGN_UP(st.allocs[i].start + st.allocs[i].span, align);
+		va = ALIGN_UP(end, align);
 	}
 	return 0;
 }
@@ -509,6 +691,8 @@ static CUdeviceptr do_alloc(enum fake_cuda_kind kind, size_t size,
 	else
 		va = va_fresh(span, GDRC_GPU_PAGE_SIZE);
 found:
+	if (va && kind == FAKE_VMM)
+		insert_resv(va, span, true);
 	if (va)
 		insert_alloc(va, rsize, span, kind, device);
 out:
@@ -541,6 +725,7 @@ void fake_cuda_reset(int ndevices)
 		n++;
 	}
 	st.nallocs = 0;
+	st.nresvs = 0;
 	st.nfreed = 0;
 	st.nhandles = 0;
 	memset(st.small, 0, sizeof(st.small));
@@ -576,9 +761,9 @@ CUdeviceptr fake_cuda_alloc_at(enum fake_cuda_kind kind, size_t size,
 int fake_cuda_free(CUdeviceptr p)
 {
 	struct fake_alloc *a;
-	struct freed_va f;
 	bool host;
 	size_t span;
+	int ret = 0;
 
 	lock_state();
 	a = lookup(p);
@@ -586,26 +771,71 @@ int fake_cuda_free(CUdeviceptr p)
 		unlock_state();
 		return -1;
 	}
-	f.start = a->start;
-	f.size = a->size;
-	f.kind = a->kind;
-	f.device = a->device;
 	host = a->kind == FAKE_HOST_PINNED;
 	span = a->span;
-	remove_alloc(a);
-	if (st.nfreed == FREED_MAX) {	/* forget the oldest quarter */
-		st.nfreed -= FREED_MAX / 4;
-		memmove(st.freed, st.freed + FREED_MAX / 4,
-			st.nfreed * sizeof(*st.freed));
+	if (a->kind == FAKE_VMM) {
+		/* A mapping: unmapped as by cuMemUnmap, which cannot
+		 * refuse one whole mapping. */
+		ret = unmap_locked(p, span) ? -1 : 0;
+	} else {
+		remember_freed(a);
+		remove_alloc(a);
 	}
-	st.freed = grow(st.freed, &st.freed_cap, st.nfreed + 1,
-			sizeof(*st.freed));
-	st.freed[st.nfreed++] = f;
 	unlock_state();
 
 	if (host)
 		munmap((void *)(uintptr_t)p, span);
-	return 0;
+	return ret;
+}
+
+CUdeviceptr fake_cuda_vmm_reserve(size_t size)
+{
+	CUdeviceptr va;
+
+	if (!size || size % FAKE_CUDA_VMM_GRANULARITY ||
+	    size > FAKE_CUDA_VA_SIZE)
+		return 0;
+	lock_state();
+	ensure_va();
+	va = va_fresh(size, FAKE_CUDA_VMM_GRANULARITY);
+	if (va)
+		insert_resv(va, size, false);
+	unlock_state();
+	return va;
+}
+
+int fake_cuda_vmm_map(CUdeviceptr va, size_t size, int device)
+{
+	struct fake_resv *r;
+	int ret = -1;
+
+	if (!size || (va | size) % FAKE_CUDA_VMM_GRANULARITY || device < 0)
+		return -1;
+	lock_state();
+	r = resv_lookup(va);
+	if (device < st.ndevices && r && size <= r->start + r->size - va &&
+	    !alloc_meets(va, size)) {
+		insert_alloc(va, size, size, FAKE_VMM, device);
+		ret = 0;
+	}
+	unlock_state();
+	return ret;
+}
+
+int fake_cuda_vmm_unreserve(CUdeviceptr va)
+{
+	long i;
+	int ret = -1;
+
+	lock_state();
+	i = resv_find_le(va);
+	if (i >= 0 && st.resvs[i].start == va &&
+	    !alloc_meets(va, st.resvs[i].size)) {
+		remove_resv(&st.resvs[i]);
+		ret = 0;
+	}
+	unlock_state();
+	return ret;
 }
 
 unsigned long long fake_cuda_buffer_id(CUdeviceptr p)
@@ -909,9 +1139,14 @@ static size_t attr_size(int attr)
 	return 0;
 }
 
-/* Store attr of ptr in a (NULL: an unknown address, all zeros) at data. */
-static void fill_attr(const struct fake_alloc *a, int attr, CUdeviceptr ptr,
-		      void *data)
+/*
+ * Store attr of ptr at data: ptr is in allocation a and reservation r,
+ * either NULL.  No a but an r is a hole in a reservation, which reports
+ * the reservation's range and no device; neither is an unknown address,
+ * all zeros.
+ */
+static void fill_attr(const struct fake_alloc *a, const struct fake_resv *r,
+		      int attr, CUdeviceptr ptr, void *data)
 {
 	union {
 		CUcontext ctx;
@@ -926,6 +1161,15 @@ static void fill_attr(const struct fake_alloc *a, int attr, CUdeviceptr ptr,
 	bool no_ctx;
 
 	memset(&v, 0, sizeof(v));
+	if (!a && r) {
+		if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+			v.dptr = r->start;
+		else if (attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+			v.sz = r->size;
+		else if (attr == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+			v.i = HOLE_ORDINAL;
+		goto store;
+	}
 	if (!a)
 		goto store;
 	no_ctx = a->kind == FAKE_POOL || a->kind == FAKE_VMM;
@@ -956,10 +1200,11 @@ static void fill_attr(const struct fake_alloc *a, int attr, CUdeviceptr ptr,
 		v.i = a->device;
 		break;
 	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-		v.dptr = a->start;
+		/* VMM: the reservation, holes and other mappings included. */
+		v.dptr = r ? r->start : a->start;
 		break;
 	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-		v.sz = a->size;
+		v.sz = r ? r->size : a->size;
 		break;
 	case CU_POINTER_ATTRIBUTE_MAPPED:
 		v.i = 1;
@@ -989,11 +1234,13 @@ CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr)
 	rc = enter(FN_cuPointerGetAttribute, true);
 	if (rc)
 		goto out;
+	/* In a hole too: the driver refused BUFFER_ID there, and the fake
+	 * refuses the rest alike. */
 	a = lookup(ptr);
 	if (!data || !attr_size(attr) || !a)
 		rc = CUDA_ERROR_INVALID_VALUE;
 	else
-		fill_attr(a, attr, ptr, data);
+		fill_attr(a, resv_lookup(ptr), attr, ptr, data);
 out:
 	unlock_state();
 	return rc;
@@ -1003,6 +1250,7 @@ CUresult cuPointerGetAttributes(unsigned n, int *attrs, void **data,
 				CUdeviceptr ptr)
 {
 	struct fake_alloc *a;
+	struct fake_resv *r;
 	CUresult rc;
 	unsigned i;
 
@@ -1021,8 +1269,9 @@ CUresult cuPointerGetAttributes(unsigned n, int *attrs, void **data,
 		}
 	}
 	a = lookup(ptr);
+	r = resv_lookup(ptr);
 	for (i = 0; i < n; i++)
-		fill_attr(a, attrs[i], ptr, data[i]);
+		fill_attr(a, r, attrs[i], ptr, data[i]);
 out:
 	unlock_state();
 	return rc;
@@ -1115,30 +1364,6 @@ out:
 	return rc;
 }
 
-CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size,
-				 CUdeviceptr p)
-{
-	struct fake_alloc *a;
-	CUresult rc;
-
-	lock_state();
-	rc = enter(FN_cuMemGetAddressRange_v2, true);
-	if (rc)
-		goto out;
-	a = lookup(p);
-	if (!a) {
-		rc = CUDA_ERROR_NOT_FOUND;
-		goto out;
-	}
-	if (base)
-		*base = a->start;
-	if (size)
-		*size = a->size;
-out:
-	unlock_state();
-	return rc;
-}
-
 /* This thread's current context, NULL if none; lock held. */
 static CUcontext current_ctx(void)
 {
@@ -1158,6 +1383,39 @@ static int ctx_device(CUcontext ctx)
 		if (ctx == &st.ctx[i])
 			return i;
 	return -1;
+}
+
+/*
+ * The allocation holding p; for VMM the mapping, not the reservation.
+ * The driver wants a current context, any, even for memory that has none
+ * (VMM, pool).
+ */
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size,
+				 CUdeviceptr p)
+{
+	struct fake_alloc *a;
+	CUresult rc;
+
+	lock_state();
+	rc = enter(FN_cuMemGetAddressRange_v2, true);
+	if (rc)
+		goto out;
+	if (!current_ctx()) {
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+		goto out;
+	}
+	a = lookup(p);
+	if (!a) {
+		rc = CUDA_ERROR_NOT_FOUND;
+		goto out;
+	}
+	if (base)
+		*base = a->start;
+	if (size)
+		*size = a->size;
+out:
+	unlock_state();
+	return rc;
 }
 
 CUresult cuCtxPushCurrent_v2(CUcontext ctx)
@@ -1259,6 +1517,27 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
 		rc = CUDA_ERROR_INVALID_VALUE;
 	if (!rc)
 		*pctx = current_ctx();
+	unlock_state();
+	return rc;
+}
+
+CUresult cuCtxGetDevice(CUdevice *dev)
+{
+	CUresult rc;
+	int d;
+
+	lock_state();
+	rc = enter(FN_cuCtxGetDevice, true);
+	if (rc)
+		goto out;
+	d = ctx_device(current_ctx());
+	if (!dev)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (d < 0)
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+	else
+		*dev = d;
+out:
 	unlock_state();
 	return rc;
 }
@@ -1417,23 +1696,18 @@ __attribute__((used)) static CUresult fake_mem_host_unregister(void *p)
 	return rc;
 }
 
-/* The whole mapping of a VMM allocation (the fake's VMM allocations are
- * mapped once, whole). */
+/* Whole mappings of one reservation, and their physical allocations
+ * (see unmap_locked). */
 __attribute__((used)) static CUresult fake_mem_unmap(CUdeviceptr p,
 						      size_t size)
 {
-	struct fake_alloc *a;
 	CUresult rc;
 
 	lock_state();
 	rc = enter(FN_cuMemUnmap, true);
-	a = rc ? NULL : lookup(p);
-	if (!rc && (!a || a->start != p || a->kind != FAKE_VMM ||
-		    a->span != size))
-		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc)
+		rc = unmap_locked(p, size);
 	unlock_state();
-	if (!rc && fake_cuda_free(p))
-		rc = CUDA_ERROR_INVALID_VALUE;
 	return rc;
 }
 
@@ -1506,25 +1780,67 @@ CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver,
 }
 
 /*
- * A dma-buf fd of a range inside one device allocation: here a fresh fd
- * of /dev/null (the caller only passes it on and closes it).
+ * Whether [p, p + size) may be exported: inside one device allocation,
+ * or over adjacent mappings of one reservation with no hole between
+ * (driver 580 refuses a range reaching into a hole), host-page aligned,
+ * in a current context.  Stricter than the driver, that context must be
+ * the owning device's: a library that exports in whatever context the
+ * caller left current would work on one GPU and break on the next.
+ * Lock held.
  */
+static CUresult export_check(const void *handle, CUdeviceptr p, size_t size,
+			     int type, unsigned long long flags)
+{
+	CUcontext ctx = current_ctx();
+	CUdeviceptr end = p + size;
+	struct fake_alloc *a;
+	struct fake_resv *r;
+	bool own;
+	long i;
+
+	if (!ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!handle || !size || flags || end < p ||
+	    type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD ||
+	    (p | size) % (CUdeviceptr)sysconf(_SC_PAGESIZE))
+		return CUDA_ERROR_INVALID_VALUE;
+	a = lookup(p);
+	if (!a || a->kind == FAKE_HOST_PINNED)
+		return CUDA_ERROR_INVALID_VALUE;
+	own = a->device == ctx_device(ctx);
+	if (a->kind != FAKE_VMM) {
+		if (end > a->start + a->span)
+			return CUDA_ERROR_INVALID_VALUE;
+		return own ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+	}
+	/* Every mapping starting below end is in r, end being in r. */
+	r = resv_lookup(p);
+	if (end > r->start + r->size)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (i = a - st.allocs; st.allocs[i].start + st.allocs[i].span < end;
+	     i++) {
+		if ((size_t)i + 1 == st.nallocs ||
+		    st.allocs[i + 1].start !=
+			    st.allocs[i].start + st.allocs[i].span)
+			return CUDA_ERROR_INVALID_VALUE;
+		own = own && st.allocs[i + 1].device == ctx_device(ctx);
+	}
+	return own ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+/* A dma-buf fd: here a fresh fd of /dev/null (the caller only passes it
+ * on and closes it). */
 CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr p,
 				       size_t size, int type,
 				       unsigned long long flags)
 {
-	struct fake_alloc *a;
 	CUresult rc;
 	int fd;
 
 	lock_state();
 	rc = enter(FN_cuMemGetHandleForAddressRange, true);
-	a = rc ? NULL : lookup(p);
-	if (!rc && (!handle || !size || flags ||
-		    type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || !a ||
-		    a->kind == FAKE_HOST_PINNED || p + size > a->start + a->span ||
-		    (p | size) % (CUdeviceptr)sysconf(_SC_PAGESIZE)))
-		rc = CUDA_ERROR_INVALID_VALUE;
+	if (!rc)
+		rc = export_check(handle, p, size, type, flags);
 	unlock_state();
 	if (rc)
 		return rc;

@@ -28,26 +28,61 @@
 enum fake_cuda_kind {
 	FAKE_DEVICE,		/* cuMemAlloc; < 64 KiB sub-allocated 512 B apart */
 	FAKE_POOL,		/* cuMemAllocAsync: as DEVICE, MEMPOOL_HANDLE set */
-	FAKE_VMM,		/* cuMemCreate + cuMemMap, 2 MiB granularity */
+	FAKE_VMM,		/* cuMemCreate + cuMemMap, 2 MiB granularity,
+				 * in a reservation of its own (RANGE_*
+				 * = its span) that goes with it */
 	FAKE_MANAGED,		/* cuMemAllocManaged: DEVICE with IS_MANAGED=1 */
 	FAKE_HOST_PINNED,	/* cuMemHostAlloc: real RW host memory, HOST */
 };
 
-/* Drop all state (allocations, call counts, failures, context flags and
- * stacks, init) and set the device count (0..8); BUFFER_IDs keep rising. */
+/* Drop all state (allocations, reservations, call counts, failures,
+ * context flags and stacks, init) and set the device count (0..8);
+ * BUFFER_IDs keep rising. */
 void fake_cuda_reset(int ndevices);
 
-/* Allocate size bytes of kind on device; returns the start or 0. */
+/* Allocate size bytes of kind on device; returns the start or 0.  Never
+ * inside a reservation. */
 CUdeviceptr fake_cuda_alloc(enum fake_cuda_kind kind, size_t size, int device);
 
-/* As fake_cuda_alloc at exactly va; 0 if any of it is taken (or unusable). */
+/* As fake_cuda_alloc at exactly va; 0 if any of it is taken (or unusable),
+ * a reservation's VA included. */
 CUdeviceptr fake_cuda_alloc_at(enum fake_cuda_kind kind, size_t size,
 			       int device, CUdeviceptr va);
 
-/* Free the allocation starting at p; 0, or -1 if p starts none. */
+/* Free the allocation starting at p; 0, or -1 if p starts none.  A VMM
+ * mapping is unmapped as by cuMemUnmap; its reservation stays unless
+ * fake_cuda_alloc made it. */
 int fake_cuda_free(CUdeviceptr p);
 
-/* BUFFER_ID of the allocation containing p, 0 if none. */
+/*
+ * VMM as the cuMem allocators use it (PyTorch expandable segments,
+ * ncclMemAlloc): one VA reservation, mappings of their own physical
+ * allocations put in it, maybe with holes between.  In a mapping
+ * RANGE_START_ADDR / RANGE_SIZE give the whole reservation and
+ * cuMemGetAddressRange_v2 the mapping; a hole reads as in fake_cuda.c.
+ * Tests unmap through the entry point cuMemUnmap: whole mappings of one
+ * reservation only, one or more, holes between allowed.
+ */
+
+/* cuMemAddressReserve: size bytes of VA (a nonzero multiple of
+ * FAKE_CUDA_VMM_GRANULARITY), 2 MiB aligned, from the device VA the other
+ * allocations use and meeting none of them; nothing mapped.  0 on
+ * failure. */
+CUdeviceptr fake_cuda_vmm_reserve(size_t size);
+
+/* cuMemCreate + cuMemMap + cuMemSetAccess of a new physical allocation of
+ * size bytes on device at va: va and size granularity aligned, wholly in
+ * one reservation, over no mapping.  Every map gets a new BUFFER_ID, as
+ * in the driver even for the same handle mapped again at the same place.
+ * 0, or -1. */
+int fake_cuda_vmm_map(CUdeviceptr va, size_t size, int device);
+
+/* cuMemAddressFree: 0, or -1 if va starts no reservation or something is
+ * still mapped in it. */
+int fake_cuda_vmm_unreserve(CUdeviceptr va);
+
+/* BUFFER_ID of the allocation (for VMM the mapping) containing p, 0 if
+ * none (a hole included). */
 unsigned long long fake_cuda_buffer_id(CUdeviceptr p);
 
 /* Successful cuPointerSetAttribute(SYNC_MEMOPS) calls on p's allocation
@@ -115,6 +150,7 @@ CUresult cuCtxPopCurrent_v2(CUcontext *ctx);
 CUresult cuCtxGetFlags(unsigned *flags);
 CUresult cuCtxSetFlags(unsigned flags);
 CUresult cuCtxGetCurrent(CUcontext *ctx);
+CUresult cuCtxGetDevice(CUdevice *dev);
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned *flags,
 				    int *active);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev);

@@ -9,7 +9,10 @@
  * managed and pinned host memory, failure injection and call counts,
  * CUDA_ERROR_NOT_INITIALIZED before cuInit, per-thread context stacks
  * and flags, thread safety, and that dlopen of the file the test links
- * gives the same instance.
+ * gives the same instance.  VMM reservations with several mappings and
+ * holes, the context rules of cuMemGetAddressRange_v2 and the dma-buf
+ * export, and cuCtxGetDevice follow what an H100 on driver 580 did
+ * (docs/probes/vmm_probe-h100-2026-11-25.txt).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -20,6 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -70,6 +74,18 @@ static int attr_int(CUdeviceptr p, int attr)
 
 	assert_int_equal(cuPointerGetAttribute(&v, attr, p), CUDA_SUCCESS);
 	return v;
+}
+
+/* Make device's context current on this thread, and undo it. */
+static void push_ctx(int device)
+{
+	assert_int_equal(cuCtxPushCurrent_v2(fake_cuda_ctx(device)),
+			 CUDA_SUCCESS);
+}
+
+static void pop_ctx(void)
+{
+	assert_int_equal(cuCtxPopCurrent_v2(NULL), CUDA_SUCCESS);
 }
 
 /* ====================================================================
@@ -200,10 +216,12 @@ static void test_fake_cuda_small_allocs_512_apart_one_page(void **state)
 
 	assert_int_equal(range_size_of(a), 256);
 	assert_int_equal(range_size_of(b + 255), 256);
+	push_ctx(0);
 	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, b + 17),
 			 CUDA_SUCCESS);
 	assert_int_equal(base, b);
 	assert_int_equal(size, 256);
+	pop_ctx();
 	/* The gap between them belongs to neither. */
 	buffer_id_of(a + 256, &rc);
 	assert_int_equal(rc, CUDA_ERROR_INVALID_VALUE);
@@ -224,12 +242,14 @@ static void test_fake_cuda_large_alloc_64k_aligned_one_id(void **state)
 	assert_int_equal(rc, CUDA_SUCCESS);
 	assert_int_equal(buffer_id_of(p + 4096, &rc), id);
 	assert_int_equal(fake_cuda_buffer_id(p + MiB - 1), id);
+	push_ctx(0);
 	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, p + 12345),
 			 CUDA_SUCCESS);
 	assert_int_equal(base, p);
 	assert_int_equal(size, MiB);
 	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, p + MiB),
 			 CUDA_ERROR_NOT_FOUND);
+	pop_ctx();
 	assert_int_equal(attr_ptr(p + 5, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR),
 			 (void *)(uintptr_t)p);
 	assert_int_equal(attr_int(p, CU_POINTER_ATTRIBUTE_MAPPED), 1);
@@ -624,6 +644,606 @@ static void test_fake_cuda_host_pinned_memtype_host_writable(void **state)
 }
 
 /* ====================================================================
+ * VMM reservations, and the context rules of the range queries
+ * ==================================================================== */
+
+/* The probe's layout: in a 16 MiB reservation A 4 MiB at 0, B 4 MiB at
+ * 4 MiB (on device dev_b), C 2 MiB at 8 MiB, a hole from 10 MiB. */
+struct layout {
+	CUdeviceptr r, a, b, c, hole;
+};
+
+static struct layout make_layout(int dev_b)
+{
+	struct layout l;
+
+	l.r = fake_cuda_vmm_reserve(16 * MiB);
+	assert_true(l.r);
+	l.a = l.r;
+	l.b = l.r + 4 * MiB;
+	l.c = l.r + 8 * MiB;
+	l.hole = l.r + 10 * MiB;
+	assert_int_equal(fake_cuda_vmm_map(l.a, 4 * MiB, 0), 0);
+	assert_int_equal(fake_cuda_vmm_map(l.b, 4 * MiB, dev_b), 0);
+	assert_int_equal(fake_cuda_vmm_map(l.c, 2 * MiB, 0), 0);
+	return l;
+}
+
+/* Export [p, p + size) in the current context; a returned fd is closed. */
+static CUresult export_range(CUdeviceptr p, size_t size)
+{
+	int fd = -1;
+	CUresult rc;
+
+	rc = cuMemGetHandleForAddressRange(&fd, p, size,
+					   CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+					   0);
+	if (rc == CUDA_SUCCESS) {
+		assert_true(fd >= 0);
+		close(fd);
+	} else {
+		assert_int_equal(fd, -1);
+	}
+	return rc;
+}
+
+/* Every attribute the probe printed, of one address. */
+struct vmm_attrs {
+	CUcontext ctx;
+	unsigned memtype;
+	unsigned long long id;
+	CUdeviceptr start;
+	size_t size;
+	int ordinal, ipc, mapped, managed;
+	CUmemoryPool pool;
+};
+
+static struct vmm_attrs vmm_attrs_of(CUdeviceptr p)
+{
+	int attrs[] = {
+		CU_POINTER_ATTRIBUTE_CONTEXT,
+		CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+		CU_POINTER_ATTRIBUTE_BUFFER_ID,
+		CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+		CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+		CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+		CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+		CU_POINTER_ATTRIBUTE_MAPPED,
+		CU_POINTER_ATTRIBUTE_IS_MANAGED,
+		CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+	};
+	struct vmm_attrs v = {
+		.ctx = fake_cuda_ctx(0), .memtype = 77, .id = 77, .start = 77,
+		.size = 77, .ordinal = 77, .ipc = 77, .mapped = 77,
+		.managed = 77, .pool = fake_cuda_pool(0),
+	};
+	void *data[] = { &v.ctx, &v.memtype, &v.id, &v.start, &v.size,
+			 &v.ordinal, &v.ipc, &v.mapped, &v.managed, &v.pool };
+
+	assert_int_equal(cuPointerGetAttributes(10, attrs, data, p),
+			 CUDA_SUCCESS);
+	return v;
+}
+
+static void test_fake_cuda_vmm_mapping_attrs_range_is_reservation(void **state)
+{
+	struct {
+		CUdeviceptr p, base;
+		int device;
+	} at[4];
+	unsigned long long ids[4];
+	struct layout l;
+	size_t i;
+	CUresult rc;
+
+	(void)state;
+	fake_cuda_reset(2);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	l = make_layout(1);
+	at[0].p = l.a;
+	at[1].p = l.a + 4 * MiB - 1;
+	at[2].p = l.b + 2 * MiB;
+	at[3].p = l.c;
+	at[0].base = at[1].base = l.a;
+	at[2].base = l.b;
+	at[3].base = l.c;
+	at[0].device = at[1].device = at[3].device = 0;
+	at[2].device = 1;
+	for (i = 0; i < 4; i++) {
+		struct vmm_attrs v = vmm_attrs_of(at[i].p);
+
+		assert_null(v.ctx);
+		assert_int_equal(v.memtype, CU_MEMORYTYPE_DEVICE);
+		assert_true(v.id >= FAKE_CUDA_FIRST_BUFFER_ID);
+		assert_int_equal(v.id, fake_cuda_buffer_id(at[i].p));
+		assert_int_equal(v.id, fake_cuda_buffer_id(at[i].base));
+		assert_int_equal(buffer_id_of(at[i].p, &rc), v.id);
+		assert_int_equal(rc, CUDA_SUCCESS);
+		/* The whole reservation, holes and other mappings in it. */
+		assert_int_equal(v.start, l.r);
+		assert_int_equal(v.size, 16 * MiB);
+		assert_int_equal(v.ordinal, at[i].device);
+		assert_int_equal(v.ipc, 0);
+		assert_int_equal(v.mapped, 1);
+		assert_int_equal(v.managed, 0);
+		assert_null(v.pool);
+		ids[i] = v.id;
+	}
+	/* One BUFFER_ID per mapping. */
+	assert_int_equal(ids[0], ids[1]);
+	assert_int_not_equal(ids[0], ids[2]);
+	assert_int_not_equal(ids[0], ids[3]);
+	assert_int_not_equal(ids[2], ids[3]);
+	assert_int_equal(attr_ptr(l.c + MiB,
+				  CU_POINTER_ATTRIBUTE_RANGE_START_ADDR),
+			 (void *)(uintptr_t)l.r);
+	assert_int_equal(range_size_of(l.b), 16 * MiB);
+}
+
+static void test_fake_cuda_vmm_hole_attrs_reservation_no_device(void **state)
+{
+	CUmemGenericAllocationHandle h = 0;
+	CUdeviceptr base = 1;
+	struct vmm_attrs v;
+	struct layout l;
+	size_t size = 1;
+	CUresult rc;
+	int one = 1;
+
+	(void)state;
+	l = make_layout(0);
+	v = vmm_attrs_of(l.hole);
+	assert_null(v.ctx);
+	assert_int_equal(v.memtype, 0);
+	assert_int_equal(v.id, 0);
+	assert_int_equal(v.start, l.r);
+	assert_int_equal(v.size, 16 * MiB);
+	assert_int_equal(v.ordinal, -2);
+	assert_int_equal(v.ipc, 0);
+	assert_int_equal(v.mapped, 0);
+	assert_int_equal(v.managed, 0);
+	assert_null(v.pool);
+	assert_int_equal(vmm_attrs_of(l.r + 16 * MiB - 1).size, 16 * MiB);
+
+	assert_int_equal(fake_cuda_buffer_id(l.hole), 0);
+	buffer_id_of(l.hole, &rc);
+	assert_int_equal(rc, CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemRetainAllocationHandle(&h,
+			 (void *)(uintptr_t)l.hole), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(fake_cuda_retained_handles(), 0);
+	assert_int_equal(cuPointerSetAttribute(&one,
+			 CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, l.hole),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(fake_cuda_sync_memops_count(l.hole), -1);
+
+	push_ctx(0);
+	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, l.hole),
+			 CUDA_ERROR_NOT_FOUND);
+	assert_int_equal(base, 1);
+	assert_int_equal(size, 1);
+	pop_ctx();
+}
+
+static void test_fake_cuda_vmm_address_range_is_the_mapping(void **state)
+{
+	CUdeviceptr base = 0, p;
+	struct layout l;
+	size_t size = 0;
+
+	(void)state;
+	fake_cuda_reset(2);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	l = make_layout(1);
+	p = fake_cuda_alloc(FAKE_VMM, 3 * MiB, 0);
+	assert_true(p);
+	/* Any current context will do, even another device's. */
+	push_ctx(0);
+	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, l.a + MiB),
+			 CUDA_SUCCESS);
+	assert_int_equal(base, l.a);
+	assert_int_equal(size, 4 * MiB);
+	assert_int_equal(cuMemGetAddressRange_v2(&base, &size,
+			 l.b + 4 * MiB - 1), CUDA_SUCCESS);
+	assert_int_equal(base, l.b);
+	assert_int_equal(size, 4 * MiB);
+	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, l.c),
+			 CUDA_SUCCESS);
+	assert_int_equal(base, l.c);
+	assert_int_equal(size, 2 * MiB);
+	assert_int_equal(cuMemGetAddressRange_v2(NULL, &size, l.c + MiB),
+			 CUDA_SUCCESS);
+	assert_int_equal(size, 2 * MiB);
+	/* A reservation of fake_cuda_alloc's own: the mapping is all of it. */
+	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, p + MiB),
+			 CUDA_SUCCESS);
+	assert_int_equal(base, p);
+	assert_int_equal(size, 4 * MiB);
+	assert_int_equal(cuMemGetAddressRange_v2(&base, &size,
+			 l.r + 16 * MiB - 1), CUDA_ERROR_NOT_FOUND);
+	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, 0x1000),
+			 CUDA_ERROR_NOT_FOUND);
+	pop_ctx();
+}
+
+static void test_fake_cuda_address_range_needs_a_context(void **state)
+{
+	static const enum fake_cuda_kind kinds[] = {
+		FAKE_DEVICE, FAKE_POOL, FAKE_VMM, FAKE_MANAGED,
+		FAKE_HOST_PINNED,
+	};
+	CUdeviceptr p[6], base;
+	struct layout l;
+	size_t i, size;
+
+	(void)state;
+	for (i = 0; i < 5; i++) {
+		p[i] = fake_cuda_alloc(kinds[i], MiB, 0);
+		assert_true(p[i]);
+	}
+	l = make_layout(0);
+	p[5] = l.b + MiB;
+	for (i = 0; i < 6; i++) {
+		base = 1;
+		size = 1;
+		assert_int_equal(cuMemGetAddressRange_v2(&base, &size, p[i]),
+				 CUDA_ERROR_INVALID_CONTEXT);
+		assert_int_equal(base, 1);
+		assert_int_equal(size, 1);
+	}
+	/* Ahead of NOT_FOUND too. */
+	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, l.hole),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	push_ctx(0);
+	for (i = 0; i < 6; i++)
+		assert_int_equal(cuMemGetAddressRange_v2(&base, &size, p[i]),
+				 CUDA_SUCCESS);
+	pop_ctx();
+	assert_int_equal(cuMemGetAddressRange_v2(&base, &size, p[0]),
+			 CUDA_ERROR_INVALID_CONTEXT);
+}
+
+static void test_fake_cuda_export_needs_a_context(void **state)
+{
+	CUdeviceptr d, pool;
+	struct layout l;
+
+	(void)state;
+	l = make_layout(0);
+	d = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	pool = fake_cuda_alloc(FAKE_POOL, MiB, 0);
+	assert_true(d && pool);
+	assert_int_equal(export_range(l.a, 4 * MiB),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(export_range(d, MiB), CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(export_range(pool, MiB), CUDA_ERROR_INVALID_CONTEXT);
+	push_ctx(0);
+	assert_int_equal(export_range(l.a, 4 * MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(d, MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(pool, MiB), CUDA_SUCCESS);
+	pop_ctx();
+	assert_int_equal(export_range(d, MiB), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+static void test_fake_cuda_vmm_export_over_mappings_not_holes(void **state)
+{
+	CUdeviceptr p, q, d;
+	struct layout l;
+
+	(void)state;
+	l = make_layout(0);
+	push_ctx(0);
+	/* The probe's exports, with its results. */
+	assert_int_equal(export_range(l.a, 4 * MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(l.a, 10 * MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(l.b, 6 * MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(l.a + 2 * MiB, 4 * MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(l.a, 12 * MiB),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(export_range(l.a + 64 * KiB, 64 * KiB),
+			 CUDA_SUCCESS);
+	/* Into or from a hole, past the reservation, or unaligned. */
+	assert_int_equal(export_range(l.c, 4 * MiB),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(export_range(l.hole, 2 * MiB),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(export_range(l.a, 17 * MiB),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(export_range(l.a + 100, 4096),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(export_range(l.a, 100), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(export_range(l.a, 0), CUDA_ERROR_INVALID_VALUE);
+	/* A hole made by an unmap splits what was one range. */
+	assert_int_equal(cuMemUnmap(l.b, 4 * MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(l.a, 10 * MiB),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(export_range(l.a, 4 * MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(l.c, 2 * MiB), CUDA_SUCCESS);
+
+	/* Adjacent mappings of two reservations are not one range. */
+	p = fake_cuda_alloc(FAKE_VMM, 2 * MiB, 0);
+	q = fake_cuda_alloc(FAKE_VMM, 2 * MiB, 0);
+	assert_int_equal(q, p + 2 * MiB);
+	assert_int_equal(export_range(p, 2 * MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(p, 4 * MiB), CUDA_ERROR_INVALID_VALUE);
+
+	/* Other kinds: inside one allocation, as before. */
+	d = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	assert_int_equal(export_range(d + 4096, MiB - 4096), CUDA_SUCCESS);
+	assert_int_equal(export_range(d, 2 * MiB), CUDA_ERROR_INVALID_VALUE);
+	pop_ctx();
+}
+
+static void test_fake_cuda_export_other_device_context_refused(void **state)
+{
+	CUdeviceptr d, pool;
+	struct layout l;
+
+	(void)state;
+	fake_cuda_reset(2);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	d = fake_cuda_alloc(FAKE_DEVICE, MiB, 1);
+	pool = fake_cuda_alloc(FAKE_POOL, MiB, 1);
+	assert_true(d && pool);
+	l = make_layout(1);	/* A and C on device 0, B on device 1 */
+
+	push_ctx(0);
+	assert_int_equal(export_range(d, MiB), CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(export_range(pool, MiB), CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(export_range(l.a, 4 * MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(l.c, 2 * MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(l.b, 4 * MiB),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(export_range(l.a, 8 * MiB),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	/* A bad range says so first. */
+	assert_int_equal(export_range(l.a, 12 * MiB),
+			 CUDA_ERROR_INVALID_VALUE);
+	pop_ctx();
+
+	push_ctx(1);
+	assert_int_equal(export_range(d, MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(pool, MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(l.b, 4 * MiB), CUDA_SUCCESS);
+	assert_int_equal(export_range(l.a, 4 * MiB),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(export_range(l.b, 6 * MiB),
+			 CUDA_ERROR_INVALID_CONTEXT);
+	pop_ctx();
+}
+
+static void test_fake_cuda_vmm_unmap_partial_refused(void **state)
+{
+	unsigned long long ida, idb, idc;
+	CUdeviceptr d;
+	struct layout l;
+
+	(void)state;
+	l = make_layout(0);
+	ida = fake_cuda_buffer_id(l.a);
+	idb = fake_cuda_buffer_id(l.b);
+	idc = fake_cuda_buffer_id(l.c);
+	d = fake_cuda_alloc(FAKE_DEVICE, 4 * MiB, 0);
+	assert_true(d);
+
+	/* Part of a mapping, alone or with whole ones. */
+	assert_int_equal(cuMemUnmap(l.a, 2 * MiB), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemUnmap(l.a + 2 * MiB, 2 * MiB),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemUnmap(l.a + 2 * MiB, 4 * MiB),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemUnmap(l.a, 6 * MiB), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemUnmap(l.b + 2 * MiB, 8 * MiB),
+			 CUDA_ERROR_INVALID_VALUE);
+	/* No mapping at all, nothing, or not in the reservation. */
+	assert_int_equal(cuMemUnmap(l.hole, 6 * MiB),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemUnmap(l.a, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemUnmap(l.a, 17 * MiB), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemUnmap(0x1000, 2 * MiB),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemUnmap(d, 4 * MiB), CUDA_ERROR_INVALID_VALUE);
+	/* Nor is a mapping freed as device memory. */
+	assert_int_equal(cuMemFree_v2(l.a), CUDA_ERROR_INVALID_VALUE);
+
+	assert_int_equal(fake_cuda_buffer_id(l.a), ida);
+	assert_int_equal(fake_cuda_buffer_id(l.a + 2 * MiB), ida);
+	assert_int_equal(fake_cuda_buffer_id(l.b), idb);
+	assert_int_equal(fake_cuda_buffer_id(l.c), idc);
+	assert_true(fake_cuda_buffer_id(d) != 0);
+	assert_int_equal(fake_cuda_calls("cuMemUnmap"), 10);
+}
+
+static void test_fake_cuda_vmm_unmap_several_whole_mappings(void **state)
+{
+	unsigned long long ida;
+	struct layout l;
+
+	(void)state;
+	l = make_layout(0);
+	ida = fake_cuda_buffer_id(l.a);
+	/* B and C in one call. */
+	assert_int_equal(cuMemUnmap(l.b, 6 * MiB), CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_buffer_id(l.b), 0);
+	assert_int_equal(fake_cuda_buffer_id(l.c), 0);
+	assert_int_equal(vmm_attrs_of(l.c).mapped, 0);
+	assert_int_equal(vmm_attrs_of(l.b).ordinal, -2);
+	assert_int_equal(fake_cuda_buffer_id(l.a), ida);
+	assert_int_equal(vmm_attrs_of(l.a).size, 16 * MiB);
+
+	/* A and C with the hole of B between, and holes at both ends. */
+	assert_int_equal(fake_cuda_vmm_map(l.c, 2 * MiB, 0), 0);
+	assert_int_equal(cuMemUnmap(l.r, 16 * MiB), CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_buffer_id(l.a), 0);
+	assert_int_equal(fake_cuda_buffer_id(l.c), 0);
+	assert_int_equal(vmm_attrs_of(l.a).size, 16 * MiB);
+	/* Nothing left to unmap. */
+	assert_int_equal(cuMemUnmap(l.r, 16 * MiB), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(fake_cuda_vmm_unreserve(l.r), 0);
+}
+
+static void test_fake_cuda_vmm_remap_same_va_new_buffer_id(void **state)
+{
+	CUmemGenericAllocationHandle h1 = 0, h2 = 0;
+	unsigned long long id1, id2;
+	CUdeviceptr r;
+
+	(void)state;
+	r = fake_cuda_vmm_reserve(4 * MiB);
+	assert_true(r);
+	assert_int_equal(fake_cuda_vmm_map(r, 4 * MiB, 0), 0);
+	id1 = fake_cuda_buffer_id(r);
+	assert_true(id1 >= FAKE_CUDA_FIRST_BUFFER_ID);
+	assert_int_equal(cuMemRetainAllocationHandle(&h1,
+			 (void *)(uintptr_t)(r + MiB)), CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_retained_handles(), 1);
+
+	assert_int_equal(cuMemUnmap(r, 4 * MiB), CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_buffer_id(r), 0);
+	assert_int_equal(fake_cuda_vmm_map(r, 4 * MiB, 0), 0);
+	id2 = fake_cuda_buffer_id(r);
+	assert_true(id2 > id1);
+	assert_int_equal(attr_int(r, CU_POINTER_ATTRIBUTE_MAPPED), 1);
+
+	/* A new physical allocation, so a new handle; the reference on
+	 * the old one still has to be released. */
+	assert_int_equal(cuMemRetainAllocationHandle(&h2,
+			 (void *)(uintptr_t)r), CUDA_SUCCESS);
+	assert_true(h2 != 0 && h2 != h1);
+	assert_int_equal(fake_cuda_retained_handles(), 2);
+	assert_int_equal(cuMemRelease(h1), CUDA_SUCCESS);
+	assert_int_equal(cuMemRelease(h2), CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_retained_handles(), 0);
+	assert_int_equal(cuPointerSetAttribute(&(int){ 1 },
+			 CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, r),
+			 CUDA_ERROR_NOT_SUPPORTED);
+}
+
+static void test_fake_cuda_vmm_reserve_map_unreserve_rules(void **state)
+{
+	CUdeviceptr r, r2, d, s, v;
+	unsigned memtype = 77;
+	size_t size = 77;
+	int attrs[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+			CU_POINTER_ATTRIBUTE_RANGE_SIZE };
+	void *data[] = { &memtype, &size };
+
+	(void)state;
+	assert_int_equal(fake_cuda_vmm_reserve(0), 0);
+	assert_int_equal(fake_cuda_vmm_reserve(MiB), 0);
+	assert_int_equal(fake_cuda_vmm_reserve(3 * MiB), 0);
+	assert_int_equal(fake_cuda_vmm_reserve(FAKE_CUDA_VA_SIZE * 2), 0);
+	r = fake_cuda_vmm_reserve(8 * MiB);
+	r2 = fake_cuda_vmm_reserve(4 * MiB);
+	assert_true(r && r2);
+	assert_int_equal(r % FAKE_CUDA_VMM_GRANULARITY, 0);
+	assert_int_equal(r2 % FAKE_CUDA_VMM_GRANULARITY, 0);
+	assert_true(r2 >= r + 8 * MiB || r2 + 4 * MiB <= r);
+
+	/* Nothing else lands in a reservation, hole as it is. */
+	d = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	s = fake_cuda_alloc(FAKE_DEVICE, 256, 0);
+	v = fake_cuda_alloc(FAKE_VMM, 2 * MiB, 0);
+	assert_true(d && s && v);
+	assert_true(d >= r + 8 * MiB || d + MiB <= r);
+	assert_true(s >= r + 8 * MiB || s < r);
+	assert_true(v >= r + 8 * MiB || v + 2 * MiB <= r);
+	assert_true(d >= r2 + 4 * MiB || d + MiB <= r2);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_DEVICE, MiB, 0, r + 2 * MiB),
+			 0);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_DEVICE, 256, 0, r + 6 * MiB),
+			 0);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_VMM, 2 * MiB, 0, r), 0);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_MANAGED, 4 * MiB, 0,
+					    r - 2 * MiB), 0);
+
+	/* Mapping: aligned, inside one reservation, over no mapping. */
+	assert_int_equal(fake_cuda_vmm_map(r + MiB, 2 * MiB, 0), -1);
+	assert_int_equal(fake_cuda_vmm_map(r, 3 * MiB, 0), -1);
+	assert_int_equal(fake_cuda_vmm_map(r, 0, 0), -1);
+	assert_int_equal(fake_cuda_vmm_map(r + 6 * MiB, 4 * MiB, 0), -1);
+	assert_int_equal(fake_cuda_vmm_map(r, 2 * MiB, 1), -1);
+	assert_int_equal(fake_cuda_vmm_map(r, 2 * MiB, -1), -1);
+	assert_int_equal(fake_cuda_vmm_map(v, 2 * MiB, 0), -1);
+	assert_int_equal(fake_cuda_vmm_map(0, 2 * MiB, 0), -1);
+	assert_int_equal(fake_cuda_vmm_map(r2 + 8 * MiB, 2 * MiB, 0), -1);
+	assert_int_equal(fake_cuda_vmm_map(r, 8 * MiB, 0), 0);
+	assert_int_equal(fake_cuda_vmm_map(r + 2 * MiB, 2 * MiB, 0), -1);
+	assert_int_equal(fake_cuda_vmm_map(r2 + 2 * MiB, 2 * MiB, 0), 0);
+
+	/* Unreserving: at the start, with nothing mapped. */
+	assert_int_equal(fake_cuda_vmm_unreserve(r + 2 * MiB), -1);
+	assert_int_equal(fake_cuda_vmm_unreserve(r), -1);
+	assert_int_equal(fake_cuda_vmm_unreserve(r2), -1);
+	assert_int_equal(fake_cuda_vmm_unreserve(v), -1);
+	assert_int_equal(fake_cuda_vmm_unreserve(d), -1);
+	assert_int_equal(fake_cuda_vmm_unreserve(0), -1);
+	assert_int_equal(cuMemUnmap(r, 8 * MiB), CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_vmm_unreserve(r), 0);
+	assert_int_equal(fake_cuda_vmm_unreserve(r), -1);
+	assert_int_equal(cuMemUnmap(r2 + 2 * MiB, 2 * MiB), CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_vmm_unreserve(r2), 0);
+
+	/* Gone: an unknown address, and its VA free for others. */
+	assert_int_equal(cuPointerGetAttributes(2, attrs, data, r + MiB),
+			 CUDA_SUCCESS);
+	assert_int_equal(memtype, 0);
+	assert_int_equal(size, 0);
+	assert_int_equal(fake_cuda_alloc_at(FAKE_DEVICE, MiB, 0, r + 2 * MiB),
+			 r + 2 * MiB);
+}
+
+static void test_fake_cuda_vmm_alloc_is_its_own_reservation(void **state)
+{
+	unsigned long long id;
+	CUdeviceptr p, r;
+
+	(void)state;
+	p = fake_cuda_alloc(FAKE_VMM, 3 * MiB, 0);
+	assert_true(p);
+	id = fake_cuda_buffer_id(p);
+	assert_int_equal(vmm_attrs_of(p + MiB).start, p);
+	assert_int_equal(vmm_attrs_of(p + MiB).size, 4 * MiB);
+	assert_int_equal(cuMemUnmap(p, 2 * MiB), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(fake_cuda_buffer_id(p), id);
+	/* Unmapped, it goes whole: no hole left behind. */
+	assert_int_equal(cuMemUnmap(p, 4 * MiB), CUDA_SUCCESS);
+	assert_int_equal(vmm_attrs_of(p).size, 0);
+	assert_int_equal(vmm_attrs_of(p).memtype, 0);
+	assert_int_equal(fake_cuda_alloc(FAKE_VMM, 3 * MiB, 0), p);
+	assert_true(fake_cuda_buffer_id(p) > id);
+	assert_int_equal(fake_cuda_free(p), 0);
+	assert_int_equal(fake_cuda_buffer_id(p), 0);
+
+	/* fake_cuda_free of a mapping in a reservation: the reservation
+	 * stays. */
+	r = fake_cuda_vmm_reserve(4 * MiB);
+	assert_int_equal(fake_cuda_vmm_map(r, 4 * MiB, 0), 0);
+	assert_int_equal(fake_cuda_free(r + 2 * MiB), -1);
+	assert_int_equal(fake_cuda_free(r), 0);
+	assert_int_equal(fake_cuda_buffer_id(r), 0);
+	assert_int_equal(vmm_attrs_of(r).size, 4 * MiB);
+	assert_int_equal(fake_cuda_free(r), -1);
+	assert_int_equal(fake_cuda_vmm_unreserve(r), 0);
+}
+
+static void test_fake_cuda_vmm_reset_drops_reservations(void **state)
+{
+	CUdeviceptr r;
+
+	(void)state;
+	r = fake_cuda_vmm_reserve(4 * MiB);
+	assert_int_equal(fake_cuda_vmm_map(r, 2 * MiB, 0), 0);
+	fake_cuda_reset(1);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	assert_int_equal(fake_cuda_buffer_id(r), 0);
+	assert_int_equal(vmm_attrs_of(r + 2 * MiB).size, 0);
+	assert_int_equal(fake_cuda_vmm_unreserve(r), -1);
+	assert_int_equal(fake_cuda_vmm_map(r + 2 * MiB, 2 * MiB, 0), -1);
+	/* The VA range starts over. */
+	assert_int_equal(fake_cuda_vmm_reserve(4 * MiB), r);
+}
+
+/* ====================================================================
  * Failure injection and call counts
  * ==================================================================== */
 
@@ -746,6 +1366,33 @@ static void test_fake_cuda_ctx_stack_per_thread(void **state)
 	assert_int_equal(pthread_join(t, &ret), 0);
 	assert_int_equal((uintptr_t)ret, CUDA_ERROR_INVALID_CONTEXT);
 	assert_int_equal(cuCtxPopCurrent_v2(NULL), CUDA_SUCCESS);
+}
+
+static void test_fake_cuda_ctx_get_device(void **state)
+{
+	CUdevice dev = 77;
+
+	(void)state;
+	fake_cuda_reset(2);
+	assert_int_equal(cuCtxGetDevice(&dev), CUDA_ERROR_NOT_INITIALIZED);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	assert_int_equal(cuCtxGetDevice(&dev), CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(dev, 77);
+	push_ctx(1);
+	assert_int_equal(cuCtxGetDevice(&dev), CUDA_SUCCESS);
+	assert_int_equal(dev, 1);
+	assert_int_equal(cuCtxGetDevice(NULL), CUDA_ERROR_INVALID_VALUE);
+	push_ctx(0);
+	assert_int_equal(cuCtxGetDevice(&dev), CUDA_SUCCESS);
+	assert_int_equal(dev, 0);
+	pop_ctx();
+	fake_cuda_fail("cuCtxGetDevice", CUDA_ERROR_DEINITIALIZED, 1);
+	assert_int_equal(cuCtxGetDevice(&dev), CUDA_ERROR_DEINITIALIZED);
+	assert_int_equal(dev, 0);
+	assert_int_equal(cuCtxGetDevice(&dev), CUDA_SUCCESS);
+	assert_int_equal(dev, 1);
+	pop_ctx();
+	assert_int_equal(fake_cuda_calls("cuCtxGetDevice"), 7);
 }
 
 /* ====================================================================
@@ -888,6 +1535,34 @@ int main(void)
 		cmocka_unit_test_setup(
 			test_fake_cuda_host_pinned_memtype_host_writable,
 			setup),
+		cmocka_unit_test(
+			test_fake_cuda_vmm_mapping_attrs_range_is_reservation),
+		cmocka_unit_test_setup(
+			test_fake_cuda_vmm_hole_attrs_reservation_no_device,
+			setup),
+		cmocka_unit_test(
+			test_fake_cuda_vmm_address_range_is_the_mapping),
+		cmocka_unit_test_setup(
+			test_fake_cuda_address_range_needs_a_context, setup),
+		cmocka_unit_test_setup(test_fake_cuda_export_needs_a_context,
+				       setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_vmm_export_over_mappings_not_holes,
+			setup),
+		cmocka_unit_test(
+			test_fake_cuda_export_other_device_context_refused),
+		cmocka_unit_test_setup(
+			test_fake_cuda_vmm_unmap_partial_refused, setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_vmm_unmap_several_whole_mappings, setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_vmm_remap_same_va_new_buffer_id, setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_vmm_reserve_map_unreserve_rules, setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_vmm_alloc_is_its_own_reservation, setup),
+		cmocka_unit_test_setup(
+			test_fake_cuda_vmm_reset_drops_reservations, setup),
 		cmocka_unit_test_setup(
 			test_fake_cuda_fail_injection_then_success, setup),
 		cmocka_unit_test_setup(test_fake_cuda_fail_injection_v2_alias,
@@ -895,6 +1570,7 @@ int main(void)
 		cmocka_unit_test(test_fake_cuda_ctx_flags_push_set_pop),
 		cmocka_unit_test_setup(test_fake_cuda_ctx_stack_per_thread,
 				       setup),
+		cmocka_unit_test(test_fake_cuda_ctx_get_device),
 		cmocka_unit_test_setup(
 			test_fake_cuda_reset_drops_state_ids_rise, setup),
 		cmocka_unit_test(test_fake_cuda_threads_consistent),

@@ -335,18 +335,29 @@ static void test_gpu_fake_vmm_sync_memops_on_context(void **state)
 	gdrc_fini(ctx);
 }
 
-static void test_gpu_fake_vmm_inactive_primary_not_created(void **state)
+/* Device 1's VMM memory from a thread with device 0's context current:
+ * the flag goes on device 1's (active primary) context, not device 0's.
+ * (With no context to be had at all the get fails: test_gpu_vmm.) */
+static void test_gpu_fake_vmm_other_device_current_not_flagged(void **state)
 {
-	struct gdrc_ctx *ctx = ctx_mode(NULL);
-	CUdeviceptr v = fake_cuda_alloc(FAKE_VMM, 2 * MIB, 0);
+	struct gdrc_ctx *ctx;
+	CUdeviceptr v;
+	CUcontext popped;
 	struct gdrc_mr_info info;
 
 	(void)state;
-	fake_cuda_set_primary_active(0);
+	fake_cuda_reset(2);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	ctx = ctx_mode(NULL);
+	v = fake_cuda_alloc(FAKE_VMM, 2 * MIB, 1);
+	assert_int_equal(cuCtxPushCurrent_v2(fake_cuda_ctx(0)), CUDA_SUCCESS);
 	info = get_info(ctx, v, 64);
-	assert_true(info.flags & GDRC_MR_INFO_NO_SYNC_MEMOPS);
-	assert_int_equal(fake_cuda_calls("cuDevicePrimaryCtxRetain"), 0);
-	assert_int_equal(fake_cuda_ctx_flags(0), 0);
+	assert_int_equal(cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+	assert_ptr_equal(popped, fake_cuda_ctx(0));
+	assert_true(info.flags & GDRC_MR_INFO_SYNC_MEMOPS_CTX);
+	assert_int_equal(fake_cuda_ctx_flags(0) & CU_CTX_SYNC_MEMOPS, 0);
+	assert_true(fake_cuda_ctx_flags(1) & CU_CTX_SYNC_MEMOPS);
+	assert_int_equal(fake_cuda_primary_refs(1), 0);
 	gdrc_fini(ctx);
 }
 
@@ -686,7 +697,7 @@ int main(void)
 		T(test_gpu_fake_sync_memops_once_per_allocation),
 		T(test_gpu_fake_vmm_sync_memops_on_context),
 		T(test_gpu_fake_vmm_without_ctx_flags_reports_none),
-		T(test_gpu_fake_vmm_inactive_primary_not_created),
+		T(test_gpu_fake_vmm_other_device_current_not_flagged),
 		T(test_gpu_fake_vmm_current_context_gets_flag),
 		T(test_gpu_fake_free_realloc_same_va_new_id),
 		T(test_gpu_fake_shared_page_neighbour_never_validates),
