@@ -3,7 +3,8 @@
  * gdrc-info.c - what libgdrcache can do on this machine, and why not:
  * like ucx_info or gdscheck.  Prints the library's version; its memory
  * hooks (glibc, CUDA) and kernel module; each registration backend, used
- * or with the reason it is not, for a context with the first RDMA
+ * or with the reason it is not, and the per-GPU limits, for a context
+ * with the first RDMA
  * device's protection domain (and without one when there is no device);
  * the CUDA driver and every GPU with its GPUDirect attributes and, where
  * NVML is installed, its BAR1 size; the RDMA devices and their ports;
@@ -30,6 +31,38 @@ static void line(const char *what, gdrc_status_t st, const char *why)
 	       why ? ": " : "", why ? why : "");
 }
 
+/* A limit as the knobs write it. */
+static const char *limit_str(uint64_t v, char *buf, size_t len)
+{
+	if (v == GDRC_LIMIT_NONE)
+		return "none";
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+/* The per-device limits (the same for every GPU) and what each device
+ * of this context holds: nothing yet in a fresh one, but this is how a
+ * program reads them (gdrc_device_stat_get). */
+static void show_limits(struct gdrc_ctx *ctx)
+{
+	uint64_t bytes = 0, regions = 0, pinned = 0, n = 0;
+	char b1[24], b2[24];
+
+	gdrc_device_stat_get(ctx, 0, GDRC_DEVICE_STAT_MAX_BYTES, &bytes);
+	gdrc_device_stat_get(ctx, 0, GDRC_DEVICE_STAT_MAX_REGIONS, &regions);
+	gdrc_device_stat_get(ctx, GDRC_DEVICE_ALL,
+			     GDRC_DEVICE_STAT_PINNED_BYTES, &pinned);
+	gdrc_device_stat_get(ctx, GDRC_DEVICE_ALL, GDRC_DEVICE_STAT_REGIONS,
+			     &n);
+	printf("  %-28s bytes %s, registrations %s (GDRC_GPU_MAX_BYTES, "
+	       "GDRC_GPU_MAX_REGIONS)\n", "limits per GPU",
+	       limit_str(bytes, b1, sizeof(b1)),
+	       limit_str(regions, b2, sizeof(b2)));
+	printf("  %-28s %llu registrations, %llu bytes pinned "
+	       "(gdrc_release_unused gives unused ones back)\n", "now",
+	       (unsigned long long)n, (unsigned long long)pinned);
+}
+
 static void show_ctx(struct gdrc_ctx *ctx)
 {
 	const char *why;
@@ -51,6 +84,7 @@ static void show_ctx(struct gdrc_ctx *ctx)
 		st = gdrc_backend_status(ctx, (enum gdrc_backend)b, &why);
 		line(what, st, why);
 	}
+	show_limits(ctx);
 }
 
 /* ---- the CUDA driver and NVML, loaded at run time ---- */

@@ -428,6 +428,78 @@ GDRC_API gdrc_status_t gdrc_invalidate(struct gdrc_ctx *ctx, const void *addr,
 				       size_t len);
 
 /* ====================================================================
+ * Giving pinned memory back
+ * ==================================================================== */
+
+/* gdrc_release_unused's and gdrc_device_stat_get's device, besides a
+ * CUDA ordinal. */
+#define GDRC_DEVICE_HOST (-1) /* host memory */
+#define GDRC_DEVICE_ALL (-2)  /* host memory and every device */
+
+/**
+ * Release now every cached registration of device nobody holds, so that
+ * its memory can really be freed: a cudaFree or cuMemRelease returns
+ * GPU memory and BAR1 space only once nothing pins it, and a large
+ * allocation may need them.  Call it before such an allocation, or
+ * when the device is short.
+ *
+ * Registrations held by a caller stay (released at their last put).  A
+ * registration another thread got and put back stays registered until
+ * that thread's next call on ctx or its exit: the thread's remembered
+ * handle pins it (docs/design.md, "Handles").
+ *
+ * @param [in]  ctx         the cache.
+ * @param [in]  device      a CUDA ordinal, GDRC_DEVICE_HOST or
+ *                          GDRC_DEVICE_ALL.
+ * @param [out] released_p  how many registrations left the cache; may be
+ *                          NULL.
+ * @return GDRC_OK (also when there was nothing to release);
+ *         GDRC_ERR_INVALID_PARAM for a NULL ctx or a device below
+ *         GDRC_DEVICE_ALL (nothing changes); GDRC_ERR_FORK.
+ * Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_release_unused(struct gdrc_ctx *ctx, int device,
+					   uint64_t *released_p);
+
+/* Per-device counters of a context (gdrc_device_stat_get).  Values are
+ * fixed; new counters are appended before GDRC_DEVICE_STAT_COUNT. */
+enum gdrc_device_stat {
+	GDRC_DEVICE_STAT_PINNED_BYTES = 0, /* registered now, cached or held */
+	GDRC_DEVICE_STAT_REGIONS,    /* registrations alive, cached or held */
+	GDRC_DEVICE_STAT_DMABUFS,    /* of them, dma-buf registrations: each
+				      * keeps an exported dma-buf alive (its
+				      * fd is closed at once) */
+	GDRC_DEVICE_STAT_EVICTIONS,  /* removed for the per-device limits,
+				      * a retry or gdrc_release_unused */
+	GDRC_DEVICE_STAT_RETRIES,    /* registrations that ran out (BAR1,
+				      * memory, fds) and were retried once
+				      * after the device's unused ones were
+				      * released */
+	GDRC_DEVICE_STAT_MAX_BYTES,  /* GDRC_GPU_MAX_BYTES (GDRC_LIMIT_NONE:
+				      * none) */
+	GDRC_DEVICE_STAT_MAX_REGIONS, /* GDRC_GPU_MAX_REGIONS (likewise) */
+	GDRC_DEVICE_STAT_COUNT
+};
+
+/* Devices gdrc_device_stat_get and the per-device limits know of: CUDA
+ * ordinals 0 to GDRC_MAX_DEVICES - 1 (a larger one is not limited). */
+#define GDRC_MAX_DEVICES 64
+
+/**
+ * Read one per-device counter of ctx.  GDRC_DEVICE_HOST counts host
+ * memory's registrations (its limits are GDRC_MAX_BYTES and
+ * GDRC_MAX_REGIONS, reported here as GDRC_LIMIT_NONE); GDRC_DEVICE_ALL
+ * sums host memory and every device (the limits then read
+ * GDRC_LIMIT_NONE).
+ * @return GDRC_OK; GDRC_ERR_INVALID_PARAM for a NULL ctx or value_p, an
+ *         unknown stat or a device outside GDRC_DEVICE_ALL ..
+ *         GDRC_MAX_DEVICES - 1.  Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_device_stat_get(struct gdrc_ctx *ctx, int device,
+					    enum gdrc_device_stat stat,
+					    uint64_t *value_p);
+
+/* ====================================================================
  * Statistics
  * ==================================================================== */
 
@@ -462,6 +534,8 @@ enum gdrc_stat {
 	GDRC_STAT_INV_KMOD,          /* invalidations seen by gdrcache.ko */
 	GDRC_STAT_INV_CUDA_HOOK,     /* invalidations from CUDA free hooks */
 	GDRC_STAT_CUDA_EVENTS,       /* CUDA free events received */
+	GDRC_STAT_OOM_RETRIES,       /* registrations that ran out, retried
+				      * once after releasing unused ones */
 	GDRC_STAT_COUNT
 };
 

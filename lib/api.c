@@ -347,6 +347,8 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 		return status;
 	p.max_regions = ctx->knobs.max_regions;
 	p.max_bytes = ctx->knobs.max_bytes;
+	p.gpu_max_regions = ctx->knobs.gpu_max_regions;
+	p.gpu_max_bytes = ctx->knobs.gpu_max_bytes;
 	p.check = ctx->knobs.check;
 	kmod_setup(ctx, &p);
 	p.cache_host = host_caching(&ctx->knobs, ctx->kchan != NULL);
@@ -734,6 +736,25 @@ GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *ctx, const void *ptr,
 	if (!status)
 		*info_p = cls.info;
 	return status;
+}
+
+GDRC_API gdrc_status_t gdrc_release_unused(struct gdrc_ctx *ctx, int device,
+					   uint64_t *released_p)
+{
+	if (!ctx || device < GDRC_DEVICE_ALL)
+		return GDRC_ERR_INVALID_PARAM;
+	return gdrc_cache_release_unused(&ctx->cache, device, released_p);
+}
+
+GDRC_API gdrc_status_t gdrc_device_stat_get(struct gdrc_ctx *ctx, int device,
+					    enum gdrc_device_stat stat,
+					    uint64_t *value_p)
+{
+	if (!ctx || !value_p || (unsigned)stat >= GDRC_DEVICE_STAT_COUNT ||
+	    device < GDRC_DEVICE_ALL || device >= GDRC_MAX_DEVICES)
+		return GDRC_ERR_INVALID_PARAM;
+	*value_p = gdrc_cache_dev_stat(&ctx->cache, device, stat);
+	return GDRC_OK;
 }
 
 GDRC_API gdrc_status_t gdrc_gpu_status(struct gdrc_ctx *ctx,

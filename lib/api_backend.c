@@ -153,6 +153,8 @@ static int dmabuf_export(void *arg, uintptr_t addr, size_t len,
 	gdrc_cuda_leave(cu, &scope);
 	if (res == CUDA_SUCCESS)
 		return fd;
+	if (res == CUDA_ERROR_OUT_OF_MEMORY)
+		return GDRC_PIN_EXPORT_FULL; /* the cache says so once */
 	gdrc_error("cuMemGetHandleForAddressRange of %#lx+%zu: %s",
 		   (unsigned long)addr, len, gdrc_cuda_err(cu, res));
 	return -1;

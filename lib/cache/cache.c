@@ -303,6 +303,34 @@ static struct gdrc_handle *handle_alloc(struct gdrc_cache *c)
 	return pool_get(c, &c->handles);
 }
 
+/* The accounting slot of device (host memory: 0), or NULL past
+ * GDRC_MAX_DEVICES. */
+static struct gdrc_dev_acct *dev_acct(struct gdrc_cache *c, int device)
+{
+	if (device < GDRC_DEVICE_HOST || device >= GDRC_MAX_DEVICES)
+		return NULL;
+	return &c->dev[device + 1];
+}
+
+/* Count r in (sign 1) or out of (sign -1) its device's totals. */
+static void dev_account(struct gdrc_cache *c, const struct gdrc_region *r,
+			int sign)
+{
+	struct gdrc_dev_acct *a = dev_acct(c, r->device);
+	uint64_t len = r->reg_end - r->reg_start;
+
+	if (!a)
+		return;
+	if (sign < 0)
+		len = -len;
+	atomic_fetch_add_explicit(&a->pinned_bytes, len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&a->regions, (uint64_t)sign,
+				  memory_order_relaxed);
+	if (r->ops->backend == GDRC_BACKEND_DMABUF)
+		atomic_fetch_add_explicit(&a->dmabufs, (uint64_t)sign,
+					  memory_order_relaxed);
+}
+
 /*
  * Make a freshly registered region reachable by its owner: one direct
  * reference (the caller's), INVALID until inserted.
@@ -327,6 +355,7 @@ static void region_publish(struct gdrc_cache *c, struct gdrc_region *r)
 						      memory_order_relaxed))
 		;
 	atomic_fetch_add_explicit(&c->nalive, 1, memory_order_relaxed);
+	dev_account(c, r, 1);
 }
 
 /*
@@ -347,6 +376,7 @@ static int region_claim_dead(struct gdrc_cache *c, struct gdrc_region *r)
 						  memory_order_relaxed);
 			atomic_fetch_sub_explicit(&c->nalive, 1,
 						  memory_order_relaxed);
+			dev_account(c, r, -1);
 			return 1;
 		}
 	}
@@ -509,7 +539,7 @@ static int region_claim_unused(struct gdrc_region *r)
  * The tick cannot move during the walk: it advances only under the
  * write lock, which the caller holds.
  */
-static struct gdrc_region *lru_claim_victim(struct gdrc_cache *c)
+static struct gdrc_region *lru_claim_victim(struct gdrc_cache *c, int device)
 {
 	struct gdrc_region *r = c->lru_head, *next;
 
@@ -522,7 +552,8 @@ static struct gdrc_region *lru_claim_victim(struct gdrc_cache *c)
 			lru_unlink(c, r);
 			r->enq = stamp;
 			lru_insert_sorted(c, r);
-		} else if (region_claim_unused(r)) {
+		} else if ((device == GDRC_DEVICE_ALL || r->device == device) &&
+			   region_claim_unused(r)) {
 			return r;
 		}
 		r = next;
@@ -622,6 +653,19 @@ static int over_limits(struct gdrc_cache *c, uint64_t regions,
 	       pinned + c->reserved_bytes + bytes < pinned;
 }
 
+/* Remove a claimed victim, counted as an eviction of its device. */
+static void evict_one(struct gdrc_cache *c, struct gdrc_region *r,
+		      struct cache_defer *d)
+{
+	struct gdrc_dev_acct *a = dev_acct(c, r->device);
+
+	region_remove(c, r, GDRC_STAT_MISS_EVICTED, d);
+	stat_add(c, GDRC_STAT_EVICTIONS, 1);
+	if (a)
+		atomic_fetch_add_explicit(&a->evictions, 1,
+					  memory_order_relaxed);
+}
+
 /* Evict LRU-first until [regions, bytes] more fit.  @return 0 or -1. */
 static int evict(struct gdrc_cache *c, uint64_t regions, uint64_t bytes,
 		 struct cache_defer *d)
@@ -632,23 +676,73 @@ static int evict(struct gdrc_cache *c, uint64_t regions, uint64_t bytes,
 	if (regions > c->p.max_regions || bytes > c->p.max_bytes)
 		return -1;
 	while (over_limits(c, regions, bytes)) {
-		r = lru_claim_victim(c);
+		r = lru_claim_victim(c, GDRC_DEVICE_ALL);
 		if (!r)
 			return -1;
-		region_remove(c, r, GDRC_STAT_MISS_EVICTED, d);
-		stat_add(c, GDRC_STAT_EVICTIONS, 1);
+		evict_one(c, r, d);
 	}
 	return 0;
 }
 
-static void evict_all_unused(struct gdrc_cache *c, struct cache_defer *d)
+/* Would one more registration of bytes on a's device pass its limits? */
+static int dev_over_limits(const struct gdrc_cache *c,
+			   struct gdrc_dev_acct *a, uint64_t bytes)
 {
+	uint64_t pinned = atomic_load_explicit(&a->pinned_bytes,
+					       memory_order_relaxed);
+	uint64_t n = atomic_load_explicit(&a->regions, memory_order_relaxed);
+
+	return n + a->reserved_regions + 1 > c->p.gpu_max_regions ||
+	       pinned + a->reserved_bytes + bytes > c->p.gpu_max_bytes ||
+	       pinned + a->reserved_bytes + bytes < pinned;
+}
+
+/* Evict device's unused regions, LRU first, until one more registration
+ * of bytes fits its limits (GPU memory only).  @return 0 or -1. */
+static int evict_device(struct gdrc_cache *c, int device, uint64_t bytes,
+			struct cache_defer *d)
+{
+	struct gdrc_dev_acct *a = dev_acct(c, device);
 	struct gdrc_region *r;
 
-	while ((r = lru_claim_victim(c))) {
-		region_remove(c, r, GDRC_STAT_MISS_EVICTED, d);
-		stat_add(c, GDRC_STAT_EVICTIONS, 1);
+	if (!a || device < 0)
+		return 0;
+	if (bytes > c->p.gpu_max_bytes || !c->p.gpu_max_regions)
+		return -1;
+	while (dev_over_limits(c, a, bytes)) {
+		r = lru_claim_victim(c, device);
+		if (!r)
+			return -1;
+		evict_one(c, r, d);
 	}
+	return 0;
+}
+
+/* Under the lock: count (sign 1) or uncount (-1) a registration of
+ * bytes of device's memory in progress. */
+static void dev_reserve(struct gdrc_cache *c, int device, uint64_t bytes,
+			int sign)
+{
+	struct gdrc_dev_acct *a = dev_acct(c, device);
+
+	if (!a)
+		return;
+	a->reserved_bytes += sign > 0 ? bytes : -bytes;
+	a->reserved_regions += (uint64_t)sign;
+}
+
+/* Remove every unused region of device.  @return how many. */
+static unsigned evict_all_unused(struct gdrc_cache *c, int device,
+				 struct cache_defer *d)
+{
+	struct gdrc_region *r;
+	unsigned n = 0;
+
+	while ((r = lru_claim_victim(c, device))) {
+		evict_one(c, r, d);
+		n++;
+	}
+	return n;
 }
 
 /* ====================================================================
@@ -1368,21 +1462,45 @@ static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan,
 	}
 }
 
+/*
+ * A registration of device's memory ran out (BAR1 space, GPU or pinnable
+ * memory, fds): give back the device's unused registrations before the
+ * one retry (host memory: every unused one, since the NIC's and the
+ * memlock limit's resources are shared by all), this thread's idle
+ * handles on them too, and say so the first time.
+ */
+static void oom_release(struct gdrc_cache *c, int device)
+{
+	struct gdrc_dev_acct *a = dev_acct(c, device);
+	struct cache_defer d = { 0 };
+	unsigned n;
+
+	pthread_rwlock_wrlock(&c->lock);
+	drain(c, &d);
+	n = evict_all_unused(c, device < 0 ? GDRC_DEVICE_ALL : device, &d);
+	unlock_and_release(c, &d);
+	tls_drop_invalid(c);
+	stat_add(c, GDRC_STAT_OOM_RETRIES, 1);
+	if (a)
+		atomic_fetch_add_explicit(&a->retries, 1, memory_order_relaxed);
+	if (!atomic_flag_test_and_set(&c->oom_warned))
+		gdrc_warn("%s ran out of registrable memory (BAR1, pinned "
+			  "memory or fds): released %u unused registrations "
+			  "of it and retried (stat oom_retries counts these; "
+			  "said once)",
+			  device < 0 ? "host memory" : "a cuda device", n);
+}
+
 static gdrc_status_t reg_with_retry(struct gdrc_cache *c,
 				    const struct gdrc_pin_ops *ops, void *be,
-				    struct gdrc_pin_reg *reg)
+				    struct gdrc_pin_reg *reg, int device)
 {
-	struct cache_defer d = { 0 };
 	gdrc_status_t status;
 
 	status = ops->reg(be, reg);
 	if (status != GDRC_ERR_NO_MEMORY)
 		return status;
-	/* Out of pinnable memory: give back everything unused, once. */
-	pthread_rwlock_wrlock(&c->lock);
-	drain(c, &d);
-	evict_all_unused(c, &d);
-	unlock_and_release(c, &d);
+	oom_release(c, device);
 	return ops->reg(be, reg);
 }
 
@@ -1431,21 +1549,17 @@ static int miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
 /*
  * The kmod backend's pin failed with err: when the module ran out
  * (ENOMEM from the provider, BAR1; ENOSPC, EDQUOT: its limits), give back
- * every unused registration and try once more.
+ * the device's unused registrations and try once more.
  * @return GDRC_OK pinned; GDRC_ERR_NO_MEMORY; GDRC_ERR_KMOD.
  */
 static gdrc_status_t kpin_retry(struct gdrc_cache *c, struct miss_plan *plan,
 				int err, int *slot_p, uint64_t *handle_p,
 				int *pinned_p)
 {
-	struct cache_defer d = { 0 };
 	int full = err == -ENOMEM || err == -ENOSPC || err == -EDQUOT;
 
 	if (full) {
-		pthread_rwlock_wrlock(&c->lock);
-		drain(c, &d);
-		evict_all_unused(c, &d);
-		unlock_and_release(c, &d);
+		oom_release(c, plan->req->device);
 		err = miss_subscribe(c, plan, slot_p, handle_p, pinned_p);
 		full = err == -ENOMEM || err == -ENOSPC || err == -EDQUOT;
 	}
@@ -1510,7 +1624,7 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 			return status;
 		}
 	}
-	status = reg_with_retry(c, ops, be, &reg);
+	status = reg_with_retry(c, ops, be, &reg, req->device);
 	if (status) {
 		if (kslot >= 0 && kpinned)
 			c->p.kunpin(c->p.karg, khandle);
@@ -1610,7 +1724,8 @@ again:
 		}
 	}
 	plan_miss(c, &plan, &d);
-	if (evict(c, plan.cached, plan.reg_end - plan.reg_start, &d)) {
+	if (evict(c, plan.cached, plan.reg_end - plan.reg_start, &d) ||
+	    evict_device(c, req->device, plan.reg_end - plan.reg_start, &d)) {
 		stat_add(c, GDRC_STAT_LIMIT_REJECTS, 1);
 		unlock_and_release(c, &d);
 		gdrc_debug("%#lx+%lu exceeds the cache limits",
@@ -1621,6 +1736,7 @@ again:
 	reserved = plan.cached; /* miss_register may uncache the plan */
 	c->reserved_regions += reserved;
 	c->reserved_bytes += plan.reg_end - plan.reg_start;
+	dev_reserve(c, req->device, plan.reg_end - plan.reg_start, 1);
 	inflight = (struct gdrc_inflight){
 		.next = c->inflight, .start = plan.start, .end = plan.end,
 		.alloc_start = req->alloc_start, .alloc_end = req->alloc_end,
@@ -1641,6 +1757,7 @@ again:
 	}
 	c->reserved_regions -= reserved;
 	c->reserved_bytes -= plan.reg_end - plan.reg_start;
+	dev_reserve(c, req->device, plan.reg_end - plan.reg_start, -1);
 	if (status) {
 		unlock_and_release(c, &d);
 		return status;
@@ -1736,6 +1853,62 @@ void gdrc_cache_mark_forked(struct gdrc_cache *c)
 /* ====================================================================
  * Statistics and checks
  * ==================================================================== */
+
+gdrc_status_t gdrc_cache_release_unused(struct gdrc_cache *c, int device,
+					uint64_t *released_p)
+{
+	struct cache_defer d = { 0 };
+	unsigned n;
+
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return GDRC_ERR_FORK;
+	pthread_rwlock_wrlock(&c->lock);
+	drain(c, &d);
+	n = evict_all_unused(c, device, &d);
+	unlock_and_release(c, &d);
+	tls_drop_invalid(c);
+	if (released_p)
+		*released_p = n;
+	return GDRC_OK;
+}
+
+static uint64_t dev_value(struct gdrc_cache *c, const struct gdrc_dev_acct *a,
+			  int device, int stat)
+{
+	switch (stat) {
+	case GDRC_DEVICE_STAT_PINNED_BYTES:
+		return atomic_load_explicit(&a->pinned_bytes,
+					    memory_order_relaxed);
+	case GDRC_DEVICE_STAT_REGIONS:
+		return atomic_load_explicit(&a->regions, memory_order_relaxed);
+	case GDRC_DEVICE_STAT_DMABUFS:
+		return atomic_load_explicit(&a->dmabufs, memory_order_relaxed);
+	case GDRC_DEVICE_STAT_EVICTIONS:
+		return atomic_load_explicit(&a->evictions,
+					    memory_order_relaxed);
+	case GDRC_DEVICE_STAT_RETRIES:
+		return atomic_load_explicit(&a->retries, memory_order_relaxed);
+	case GDRC_DEVICE_STAT_MAX_BYTES:
+		return device >= 0 ? c->p.gpu_max_bytes : GDRC_LIMIT_NONE;
+	case GDRC_DEVICE_STAT_MAX_REGIONS:
+		return device >= 0 ? c->p.gpu_max_regions : GDRC_LIMIT_NONE;
+	}
+	return 0;
+}
+
+uint64_t gdrc_cache_dev_stat(struct gdrc_cache *c, int device, int stat)
+{
+	uint64_t sum = 0;
+
+	if (device != GDRC_DEVICE_ALL)
+		return dev_value(c, dev_acct(c, device), device, stat);
+	if (stat == GDRC_DEVICE_STAT_MAX_BYTES ||
+	    stat == GDRC_DEVICE_STAT_MAX_REGIONS)
+		return GDRC_LIMIT_NONE;
+	for (int i = 0; i < GDRC_DEV_SLOTS; i++)
+		sum += dev_value(c, &c->dev[i], i - 1, stat);
+	return sum;
+}
 
 void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values)
 {
@@ -1858,6 +2031,7 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 	c->p = *params;
 	atomic_init(&c->cache_host, params->cache_host);
 	c->page_size = page > 0 ? (uintptr_t)page : 4096;
+	atomic_flag_clear(&c->oom_warned);
 	gdrc_invq_init(&c->invq);
 	gdrc_itree_init(&c->tree);
 	c->regions = (struct gdrc_pool){

@@ -214,6 +214,8 @@ struct gdrc_shard {
 struct gdrc_cache_params {
 	uint64_t max_regions;          /* GDRC_LIMIT_NONE: none */
 	uint64_t max_bytes;            /* GDRC_LIMIT_NONE: none */
+	uint64_t gpu_max_regions;      /* each device's; GDRC_LIMIT_NONE */
+	uint64_t gpu_max_bytes;        /* each device's; GDRC_LIMIT_NONE */
 	const struct gdrc_pin_ops *ops;
 	void *be;                      /* backend argument (the PD) */
 	/* GPU memory's backend (mem_type GDRC_MEM_CUDA); NULL: ops. */
@@ -291,6 +293,23 @@ struct gdrc_ghost {
 struct gdrc_inflight;
 
 /*
+ * What one device's registrations (slot 0: host memory's; slot d + 1:
+ * CUDA ordinal d's) hold.  The atomics move at publication and release,
+ * outside the lock, like pinned_bytes; the reservations under the lock.
+ */
+struct gdrc_dev_acct {
+	_Atomic uint64_t pinned_bytes; /* regions alive, cached or held */
+	_Atomic uint64_t regions;
+	_Atomic uint64_t dmabufs;      /* of them, dma-buf registrations */
+	_Atomic uint64_t evictions;    /* limits, retries, release_unused */
+	_Atomic uint64_t retries;      /* ran out and retried once */
+	uint64_t reserved_bytes;       /* under lock: being registered */
+	uint64_t reserved_regions;
+};
+
+#define GDRC_DEV_SLOTS (GDRC_MAX_DEVICES + 1)
+
+/*
  * Fixed-size objects, a cache line each at least, carved from chunks
  * that are freed only with the cache (so their memory never goes away
  * under a reader); a free object is linked through the pointer at
@@ -329,6 +348,11 @@ struct gdrc_cache {
 	struct gdrc_inflight *inflight; /* registrations in progress */
 	struct gdrc_ghost ghosts[GDRC_GHOSTS];
 	unsigned ghost_next;
+
+	/* Per device (gdrc_dev_acct); ordinals past GDRC_MAX_DEVICES are
+	 * neither counted nor limited. */
+	struct gdrc_dev_acct dev[GDRC_DEV_SLOTS];
+	atomic_flag oom_warned;        /* the first retry after running out */
 
 	/* Registered bytes: atomic because releases happen unlocked. */
 	_Atomic uint64_t pinned_bytes;
@@ -407,6 +431,16 @@ void gdrc_cache_stop_host_caching(struct gdrc_cache *c);
  * slow path, which then answers GDRC_ERR_FORK: sets pending and forgets
  * the forking thread's (the child's only thread's) entries for c. */
 void gdrc_cache_mark_forked(struct gdrc_cache *c);
+
+/* Remove every cached region of device (a CUDA ordinal,
+ * GDRC_DEVICE_HOST or GDRC_DEVICE_ALL) that nobody holds, and let go of
+ * this thread's handles on them.  @return GDRC_OK; GDRC_ERR_FORK. */
+gdrc_status_t gdrc_cache_release_unused(struct gdrc_cache *c, int device,
+					uint64_t *released_p);
+
+/* One per-device counter (enum gdrc_device_stat) of device, which the
+ * caller checked (GDRC_DEVICE_ALL .. GDRC_MAX_DEVICES - 1). */
+uint64_t gdrc_cache_dev_stat(struct gdrc_cache *c, int device, int stat);
 
 /* Snapshot of every counter, indexed by enum gdrc_stat. */
 void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values);

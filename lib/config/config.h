@@ -69,6 +69,8 @@ struct gdrc_knobs {
 	char cuda_library[GDRC_KNOB_STR_MAX]; /* "none": no GPU support */
 	int validate;         /* enum gdrc_knob_validate */
 	uint64_t whole_alloc_max; /* bytes */
+	uint64_t gpu_max_bytes;   /* per device; GDRC_LIMIT_NONE: none */
+	uint64_t gpu_max_regions; /* per device; GDRC_LIMIT_NONE: none */
 	int kmod;             /* enum gdrc_knob_kmod */
 	int preload_mr;       /* libgdrcache-preload caches ibv_reg_mr */
 };

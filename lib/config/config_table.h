@@ -64,6 +64,16 @@ static const struct gdrc_knob_desc gdrc_knob_table[] = {
 		  whole_alloc_max,
 		  "GPU allocations up to this size are registered whole; "
 		  "larger ones by the requested range rounded to 64 KiB"),
+	GDRC_KNOB("GDRC_GPU_MAX_BYTES", "inf", GDRC_KNOB_UINT, NULL,
+		  gpu_max_bytes,
+		  "bytes of each GPU a context keeps registered, cached or in "
+		  "use; the device's least recently used unused registration "
+		  "is evicted first (K, M, G, T suffixes; inf: no limit)"),
+	GDRC_KNOB("GDRC_GPU_MAX_REGIONS", "inf", GDRC_KNOB_UINT, NULL,
+		  gpu_max_regions,
+		  "registrations of each GPU's memory a context keeps, cached "
+		  "or in use: with the dmabuf backend, dma-bufs kept exported "
+		  "(inf: no limit)"),
 	GDRC_KNOB("GDRC_PRELOAD_MR", "1", GDRC_KNOB_BOOL, NULL, preload_mr,
 		  "libgdrcache-preload.so serves the program's ibv_reg_mr and "
 		  "ibv_dereg_mr from the cache; 0 passes them through and "

@@ -70,12 +70,16 @@ gdrc_status_t gdrc_pin_ibv_result(struct ibv_mr *mr, int err,
 /* ibv_dereg_mr of reg->handle (logged if it fails). */
 void gdrc_pin_ibv_dereg(void *be, struct gdrc_pin_reg *reg);
 
+#define GDRC_PIN_EXPORT_FULL (-2)
+
 /* The dmabuf backend's argument: the PD, and how to get a dma-buf fd
  * for a GPU range (the CUDA driver's cuMemGetHandleForAddressRange). */
 struct gdrc_pin_dmabuf_be {
 	struct ibv_pd *pd;
 	/* @return a new fd whose bytes from *offset_p on are [addr,
-	 * addr + len), or -1 (logged). */
+	 * addr + len); GDRC_PIN_EXPORT_FULL when the driver ran out of
+	 * memory (the cache releases unused registrations and retries);
+	 * -1 otherwise (logged). */
 	int (*export_fd)(void *arg, uintptr_t addr, size_t len,
 			 uint64_t *offset_p);
 	void *arg;

@@ -9,7 +9,8 @@
  *
  * Built only with libibverbs.  Called outside the cache lock.  Statuses
  * as for verbs: ENOMEM and EAGAIN are GDRC_ERR_NO_MEMORY (the cache
- * evicts and retries), anything else GDRC_ERR_VERBS; a failed export is
+ * evicts and retries), anything else GDRC_ERR_VERBS; an export that ran
+ * out of memory is GDRC_ERR_NO_MEMORY too, any other failed one
  * GDRC_ERR_CUDA.
  */
 #include <errno.h>
@@ -30,7 +31,8 @@ static gdrc_status_t pin_dmabuf_reg(void *arg, struct gdrc_pin_reg *reg)
 
 	fd = be->export_fd(be->arg, reg->addr, reg->length, &offset);
 	if (fd < 0)
-		return GDRC_ERR_CUDA;
+		return fd == GDRC_PIN_EXPORT_FULL ? GDRC_ERR_NO_MEMORY :
+						    GDRC_ERR_CUDA;
 	errno = 0;
 	mr = ibv_reg_dmabuf_mr(be->pd, offset, reg->length, (uint64_t)reg->addr,
 			       fd, gdrc_pin_ibv_access(reg->access));

@@ -4,13 +4,15 @@
 # nothing else.
 #
 #   cmake -DLIB=<path to libgdrcache.so> -DHEADER=<path to gdrcache.h>
-#         [-DNM=<nm>] -P check_exports.cmake
+#         [-DMAP=<path to libgdrcache.map>] [-DNM=<nm>] -P check_exports.cmake
 #
 # Runs `nm -D --defined-only` on LIB and fails if an exported symbol
 #   - does not start with "gdrc_",
 #   - is a function not declared GDRC_API in HEADER, or a data symbol not
 #     declared in HEADER at all,
-# or if a function declared GDRC_API in HEADER is not exported.  Symbol
+# or if a function declared GDRC_API in HEADER is not exported; with MAP,
+# also if the version script's global lists use a wildcard or miss a
+# GDRC_API function.  Symbol
 # versions (name@@GDRC_0.1), version nodes (GDRC_0.1, type A) and the
 # linker's own symbols (_init, _fini, _edata, _end, __bss_start) are
 # ignored.  Prints every symbol it checked.
@@ -120,6 +122,38 @@ foreach(_fn IN LISTS _api)
 			"${_fn} is declared GDRC_API in ${HEADER} but not exported")
 	endif()
 endforeach()
+
+# ---- The version script, when given: every symbol listed by name ----
+# A wildcard in a released node would silently take in every function
+# added later (docs/versioning.md); a symbol must be in exactly one node.
+if(DEFINED MAP AND NOT MAP STREQUAL "")
+	file(READ "${MAP}" _map)
+	# ';' ends each name in the script but separates CMake list items.
+	string(REPLACE ";" "," _map "${_map}")
+	string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" " " _map "${_map}")
+	string(REGEX MATCHALL "global:[^:}]*" _globals "${_map}")
+	set(_listed "")
+	foreach(_g IN LISTS _globals)
+		string(REGEX REPLACE "local$" "" _g "${_g}")
+		if(_g MATCHES "\\*")
+			list(APPEND _errors "${MAP}: a global list has a wildcard")
+		endif()
+		string(REGEX MATCHALL "[A-Za-z_][A-Za-z0-9_]*," _syms "${_g}")
+		foreach(_s IN LISTS _syms)
+			string(REPLACE "," "" _s "${_s}")
+			if(_s IN_LIST _listed)
+				list(APPEND _errors "${MAP}: ${_s} is listed twice")
+			endif()
+			list(APPEND _listed "${_s}")
+		endforeach()
+	endforeach()
+	foreach(_fn IN LISTS _api)
+		if(NOT _fn IN_LIST _listed)
+			list(APPEND _errors "${_fn} is not listed by name in ${MAP}")
+		endif()
+	endforeach()
+	message(STATUS "version script lists: ${_listed}")
+endif()
 
 message(STATUS "checked ${_nexp} exported symbols against ${_napi} GDRC_API "
 	"declarations: ${_api}")

@@ -41,6 +41,8 @@ static struct {
 	int verbs_regs;
 	int deregs;
 	uint32_t next_key;
+	int dmabuf_enomem; /* the next so many dma-buf registrations run
+			    * out (ENOMEM: BAR1, the NIC's resources) */
 } fake;
 
 struct ibv_mr *__wrap_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
@@ -85,6 +87,11 @@ struct ibv_mr *__wrap_ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 	}
 	/* The fd must be open while the NIC takes it. */
 	assert_true(fcntl(fd, F_GETFD) >= 0);
+	if (fake.dmabuf_enomem > 0) {
+		fake.dmabuf_enomem--;
+		errno = ENOMEM;
+		return NULL;
+	}
 	fake.dmabuf_regs++;
 	fake.last_fd = fd;
 	fake.last_offset = offset;
@@ -337,6 +344,111 @@ static void test_backend_export_failure(void **state)
 	assert_int_equal(fake_cuda_free(p), 0);
 }
 
+/* ---- running out ---- */
+
+static int warnings_ran_out;
+
+static void count_ran_out(enum gdrc_log_level level, const char *msg,
+			  void *arg)
+{
+	(void)arg;
+	if (level == GDRC_LOG_WARN && strstr(msg, "ran out"))
+		warnings_ran_out++;
+}
+
+static uint64_t dev_stat(struct gdrc_ctx *ctx, int device,
+			 enum gdrc_device_stat st)
+{
+	uint64_t v = 0;
+
+	assert_int_equal(gdrc_device_stat_get(ctx, device, st, &v), GDRC_OK);
+	return v;
+}
+
+/*
+ * A GPU registration that runs out (the NIC says ENOMEM: BAR1) releases
+ * that device's unused registrations, and only those, then succeeds on
+ * its one retry; counted per context and per device, warned once.
+ */
+static void test_backend_out_of_memory_releases_the_device(void **state)
+{
+	struct gdrc_ctx *ctx;
+	CUdeviceptr a, b, c, other;
+	char host[8192];
+
+	(void)state;
+	fake_cuda_reset(2);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	fake.probe_errno = EBADF;
+	ctx = ctx_backend(NULL, 1);
+	a = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	b = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	c = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	other = fake_cuda_alloc(FAKE_DEVICE, MIB, 1);
+	(void)get_info(ctx, a, 64);
+	(void)get_info(ctx, b, 64);
+	(void)get_info(ctx, other, 64);
+	(void)get_info(ctx, (CUdeviceptr)(uintptr_t)host, sizeof(host));
+	assert_int_equal(dev_stat(ctx, 0, GDRC_DEVICE_STAT_REGIONS), 2);
+	assert_int_equal(dev_stat(ctx, 0, GDRC_DEVICE_STAT_DMABUFS), 2);
+	assert_int_equal(dev_stat(ctx, 0, GDRC_DEVICE_STAT_PINNED_BYTES),
+			 2 * MIB);
+	assert_int_equal(dev_stat(ctx, GDRC_DEVICE_ALL,
+				  GDRC_DEVICE_STAT_REGIONS), 4);
+	warnings_ran_out = 0;
+	gdrc_log_set_handler(count_ran_out, NULL);
+	fake.dmabuf_enomem = 1;
+	fake.deregs = 0;
+	assert_int_equal(get_info(ctx, c, 64).backend, GDRC_BACKEND_DMABUF);
+	assert_int_equal(fake.deregs, 2);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_OOM_RETRIES), 1);
+	assert_int_equal(dev_stat(ctx, 0, GDRC_DEVICE_STAT_RETRIES), 1);
+	assert_int_equal(dev_stat(ctx, 0, GDRC_DEVICE_STAT_EVICTIONS), 2);
+	assert_int_equal(dev_stat(ctx, 0, GDRC_DEVICE_STAT_REGIONS), 1);
+	assert_int_equal(dev_stat(ctx, 1, GDRC_DEVICE_STAT_REGIONS), 1);
+	assert_int_equal(dev_stat(ctx, GDRC_DEVICE_HOST,
+				  GDRC_DEVICE_STAT_REGIONS), 1);
+	/* Running out twice in a row fails; said once. */
+	fake.dmabuf_enomem = 2;
+	assert_int_equal(gdrc_mr_get(ctx, (void *)(uintptr_t)a, 64, 0, 0,
+				     &(struct gdrc_mr *){ NULL }),
+			 GDRC_ERR_NO_MEMORY);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_OOM_RETRIES), 2);
+	assert_int_equal(warnings_ran_out, 1);
+	gdrc_log_set_handler(NULL, NULL);
+	gdrc_fini(ctx);
+}
+
+/* The driver's export running out is retried the same way; running out
+ * on the retry too is GDRC_ERR_NO_MEMORY. */
+static void test_backend_export_out_of_memory_retried(void **state)
+{
+	struct gdrc_ctx *ctx;
+	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	struct gdrc_mr *mr = (struct gdrc_mr *)0x1;
+
+	(void)state;
+	fake.probe_errno = EBADF;
+	ctx = ctx_backend("dmabuf", 1);
+	/* The range and then the allocation: both run out, once. */
+	fake_cuda_fail("cuMemGetHandleForAddressRange",
+		       CUDA_ERROR_OUT_OF_MEMORY, 2);
+	assert_int_equal(get_info(ctx, p, 64).backend, GDRC_BACKEND_DMABUF);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_OOM_RETRIES), 1);
+	assert_int_equal(gdrc_invalidate(ctx, (void *)(uintptr_t)p, 64),
+			 GDRC_OK);
+	fake_cuda_fail("cuMemGetHandleForAddressRange",
+		       CUDA_ERROR_OUT_OF_MEMORY, 4);
+	assert_int_equal(gdrc_mr_get(ctx, (void *)(uintptr_t)p, 64, 0, 0,
+				     &mr),
+			 GDRC_ERR_NO_MEMORY);
+	assert_ptr_equal(mr, (struct gdrc_mr *)0x1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_OOM_RETRIES), 2);
+	assert_int_equal(dev_stat(ctx, 0, GDRC_DEVICE_STAT_RETRIES), 2);
+	gdrc_fini(ctx);
+	assert_int_equal(fake_cuda_free(p), 0);
+}
+
 static void test_backend_none_alone(void **state)
 {
 	struct gdrc_ctx *ctx;
@@ -412,6 +524,8 @@ int main(void)
 		T(test_backend_driver_side_of_dmabuf),
 		T(test_backend_export_falls_back_to_the_allocation),
 		T(test_backend_export_failure),
+		T(test_backend_out_of_memory_releases_the_device),
+		T(test_backend_export_out_of_memory_retried),
 		T(test_backend_none_alone),
 		T(test_backend_peermem_probe),
 		T(test_backend_status_bad_input),
