@@ -18,12 +18,16 @@
  *   With a CUDA driver present (loaded at run time; nothing CUDA is needed
  *   to build), every miss classifies its pointer with one
  *   cuPointerGetAttributes call: host memory (plain, registered or
- *   cuMemHostAlloc'd) takes the host path; device, stream-ordered pool and
- *   VMM memory are registered as the whole allocation rounded out to
- *   64 KiB; managed memory is refused (GDRC_ERR_UNSUPPORTED).  A hit is
- *   validated against the allocation's CU_POINTER_ATTRIBUTE_BUFFER_ID, so
- *   a free and reallocation at the same address is never served stale.
- *   CU_POINTER_ATTRIBUTE_SYNC_MEMOPS is set once per allocation.
+ *   cuMemHostAlloc'd) takes the host path; device and stream-ordered pool
+ *   memory are registered as the whole allocation rounded out to 64 KiB,
+ *   VMM memory as the whole mappings (cuMemMap) the request covers;
+ *   managed memory is refused (GDRC_ERR_UNSUPPORTED).  A hit is
+ *   validated against the CU_POINTER_ATTRIBUTE_BUFFER_ID of each
+ *   allocation or mapping it touches, so a free and reallocation, or an
+ *   unmap and map, at the same address is never served stale.
+ *   CU_POINTER_ATTRIBUTE_SYNC_MEMOPS is set once per allocation.  Driver
+ *   calls that need a context run in the memory's own (the caller's
+ *   current context is put back), from any thread.
  *
  * Invalidation
  *   Host memory: libgdrcache watches munmap, mremap, madvise(DONTNEED,
@@ -248,10 +252,14 @@ GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *ctx,
  *         evicting every unused registration;
  *         GDRC_ERR_VERBS if ibv_reg_mr failed otherwise;
  *         GDRC_ERR_UNSUPPORTED for managed (unified) memory, a range
- *         that runs past the end of its GPU allocation, or GPU memory
- *         no backend of GDRC_BACKEND can register;
- *         GDRC_ERR_CUDA if classifying the pointer failed, or exporting
- *         it as a dma-buf;
+ *         that runs past the end of its GPU allocation or into an
+ *         unmapped part of a VMM reservation, VMM mappings of two
+ *         devices, or GPU memory no backend of GDRC_BACKEND can
+ *         register;
+ *         GDRC_ERR_CUDA if classifying the pointer failed (also when
+ *         the VMM memory's device has no context to ask in: none
+ *         current and its primary one inactive, which the library does
+ *         not create), or exporting it as a dma-buf;
  *         GDRC_ERR_KMOD if gdrcache.ko refused to pin GPU memory (the kmod
  *         backend) for another reason than running out;
  *         GDRC_ERR_BUSY if the range was unmapped, freed or invalidated
@@ -304,7 +312,8 @@ struct gdrc_mr_info {
 	uint32_t rkey;      /* 0 with the none backend */
 	uint32_t flags;     /* GDRC_MR_INFO_* */
 	int kind;           /* enum gdrc_ptr_kind */
-	uint64_t buffer_id; /* GPU: the allocation's BUFFER_ID; else 0 */
+	uint64_t buffer_id; /* GPU: the allocation's BUFFER_ID (VMM: its
+			     * first mapping's); else 0 */
 	uintptr_t key_addr; /* the range hits are served for: the */
 	size_t key_length;  /* allocation (GPU) or addr/length (host) */
 };
@@ -337,8 +346,8 @@ struct gdrc_ptr_info {
 	int device;           /* CUDA ordinal; -1 for host memory */
 	uint32_t flags;       /* GDRC_PTR_INFO_* */
 	uint64_t buffer_id;   /* CU_POINTER_ATTRIBUTE_BUFFER_ID; 0 if none */
-	uintptr_t alloc_base; /* the allocation holding ptr; 0 for plain */
-	size_t alloc_size;    /* host memory */
+	uintptr_t alloc_base; /* the allocation holding ptr (VMM: the one */
+	size_t alloc_size;    /* mapping); 0 for plain host memory */
 };
 
 /**
@@ -348,7 +357,8 @@ struct gdrc_ptr_info {
  * GDRC_PTR_HOST.
  *
  * @return GDRC_OK; GDRC_ERR_INVALID_PARAM for a NULL ctx, ptr or info_p;
- *         GDRC_ERR_CUDA if the driver failed; GDRC_ERR_FORK.
+ *         GDRC_ERR_UNSUPPORTED for an unmapped part of a VMM
+ *         reservation; GDRC_ERR_CUDA if the driver failed; GDRC_ERR_FORK.
  * Thread safe.
  */
 GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *ctx, const void *ptr,
@@ -528,7 +538,9 @@ enum gdrc_stat {
 	GDRC_STAT_INVQ_MERGES,       /* events merged into a wider one */
 	GDRC_STAT_LIMIT_REJECTS,     /* gets refused with GDRC_ERR_LIMIT */
 	GDRC_STAT_INV_TAG_CHECK,     /* invalidations by a BUFFER_ID mismatch */
-	GDRC_STAT_TAG_CHECKS,        /* BUFFER_ID queries made on hits */
+	GDRC_STAT_TAG_CHECKS,        /* hits checked against BUFFER_IDs (one
+				      * per hit, however many VMM mappings
+				      * it asked about) */
 	GDRC_STAT_SYNC_MEMOPS_SET,   /* allocations given SYNC_MEMOPS */
 	GDRC_STAT_CLASSIFY_CALLS,    /* cuPointerGetAttributes on misses */
 	GDRC_STAT_INV_KMOD,          /* invalidations seen by gdrcache.ko */

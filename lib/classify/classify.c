@@ -10,7 +10,11 @@
  * report a mempool handle; VMM mappings accept
  * cuMemRetainAllocationHandle and refuse the SYNC_MEMOPS pointer
  * attribute (CUDA_ERROR_NOT_SUPPORTED); managed memory reports
- * IS_MANAGED.
+ * IS_MANAGED.  VMM memory (measured on an H100, docs/design.md): the
+ * range attributes report the whole reservation, holes included, and
+ * cuMemGetAddressRange the one mapping (with a context current only);
+ * every cuMemMap gets a new BUFFER_ID; a hole reads as type 0 with the
+ * reservation's range.
  *
  * Locks: classify_lock protects the SYNC_MEMOPS sets and is held across
  * the driver calls that set it, so two threads never both pay for it.

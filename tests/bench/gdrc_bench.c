@@ -36,8 +36,13 @@
  *               (ratio to the host hit of a.), and in paired rounds the
  *               always hit's ratio to the query, as get + put and as the
  *               get alone (puts outside the timing); the miss cost (get + put +
- *               invalidate) on device, pool and pinned host memory; and
- *               gdrc_ptr_query classifying an unregistered device pointer.
+ *               invalidate) on device, pool and pinned host memory;
+ *               gdrc_ptr_query classifying an unregistered device pointer;
+ *               and one registration over three VMM mappings (2 MiB each,
+ *               one reservation, as cuMem allocators lay memory out), hit
+ *               by requests that touch k = 1, 2, 3 of them, in paired
+ *               rounds against k bare BUFFER_ID queries (target: at most
+ *               1.25 for each k).
  *               The driver is opened at run time (GDRC_CUDA_LIBRARY,
  *               default libcuda.so.1, as the library does): building needs
  *               no CUDA toolkit.
@@ -194,6 +199,12 @@ struct bench_gpu_res {
 	struct bench_res miss_pool;	/* cuMemAllocAsync */
 	struct bench_res miss_host_pinned; /* cuMemHostAlloc */
 	struct bench_res classify;	/* gdrc_ptr_query, not registered */
+	int vmm_ran;			/* the VMM rows below were measured */
+	/* One registration over three VMM mappings, always mode, a hit
+	 * touching k of them: get + put over k bare queries, paired. */
+	struct bench_res vmm_paired[3];
+	struct bench_res vmm_hit[3];	/* ns per get + put */
+	struct bench_res vmm_tags[3];	/* ns per k bare queries */
 };
 
 struct bench_results {
@@ -1139,6 +1150,31 @@ typedef int CUdevice;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+
+/* CUmemAllocationProp and CUmemAccessDesc of cuda.h 13.0 (type, handle
+ * types, location {type, id}, win32 metadata, allocFlags {compression,
+ * gpuDirectRDMACapable, usage, reserved[4]}; location, flags), padded:
+ * the driver reads its own size of them, no more. */
+struct bench_mem_prop {
+	int type;		/* CU_MEM_ALLOCATION_TYPE_PINNED */
+	int handle_types;
+	int loc_type;		/* CU_MEM_LOCATION_TYPE_DEVICE */
+	int loc_id;
+	void *win32;
+	unsigned char compression;
+	unsigned char rdma_capable;
+	unsigned short usage;
+	unsigned char reserved[4];
+	unsigned char pad[32];
+};
+
+struct bench_mem_access {
+	int loc_type;
+	int loc_id;
+	int flags;		/* CU_MEM_ACCESS_FLAGS_PROT_READWRITE */
+	unsigned char pad[32];
+};
 
 #define BENCH_CUDA_SUCCESS 0
 #define BENCH_CUDA_ERROR_STUB_LIBRARY 34
@@ -1146,6 +1182,10 @@ typedef unsigned long long CUdeviceptr;
 #define BENCH_CUDA_ERROR_NOT_SUPPORTED 801
 #define BENCH_CU_POINTER_ATTRIBUTE_BUFFER_ID 7
 #define BENCH_CU_STREAM_NON_BLOCKING 0x1
+#define BENCH_CU_MEM_ALLOCATION_TYPE_PINNED 1
+#define BENCH_CU_MEM_LOCATION_TYPE_DEVICE 1
+#define BENCH_CU_MEM_ACCESS_FLAGS_PROT_READWRITE 3
+#define BENCH_CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED 126
 
 struct bench_cuda {
 	CUresult (*cuInit)(unsigned flags);
@@ -1168,6 +1208,24 @@ struct bench_cuda {
 	CUresult (*cuMemFreeAsync)(CUdeviceptr p, CUstream stream);
 	CUresult (*cuPointerGetAttribute)(void *data, int attr, CUdeviceptr p);
 	CUresult (*cuGetErrorName)(CUresult res, const char **name);
+	CUresult (*cuDeviceGetAttribute)(int *value, int attr, CUdevice dev);
+	CUresult (*cuMemGetAllocationGranularity)(
+		size_t *gran, const struct bench_mem_prop *prop, int option);
+	CUresult (*cuMemCreate)(CUmemGenericAllocationHandle *h, size_t size,
+				const struct bench_mem_prop *prop,
+				unsigned long long flags);
+	CUresult (*cuMemRelease)(CUmemGenericAllocationHandle h);
+	CUresult (*cuMemAddressReserve)(CUdeviceptr *p, size_t size,
+					size_t align, CUdeviceptr addr,
+					unsigned long long flags);
+	CUresult (*cuMemAddressFree)(CUdeviceptr p, size_t size);
+	CUresult (*cuMemMap)(CUdeviceptr p, size_t size, size_t offset,
+			     CUmemGenericAllocationHandle h,
+			     unsigned long long flags);
+	CUresult (*cuMemUnmap)(CUdeviceptr p, size_t size);
+	CUresult (*cuMemSetAccess)(CUdeviceptr p, size_t size,
+				   const struct bench_mem_access *desc,
+				   size_t count);
 };
 
 #define BENCH_CU_SYM(field, name) { name, offsetof(struct bench_cuda, field) }
@@ -1196,6 +1254,16 @@ static const struct {
 	BENCH_CU_SYM(cuMemFreeAsync, "cuMemFreeAsync"),
 	BENCH_CU_SYM(cuPointerGetAttribute, "cuPointerGetAttribute"),
 	BENCH_CU_SYM(cuGetErrorName, "cuGetErrorName"),
+	BENCH_CU_SYM(cuDeviceGetAttribute, "cuDeviceGetAttribute"),
+	BENCH_CU_SYM(cuMemGetAllocationGranularity,
+		     "cuMemGetAllocationGranularity"),
+	BENCH_CU_SYM(cuMemCreate, "cuMemCreate"),
+	BENCH_CU_SYM(cuMemRelease, "cuMemRelease"),
+	BENCH_CU_SYM(cuMemAddressReserve, "cuMemAddressReserve"),
+	BENCH_CU_SYM(cuMemAddressFree, "cuMemAddressFree"),
+	BENCH_CU_SYM(cuMemMap, "cuMemMap"),
+	BENCH_CU_SYM(cuMemUnmap, "cuMemUnmap"),
+	BENCH_CU_SYM(cuMemSetAccess, "cuMemSetAccess"),
 };
 
 /* The driver's entry points; filled by bench_gpu_open. */
@@ -1212,6 +1280,11 @@ struct bench_gpu {
 	CUdeviceptr unreg_buf;	/* cuMemAlloc, never registered: classify */
 	CUdeviceptr pool_buf;	/* cuMemAllocAsync */
 	void *pinned_buf;	/* cuMemHostAlloc */
+	CUdeviceptr vmm_va;	/* BENCH_VMM_MAPS mappings of vmm_gran */
+	size_t vmm_gran;
+	CUmemGenericAllocationHandle vmm_h[3];
+	int vmm_created;	/* how many of vmm_h exist */
+	int vmm_mapped;		/* how many of them are mapped */
 	struct gdrc_ctx *always; /* GDRC_VALIDATE=always */
 	struct gdrc_ctx *hooks;	 /* GDRC_VALIDATE=hooks */
 	struct gdrc_ctx *plain;	 /* as the environment says: misses */
@@ -1381,6 +1454,18 @@ static int bench_gpu_close(struct bench_gpu *g)
 	gdrc_fini(g->always);
 	gdrc_fini(g->hooks);
 	gdrc_fini(g->plain);
+	for (int i = 0; i < g->vmm_mapped; i++)
+		ret |= bench_gpu_check(bench_cu.cuMemUnmap(g->vmm_va +
+							   i * g->vmm_gran,
+							   g->vmm_gran),
+				       "cuMemUnmap");
+	for (int i = 0; i < g->vmm_created; i++)
+		ret |= bench_gpu_check(bench_cu.cuMemRelease(g->vmm_h[i]),
+				       "cuMemRelease");
+	if (g->vmm_va)
+		ret |= bench_gpu_check(bench_cu.cuMemAddressFree(
+					       g->vmm_va, 3 * g->vmm_gran),
+				       "cuMemAddressFree");
 	if (g->dev_buf)
 		ret |= bench_gpu_check(bench_cu.cuMemFree(g->dev_buf),
 				       "cuMemFree");
@@ -1645,6 +1730,174 @@ static int bench_gpu_miss(struct gdrc_ctx *ctx, const char *addr, int kind,
 	return 0;
 }
 
+/* ---- g. VMM memory of several mappings ---- */
+
+/* Three mappings of the minimum granularity, back to back in one
+ * reservation, RDMA-capable where the device allows it. */
+static int bench_vmm_map(struct bench_gpu *g)
+{
+	struct bench_mem_prop prop = { 0 };
+	struct bench_mem_access acc = { 0 };
+	CUresult res;
+
+	prop.type = BENCH_CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.loc_type = BENCH_CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.loc_id = g->dev;
+	prop.rdma_capable = 1;
+	if (bench_gpu_check(bench_cu.cuMemGetAllocationGranularity(
+				    &g->vmm_gran, &prop, 0),
+			    "cuMemGetAllocationGranularity") ||
+	    bench_gpu_check(bench_cu.cuMemAddressReserve(
+				    &g->vmm_va, 3 * g->vmm_gran, 0, 0, 0),
+			    "cuMemAddressReserve"))
+		return -1;
+	for (int i = 0; i < 3; i++) {
+		res = bench_cu.cuMemCreate(&g->vmm_h[i], g->vmm_gran, &prop, 0);
+		if (res != BENCH_CUDA_SUCCESS && prop.rdma_capable) {
+			prop.rdma_capable = 0; /* not on this device */
+			res = bench_cu.cuMemCreate(&g->vmm_h[i], g->vmm_gran,
+						   &prop, 0);
+		}
+		if (bench_gpu_check(res, "cuMemCreate"))
+			return -1;
+		g->vmm_created++;
+		if (bench_gpu_check(bench_cu.cuMemMap(g->vmm_va +
+							  i * g->vmm_gran,
+						      g->vmm_gran, 0,
+						      g->vmm_h[i], 0),
+				    "cuMemMap"))
+			return -1;
+		g->vmm_mapped++;
+	}
+	acc.loc_type = BENCH_CU_MEM_LOCATION_TYPE_DEVICE;
+	acc.loc_id = g->dev;
+	acc.flags = BENCH_CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	return bench_gpu_check(bench_cu.cuMemSetAccess(g->vmm_va,
+						       3 * g->vmm_gran, &acc,
+						       1),
+			       "cuMemSetAccess");
+}
+
+struct bench_vmm_arg {
+	struct gdrc_ctx *ctx;
+	const char *addr;	/* the request */
+	size_t len;
+	CUdeviceptr seg[3];	/* the mappings it touches */
+	int k;
+};
+
+static int bench_vmm_hit_loop(void *p, uint64_t iters)
+{
+	struct bench_vmm_arg *a = p;
+	uintptr_t acc = 0;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		struct gdrc_mr *mr;
+		gdrc_status_t s;
+
+		s = gdrc_mr_get(a->ctx, a->addr, a->len, BENCH_ACCESS, 0, &mr);
+		if (bench_unlikely(s != GDRC_OK))
+			return bench_check(s, "gdrc_mr_get (vmm hit)");
+		acc += (uintptr_t)mr;
+		gdrc_mr_put(a->ctx, mr);
+	}
+	bench_sink += acc;
+	return 0;
+}
+
+/* k bare queries per iteration: what a hit touching k mappings asks. */
+static int bench_vmm_tag_loop(void *p, uint64_t iters)
+{
+	struct bench_vmm_arg *a = p;
+	unsigned long long acc = 0;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		for (int j = 0; j < a->k; j++) {
+			unsigned long long id = 0;
+			CUresult res;
+
+			res = bench_cu.cuPointerGetAttribute(
+				&id, BENCH_CU_POINTER_ATTRIBUTE_BUFFER_ID,
+				a->seg[j]);
+			if (bench_unlikely(res != BENCH_CUDA_SUCCESS))
+				return bench_gpu_check(res, "BUFFER_ID (vmm)");
+			acc += id;
+		}
+	}
+	bench_sink += acc;
+	return 0;
+}
+
+/*
+ * One registration over the three mappings (always mode), then hits
+ * touching k = 1 (inside the middle mapping), 2 and 3 of them, each in
+ * paired rounds against k bare queries.  Every hit must be that one
+ * registration: checked by id before timing.
+ */
+static int bench_vmm(struct bench_gpu *g, uint64_t calls,
+		     struct bench_gpu_res *r)
+{
+	const char *va = (const char *)(uintptr_t)g->vmm_va;
+	size_t gran = g->vmm_gran;
+	struct gdrc_mr_info whole, info;
+	struct gdrc_mr *mr;
+
+	if (bench_vmm_map(g) ||
+	    bench_check(gdrc_mr_get(g->always, va, 3 * gran, BENCH_ACCESS, 0,
+				    &mr),
+			"gdrc_mr_get (vmm, whole)") ||
+	    bench_check(gdrc_mr_query(mr, &whole), "gdrc_mr_query (vmm)"))
+		return -1;
+	gdrc_mr_put(g->always, mr);
+	if (whole.key_length != 3 * gran || !(whole.flags &
+					      GDRC_MR_INFO_TAG_CHECKED)) {
+		fprintf(stderr, "gdrc-bench: vmm key %zu (want %zu), flags "
+			"%#x\n", whole.key_length, 3 * gran, whole.flags);
+		return -1;
+	}
+	for (int k = 1; k <= 3; k++) {
+		struct bench_vmm_arg a = {
+			.ctx = g->always, .k = k,
+			.addr = k == 1 ? va + gran + 4096 : va + gran - 32,
+			.len = k == 1 ? BENCH_RANGE :
+			       k == 2 ? 64 : gran + 64,
+		};
+		char label[64];
+
+		for (int j = 0; j < k; j++)
+			a.seg[j] = g->vmm_va + (k == 1 ? 1 : j) * gran;
+		if (bench_check(gdrc_mr_get(g->always, a.addr, a.len,
+					    BENCH_ACCESS, 0, &mr),
+				"gdrc_mr_get (vmm)") ||
+		    bench_check(gdrc_mr_query(mr, &info), "gdrc_mr_query"))
+			return -1;
+		gdrc_mr_put(g->always, mr);
+		if (info.id != whole.id) {
+			fprintf(stderr, "gdrc-bench: vmm k=%d missed\n", k);
+			return -1;
+		}
+		if (bench_run(bench_vmm_hit_loop, &a, calls, calls / 10,
+			      &r->vmm_hit[k - 1]) ||
+		    bench_run(bench_vmm_tag_loop, &a, calls, calls / 10,
+			      &r->vmm_tags[k - 1]) ||
+		    bench_pair(bench_vmm_tag_loop, &a, bench_vmm_hit_loop, &a,
+			       calls / 10, &r->vmm_paired[k - 1]))
+			return -1;
+		snprintf(label, sizeof(label), "g. vmm hit, %d mapping%s", k,
+			 k > 1 ? "s" : "");
+		bench_gpu_line(label, &r->vmm_hit[k - 1]);
+		snprintf(label, sizeof(label), "g. %d bare quer%s", k,
+			 k > 1 ? "ies" : "y");
+		bench_gpu_line(label, &r->vmm_tags[k - 1]);
+		printf("%-37s %10.3f %10.3f\n",
+		       "g. same, paired rounds (<= 1.25)",
+		       r->vmm_paired[k - 1].best,
+		       r->vmm_paired[k - 1].median);
+	}
+	r->vmm_ran = 1;
+	return 0;
+}
+
 static int bench_gpu_measure(struct bench_gpu *g, const struct bench_opts *o,
 			     struct bench_results *res)
 {
@@ -1725,7 +1978,9 @@ static int bench_gpu_measure(struct bench_gpu *g, const struct bench_opts *o,
 	bench_gpu_line("g. classify: gdrc_ptr_query, unreg.", &r->classify);
 	bench_gpu_ratio("g. ratio classify/tag query", &r->classify,
 			&r->tag_query);
-	return 0;
+
+	/* 6. A registration over several VMM mappings. */
+	return bench_vmm(g, calls, r);
 }
 
 /* g. @return 0 when measured or skipped, -1 when a call failed. */
@@ -1850,7 +2105,26 @@ static void bench_gpu_json(FILE *f, const struct bench_results *res)
 	bench_json_res(f, "miss_device_ns", &g->miss_device, sep);
 	bench_json_res(f, "miss_pool_ns", &g->miss_pool, sep);
 	bench_json_res(f, "miss_host_pinned_ns", &g->miss_host_pinned, sep);
-	bench_json_res(f, "classify_ns", &g->classify, "}");
+	bench_json_res(f, "classify_ns", &g->classify, sep);
+	if (g->vmm_ran) {
+		static const char *const names[3][3] = {
+			{ "vmm_k1_hit_ns", "vmm_k1_tags_ns",
+			  "vmm_k1_ratio_paired" },
+			{ "vmm_k2_hit_ns", "vmm_k2_tags_ns",
+			  "vmm_k2_ratio_paired" },
+			{ "vmm_k3_hit_ns", "vmm_k3_tags_ns",
+			  "vmm_k3_ratio_paired" },
+		};
+
+		for (int k = 0; k < 3; k++) {
+			bench_json_res(f, names[k][0], &g->vmm_hit[k], sep);
+			bench_json_res(f, names[k][1], &g->vmm_tags[k], sep);
+			bench_json_res(f, names[k][2], &g->vmm_paired[k],
+				       k == 2 ? "}" : sep);
+		}
+	} else {
+		fputs("\"vmm\": null}", f);
+	}
 }
 
 static int bench_write_json(const char *path, const struct bench_opts *o,
