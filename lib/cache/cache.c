@@ -1652,8 +1652,11 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	/* GDRC_VALIDATE=auto: the kernel's word replaces the tag query. */
 	if (!req->tag_check || (req->tag_check_auto && kslot >= 0))
 		r->tag_check = REGION_TAG_NONE;
+	else if (!r->segs)
+		r->tag_check = REGION_TAG_ONE;
 	else
-		r->tag_check = r->segs ? REGION_TAG_SEGS : REGION_TAG_ONE;
+		r->tag_check = r->nseg <= REGION_SEGS_WALK ? REGION_TAG_SEGS :
+							     REGION_TAG_MANY;
 	r->buffer_id = req->buffer_id;
 	r->alloc_start = req->alloc_start;
 	r->alloc_end = req->alloc_end;
@@ -1963,7 +1966,7 @@ static int check_segments(const struct gdrc_region *r)
 	if (r->mem_type != GDRC_MEM_CUDA)
 		return 0;
 	if (!r->nseg || (r->nseg > 1) != !!r->segs ||
-	    (r->tag_check == REGION_TAG_SEGS) != (r->tag_check && r->segs) ||
+	    (r->tag_check >= REGION_TAG_SEGS) != (r->tag_check && r->segs) ||
 	    r->start < r->alloc_start || r->end > r->alloc_end)
 		return -1;
 	for (unsigned i = 0; i < r->nseg; i++) {

@@ -150,8 +150,13 @@ struct gdrc_region {
 enum {
 	REGION_TAG_NONE = 0, /* nothing: hooks or the kernel channel */
 	REGION_TAG_ONE = 1,  /* the BUFFER_ID at start (one segment) */
-	REGION_TAG_SEGS = 2, /* that of each segment the request touches */
+	REGION_TAG_SEGS = 2, /* that of each segment the request touches,
+			      * found by a walk (at most REGION_SEGS_WALK) */
+	REGION_TAG_MANY = 3, /* the same, found by a binary search */
 };
+
+/* Segments a hit walks inline; more are searched out of line. */
+#define REGION_SEGS_WALK 8
 
 /* Added to a handle's remote count when its owner retires it. */
 #define HANDLE_RETIRED (1ULL << 63)
@@ -476,11 +481,38 @@ static inline int gdrc_region_tag_ok(const struct gdrc_cache *c,
 	       tag == r->buffer_id;
 }
 
-/* Do the segments of r that [start, end) touches still hold their
- * mappings?  One BUFFER_ID query per segment touched. */
+/* Do the segments of r (REGION_TAG_MANY) that [start, end) touches
+ * still hold their mappings?  A binary search, then one BUFFER_ID query
+ * per segment touched. */
 int gdrc_cache_segs_ok(const struct gdrc_cache *c,
 		       const struct gdrc_region *r, uintptr_t start,
 		       uintptr_t end);
+
+/*
+ * The same for REGION_TAG_SEGS, inline: walk to the first segment that
+ * ends past start, then query each until one ends at or past end.
+ * [start, end) lies inside r's key, so inside its segments: the walk
+ * never leaves the array, and needs no count.
+ */
+static inline int gdrc_region_segs_walk(const struct gdrc_cache *c,
+					const struct gdrc_region *r,
+					uintptr_t start, uintptr_t end)
+{
+	const struct gdrc_seg *g = r->segs;
+
+	while (g->end <= start)
+		g++;
+	for (;;) {
+		unsigned long long tag = 0;
+
+		if (c->p.tag_query(&tag, c->p.tag_what, g->start) ||
+		    tag != g->buffer_id)
+			return 0;
+		if (g->end >= end)
+			return 1;
+		g++;
+	}
+}
 
 /* Does r still hold its memory where [start, end) touches it? */
 static inline int gdrc_region_tags_ok(const struct gdrc_cache *c,
@@ -489,6 +521,8 @@ static inline int gdrc_region_tags_ok(const struct gdrc_cache *c,
 {
 	if (gdrc_likely(r->tag_check == REGION_TAG_ONE))
 		return gdrc_region_tag_ok(c, r);
+	if (r->tag_check == REGION_TAG_SEGS)
+		return gdrc_region_segs_walk(c, r, start, end);
 	return gdrc_cache_segs_ok(c, r, start, end);
 }
 

@@ -394,8 +394,12 @@ gdrc_status_t gdrc_classify_segments(const struct gdrc_cuda *cu,
 	CUresult res;
 
 	*segs_p = buf;
-	if (!cap || start < seg.start || start >= seg.end)
+	if (!cap || start < seg.start || start >= seg.end) {
+		gdrc_error("%#lx is not in the mapping classified (%#lx+%zu)",
+			   (unsigned long)start, (unsigned long)seg.start,
+			   info->alloc_size);
 		return GDRC_ERR_INVALID_PARAM;
+	}
 	segs_push(buf, segs_p, &n, &max, &seg);
 	if (end > seg.end) {
 		res = gdrc_cuda_enter(cu, NULL, info->device, &scope);

@@ -1837,13 +1837,18 @@ static int bench_vmm_tag_loop(void *p, uint64_t iters)
 static int bench_vmm(struct bench_gpu *g, uint64_t calls,
 		     struct bench_gpu_res *r)
 {
-	const char *va = (const char *)(uintptr_t)g->vmm_va;
-	size_t gran = g->vmm_gran;
+	const char *va;
+	size_t gran;
 	struct gdrc_mr_info whole, info;
 	struct gdrc_mr *mr;
 
-	if (bench_vmm_map(g) ||
-	    bench_check(gdrc_mr_get(g->always, va, 3 * gran, BENCH_ACCESS, 0,
+	if (bench_vmm_map(g))
+		return -1;
+	va = (const char *)(uintptr_t)g->vmm_va;
+	gran = g->vmm_gran;
+	printf("g. vmm: 3 mappings of %zu KiB at %p, one registration\n",
+	       gran >> 10, (const void *)va);
+	if (bench_check(gdrc_mr_get(g->always, va, 3 * gran, BENCH_ACCESS, 0,
 				    &mr),
 			"gdrc_mr_get (vmm, whole)") ||
 	    bench_check(gdrc_mr_query(mr, &whole), "gdrc_mr_query (vmm)"))

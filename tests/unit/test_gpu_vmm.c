@@ -376,6 +376,63 @@ static void test_gpu_vmm_hit_queries_touched_mappings(void **state)
 	gdrc_fini(ctx);
 }
 
+/*
+ * Registrations over 8 mappings (checked by a walk) and over 12 (by a
+ * binary search): a hit asks exactly the mappings it touches, wherever
+ * they are, and a remap of any one of them is caught.
+ */
+static void test_gpu_vmm_many_mappings(void **state)
+{
+	static const unsigned counts[] = { 8, 12 };
+
+	(void)state;
+	for (unsigned c = 0; c < 2; c++) {
+		unsigned n = counts[c];
+		struct gdrc_ctx *ctx = ctx_env(&modes[3], NULL, NULL);
+		CUdeviceptr va = fake_cuda_vmm_reserve(n * 2 * MIB);
+		uint64_t id;
+
+		for (unsigned i = 0; i < n; i++)
+			assert_int_equal(fake_cuda_vmm_map(va + i * 2 * MIB,
+							   2 * MIB, 0),
+					 0);
+		id = get_info(ctx, va, n * 2 * MIB).id;
+		for (unsigned i = 0; i < n; i++) {
+			unsigned long want = i + 2 < n ? 3 : n - i;
+
+			/* Inside mapping i, then from i over (up to) three. */
+			assert_int_equal(get_info(ctx, va + i * 2 * MIB + 64,
+						  64).id,
+					 id);
+			fake_cuda_calls_reset();
+			assert_int_equal(get_info(ctx, va + i * 2 * MIB + 64,
+						  64).id,
+					 id);
+			assert_int_equal(fake_cuda_calls(
+						 "cuPointerGetAttribute"),
+					 1);
+			assert_int_equal(get_info(ctx, va + i * 2 * MIB + 64,
+						  want * 2 * MIB - 128).id,
+					 id);
+			fake_cuda_calls_reset();
+			(void)get_info(ctx, va + i * 2 * MIB + 64,
+				       want * 2 * MIB - 128);
+			assert_int_equal(fake_cuda_calls(
+						 "cuPointerGetAttribute"),
+					 want);
+		}
+		/* Hooks off here: only the BUFFER_ID tells. */
+		remap(ctx, &modes[3], va + (n - 2) * 2 * MIB, 2 * MIB);
+		assert_int_equal(get_info(ctx, va + MIB, 64).id, id);
+		assert_int_not_equal(get_info(ctx, va + (n - 2) * 2 * MIB + 64,
+					      64).id,
+				     id);
+		gdrc_fini(ctx);
+		fake_cuda_reset(1);
+		assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	}
+}
+
 /* ---- the pointer's own context ---- */
 
 struct thread_arg {
@@ -508,6 +565,7 @@ int main(void)
 		T(test_gpu_vmm_hole_refused_unsupported),
 		T(test_gpu_vmm_two_devices_in_one_range_refused),
 		T(test_gpu_vmm_hit_queries_touched_mappings),
+		T(test_gpu_vmm_many_mappings),
 		T(test_gpu_vmm_thread_without_context),
 		T(test_gpu_vmm_other_device_context_restored),
 		T(test_gpu_vmm_no_context_to_be_had_cuda_error),
