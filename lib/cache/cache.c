@@ -195,7 +195,7 @@ static void tls_count_hit(struct gdrc_cache *c)
  * ==================================================================== */
 
 /* A fast-path hit touches one line of its region. */
-_Static_assert(offsetof(struct gdrc_region, access) + sizeof(uint32_t) <=
+_Static_assert(offsetof(struct gdrc_region, kmore) + sizeof(uint32_t) <=
 		       GDRC_CACHELINE,
 	       "the hit's fields of struct gdrc_region span two lines");
 /* One owner writes a handle: it must not share a line with another. */
@@ -287,6 +287,9 @@ static void slab_free(struct gdrc_cache *c, struct gdrc_region *r)
 
 	free(r->segs);
 	r->segs = NULL;
+	free(r->kpins);
+	r->kpins = NULL;
+	r->kmore = 0;
 	pthread_mutex_lock(&c->slab_lock);
 	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
 	     h = next) {
@@ -399,6 +402,8 @@ static void region_release(struct gdrc_cache *c, struct gdrc_region *r)
 		c->p.kunpin(c->p.karg, r->khandle);
 	else if (r->kslot >= 0)
 		c->p.kunsub(c->p.karg, r->khandle);
+	for (uint32_t i = 0; i < r->kmore; i++)
+		c->p.kunpin(c->p.karg, r->kpins[i].handle);
 	stat_add(c, GDRC_STAT_DEREGS, 1);
 	slab_free(c, r);
 }
@@ -450,7 +455,16 @@ static void defer_release(struct gdrc_cache *c, struct cache_defer *d)
 /* Did the kernel channel see r's memory go?  One load. */
 static int region_kstale(const struct gdrc_cache *c, const struct gdrc_region *r)
 {
-	return r->kslot >= 0 && c->p.kgen[r->kslot] != 0;
+	return gdrc_region_kstale(c, r);
+}
+
+int gdrc_cache_kmore_stale(const struct gdrc_cache *c,
+			   const struct gdrc_region *r)
+{
+	for (uint32_t i = 0; i < r->kmore; i++)
+		if (c->p.kgen[r->kpins[i].slot])
+			return 1;
+	return 0;
 }
 
 /* ====================================================================
@@ -1504,43 +1518,100 @@ static gdrc_status_t reg_with_retry(struct gdrc_cache *c,
 	return ops->reg(be, reg);
 }
 
-/* Register plan's range outside the lock.  @return status; *r_p set. */
+/* What the kernel channel holds for a registration being made. */
+struct miss_kern {
+	int slot;                /* -1: none */
+	uint64_t handle;
+	int pinned;              /* slot is a GPU pin, not a watch */
+	uint32_t kmore;          /* further GPU pins, one per VMM mapping */
+	struct gdrc_kpin *kpins;
+};
+
+/* Give back whatever k holds (a failed registration). */
+static void kern_release(struct gdrc_cache *c, struct miss_kern *k)
+{
+	if (k->slot >= 0 && k->pinned)
+		c->p.kunpin(c->p.karg, k->handle);
+	else if (k->slot >= 0)
+		c->p.kunsub(c->p.karg, k->handle);
+	for (uint32_t i = 0; i < k->kmore; i++)
+		c->p.kunpin(c->p.karg, k->kpins[i].handle);
+	free(k->kpins);
+	*k = (struct miss_kern){ .slot = -1 };
+}
+
+/*
+ * GPU memory: pinned by the module, revoked by the driver.  nvidia_p2p
+ * pins one allocation, so a registration over several VMM mappings
+ * takes one pin per mapping, of the part of the registered range in it
+ * (mappings are 2 MiB aligned, so each part is whole 64 KiB pages); any
+ * of them revoked ends the registration.  One segment: the whole
+ * registered range, as it may round past a small allocation.
+ * @return 0, or the module's -errno (nothing held then).
+ */
+static int kern_pin_gpu(struct gdrc_cache *c, const struct miss_plan *plan,
+			struct miss_kern *k)
+{
+	const struct gdrc_cache_req *req = plan->req;
+	unsigned n = req_nseg(req);
+	int err = 0;
+
+	if (n > 1) {
+		k->kpins = calloc(n - 1, sizeof(*k->kpins));
+		if (!k->kpins)
+			return -ENOMEM;
+	}
+	for (unsigned i = 0; i < n && !err; i++) {
+		struct gdrc_seg g = req_seg(req, i);
+		uintptr_t s = n > 1 && g.start > plan->reg_start ? g.start :
+								    plan->reg_start;
+		uintptr_t e = n > 1 && g.end < plan->reg_end ? g.end :
+							       plan->reg_end;
+		uint64_t handle;
+		int slot;
+
+		if (s >= e)
+			continue; /* a key narrower than the mappings */
+		err = c->p.kpin(c->p.karg, s, e - s, &slot, &handle);
+		if (err)
+			break;
+		if (k->slot < 0) {
+			k->slot = slot;
+			k->handle = handle;
+			k->pinned = 1;
+		} else {
+			k->kpins[k->kmore++] = (struct gdrc_kpin){
+				.slot = slot, .handle = handle };
+		}
+	}
+	if (err)
+		kern_release(c, k);
+	return err;
+}
+
 /*
  * Cached host memory is watched by the kernel channel when there is one:
  * subscribed before it is registered, so that an unmap racing with the
  * registration shows in the word.  Without a slot (the channel's words
  * are all taken) and without memory hooks, the registration is handed
- * out uncached: nothing would see its memory go.
+ * out uncached: nothing would see its memory go.  GPU memory is pinned
+ * (kern_pin_gpu).
+ * @return 0, or the module's -errno when a GPU pin failed.
  */
-/* @return 0, or the module's -errno when a GPU pin failed. */
 static int miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
-			  int *slot_p, uint64_t *handle_p, int *pinned_p)
+			  struct miss_kern *k)
 {
-	int gpu = plan->req->mem_type != GDRC_MEM_HOST, err;
+	int gpu = plan->req->mem_type != GDRC_MEM_HOST;
 
-	*slot_p = -1;
-	*pinned_p = 0;
+	*k = (struct miss_kern){ .slot = -1 };
 	if (!c->p.kgen || (!plan->cached && !(gpu && c->p.gpu_kpin_required)))
 		return 0;
-	if (gpu) {
-		/* GPU memory: pinned by the module, revoked by the driver.
-		 * nvidia_p2p pins one allocation: a run of VMM mappings is
-		 * not pinned (it keeps its tag checks). */
-		if (!c->p.kpin || req_nseg(plan->req) > 1)
-			return -EOPNOTSUPP;
-		err = c->p.kpin(c->p.karg, plan->reg_start,
-				plan->reg_end - plan->reg_start, slot_p,
-				handle_p);
-		if (!err)
-			*pinned_p = 1;
-		else
-			*slot_p = -1;
-		return err;
-	}
+	if (gpu)
+		return c->p.kpin ? kern_pin_gpu(c, plan, k) : -EOPNOTSUPP;
 	if (c->p.ksub(c->p.karg, plan->reg_start,
-		      plan->reg_end - plan->reg_start, slot_p, handle_p))
-		*slot_p = -1;
-	if (*slot_p < 0 &&
+		      plan->reg_end - plan->reg_start, &k->slot, &k->handle))
+		k->slot = -1;
+	if (k->slot < 0 &&
 	    !atomic_load_explicit(&c->cache_host, memory_order_relaxed))
 		plan->cached = 0;
 	return 0;
@@ -1553,14 +1624,13 @@ static int miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
  * @return GDRC_OK pinned; GDRC_ERR_NO_MEMORY; GDRC_ERR_KMOD.
  */
 static gdrc_status_t kpin_retry(struct gdrc_cache *c, struct miss_plan *plan,
-				int err, int *slot_p, uint64_t *handle_p,
-				int *pinned_p)
+				int err, struct miss_kern *k)
 {
 	int full = err == -ENOMEM || err == -ENOSPC || err == -EDQUOT;
 
 	if (full) {
 		oom_release(c, plan->req->device);
-		err = miss_subscribe(c, plan, slot_p, handle_p, pinned_p);
+		err = miss_subscribe(c, plan, k);
 		full = err == -ENOMEM || err == -ENOSPC || err == -EDQUOT;
 	}
 	if (!err)
@@ -1572,6 +1642,7 @@ static gdrc_status_t kpin_retry(struct gdrc_cache *c, struct miss_plan *plan,
 	return full ? GDRC_ERR_NO_MEMORY : GDRC_ERR_KMOD;
 }
 
+/* Register plan's range outside the lock.  @return status; *r_p set. */
 static gdrc_status_t miss_register(struct gdrc_cache *c,
 				   struct miss_plan *plan,
 				   struct gdrc_region **r_p)
@@ -1587,20 +1658,12 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	void *be = c->p.be;
 	gdrc_status_t status;
 	struct gdrc_region *r;
-	uint64_t khandle = 0;
-	int kslot, kpinned, kerr;
+	struct miss_kern k;
+	int kerr;
 
 	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_ops) {
 		ops = c->p.gpu_ops;
 		be = c->p.gpu_be;
-	}
-	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_kpin_required &&
-	    req_nseg(req) > 1) {
-		gdrc_error("%#lx+%lu spans %u cuda VMM mappings: the kmod "
-			   "backend pins one mapping per registration",
-			   (unsigned long)req->start,
-			   (unsigned long)(req->end - req->start), req->nseg);
-		return GDRC_ERR_UNSUPPORTED;
 	}
 	r = slab_alloc(c);
 	if (!r)
@@ -1614,10 +1677,10 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 		memcpy(r->segs, req->segs, req->nseg * sizeof(*r->segs));
 	}
 	r->nseg = req_nseg(req);
-	kerr = miss_subscribe(c, plan, &kslot, &khandle, &kpinned);
+	kerr = miss_subscribe(c, plan, &k);
 	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_kpin_required &&
-	    !kpinned) {
-		status = kpin_retry(c, plan, kerr, &kslot, &khandle, &kpinned);
+	    !k.pinned) {
+		status = kpin_retry(c, plan, kerr, &k);
 		if (status) {
 			stat_add(c, GDRC_STAT_REG_FAILURES, 1);
 			slab_free(c, r);
@@ -1626,17 +1689,16 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	}
 	status = reg_with_retry(c, ops, be, &reg, req->device);
 	if (status) {
-		if (kslot >= 0 && kpinned)
-			c->p.kunpin(c->p.karg, khandle);
-		else if (kslot >= 0)
-			c->p.kunsub(c->p.karg, khandle);
+		kern_release(c, &k);
 		stat_add(c, GDRC_STAT_REG_FAILURES, 1);
 		slab_free(c, r);
 		return status;
 	}
-	r->kslot = kslot;
-	r->khandle = khandle;
-	r->kpinned = kpinned;
+	r->kslot = k.slot;
+	r->khandle = k.handle;
+	r->kpinned = k.pinned;
+	r->kmore = k.kmore;
+	r->kpins = k.kpins;
 	r->id = atomic_fetch_add_explicit(&region_id_next, 1,
 					  memory_order_relaxed);
 	r->start = plan->start;
@@ -1650,7 +1712,7 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	r->kind = req->kind;
 	r->device = req->device;
 	/* GDRC_VALIDATE=auto: the kernel's word replaces the tag query. */
-	if (!req->tag_check || (req->tag_check_auto && kslot >= 0))
+	if (!req->tag_check || (req->tag_check_auto && k.slot >= 0))
 		r->tag_check = REGION_TAG_NONE;
 	else if (!r->segs)
 		r->tag_check = REGION_TAG_ONE;
@@ -1660,7 +1722,7 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	r->buffer_id = req->buffer_id;
 	r->alloc_start = req->alloc_start;
 	r->alloc_end = req->alloc_end;
-	r->info_flags = req->info_flags | (kslot >= 0 ? GDRC_MR_INFO_KMOD : 0);
+	r->info_flags = req->info_flags | (k.slot >= 0 ? GDRC_MR_INFO_KMOD : 0);
 	if (!r->tag_check)
 		r->info_flags &= ~GDRC_MR_INFO_TAG_CHECKED;
 	r->was_cached = 0;
@@ -2081,10 +2143,14 @@ static void registry_del(struct gdrc_cache *c)
 
 static void free_chunks(struct gdrc_cache *c)
 {
-	for (void *ch = c->regions.chunks; ch; ch = *(void **)ch)
-		for (int i = 0; i < POOL_CHUNK; i++)
-			free(((struct gdrc_region *)pool_obj(&c->regions, ch,
-							     i))->segs);
+	for (void *ch = c->regions.chunks; ch; ch = *(void **)ch) {
+		for (int i = 0; i < POOL_CHUNK; i++) {
+			struct gdrc_region *r = pool_obj(&c->regions, ch, i);
+
+			free(r->segs);
+			free(r->kpins);
+		}
+	}
 	pool_free_chunks(&c->regions);
 	pool_free_chunks(&c->handles);
 }

@@ -107,6 +107,8 @@ struct gdrc_region {
 	int tag_check;           /* fixed: REGION_TAG_*: how hits check */
 	int kslot;               /* fixed: kernel channel word, or -1 */
 	uint32_t access;         /* fixed: GDRC_ACCESS_* registered */
+	uint32_t kmore;          /* fixed: GPU pins beyond kslot's (one per
+				  * further VMM mapping), in kpins */
 
 	uint64_t id;             /* fixed: unique in the process */
 	uintptr_t reg_start;     /* fixed: range registered (pinned); */
@@ -130,6 +132,7 @@ struct gdrc_region {
 	uint32_t info_flags;     /* fixed: GDRC_MR_INFO_* it was made with */
 	int kpinned;             /* fixed: kslot is a GPU pin, not a watch */
 	uint64_t khandle;        /* fixed: its subscription */
+	struct gdrc_kpin *kpins; /* fixed: the kmore further pins */
 	int was_cached;          /* fixed: inserted into the tree */
 	struct gdrc_cache *cache;  /* fixed: owner */
 	void *handle;            /* fixed: backend object */
@@ -145,6 +148,12 @@ struct gdrc_region {
 	/* Under cache->slab_lock: */
 	struct gdrc_region *free_next; /* slab free list */
 } GDRC_ALIGNED_CL; /* threads on neighbouring regions share no line */
+
+/* A GPU pin of the kernel channel: its word and its handle. */
+struct gdrc_kpin {
+	int slot;
+	uint64_t handle;
+};
 
 /* gdrc_region.tag_check: what a hit asks the driver. */
 enum {
@@ -481,6 +490,21 @@ static inline int gdrc_region_tag_ok(const struct gdrc_cache *c,
 	       tag == r->buffer_id;
 }
 
+/* Did the kernel see any of r's further GPU pins (kpins) revoked? */
+int gdrc_cache_kmore_stale(const struct gdrc_cache *c,
+			   const struct gdrc_region *r);
+
+/* Did the kernel see r's memory go?  One word per pin: a registration
+ * over several VMM mappings holds one pin per mapping (nvidia_p2p pins
+ * one allocation), and any of them revoked ends it. */
+static inline int gdrc_region_kstale(const struct gdrc_cache *c,
+				     const struct gdrc_region *r)
+{
+	return r->kslot >= 0 &&
+	       (c->p.kgen[r->kslot] ||
+		(gdrc_unlikely(r->kmore) && gdrc_cache_kmore_stale(c, r)));
+}
+
 /* Do the segments of r (REGION_TAG_MANY) that [start, end) touches
  * still hold their mappings?  A binary search, then one BUFFER_ID query
  * per segment touched. */
@@ -577,7 +601,7 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		if (atomic_load_explicit(&r->word, memory_order_acquire) &
 		    REGION_INVALID)
 			return NULL;
-		if (r->kslot >= 0 && c->p.kgen[r->kslot])
+		if (gdrc_region_kstale(c, r))
 			return NULL; /* the kernel saw it go: slow path */
 		s = &c->shards[t->shard];
 		if (r->tag_check) {

@@ -5,7 +5,8 @@
  * driver (tests/fakes) standing in for libcuda: with GDRC_VALIDATE=auto a
  * GPU hit makes no CUDA call at all (the kernel's word replaces the
  * BUFFER_ID query), and when the provider revokes a pin (as NVIDIA does on
- * cudaFree) the next get is a new registration.  Exits 77 where the
+ * cudaFree) the next get is a new registration; VMM memory of several
+ * mappings takes one pin per mapping.  Exits 77 where the
  * module or the mock provider is missing.  Run by run_kmod_tests.sh, which
  * copies libgdrc_fakecuda.so beside this program.
  */
@@ -274,6 +275,65 @@ static void test_kmod_gpu_provider_errors(void **state)
 	fake_cuda_free(p);
 }
 
+/* The mock provider's live mappings (its stats file), or -1. */
+static long mock_live(void)
+{
+	FILE *f = fopen("/sys/kernel/debug/mock_nvp2p/stats", "r");
+	unsigned long long v;
+	char name[64];
+	long live = -1;
+
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %llu", name, &v) == 2)
+		if (!strcmp(name, "live"))
+			live = (long)v;
+	fclose(f);
+	return live;
+}
+
+/*
+ * VMM memory of three mappings (fake reservation) registered whole by
+ * the kmod backend: one pin per mapping (nvidia_p2p pins one allocation),
+ * hits make no CUDA call, the provider revoking the middle mapping's pin
+ * (as NVIDIA does when that memory is freed) ends the registration for
+ * requests anywhere in it, and everything is unpinned at the end.
+ */
+static void test_kmod_gpu_vmm_pin_per_mapping(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_mode(NULL);
+	CUdeviceptr va = fake_cuda_vmm_reserve(8 * MIB);
+	struct gdrc_mr_info a, b;
+	struct gdrc_mr *mr;
+	long live0 = mock_live();
+
+	(void)state;
+	assert_true(va != 0);
+	assert_int_equal(fake_cuda_vmm_map(va, 4 * MIB, 0), 0);
+	assert_int_equal(fake_cuda_vmm_map(va + 4 * MIB, 2 * MIB, 0), 0);
+	assert_int_equal(fake_cuda_vmm_map(va + 6 * MIB, 2 * MIB, 0), 0);
+	assert_int_equal(gdrc_mr_get(ctx, (void *)(uintptr_t)va, 8 * MIB, 0, 0,
+				     &mr),
+			 GDRC_OK);
+	assert_int_equal(gdrc_mr_query(mr, &a), GDRC_OK);
+	gdrc_mr_put(ctx, mr);
+	assert_int_equal(a.backend, GDRC_BACKEND_KMOD);
+	assert_int_equal(a.key_length, 8 * MIB);
+	assert_true(a.flags & GDRC_MR_INFO_KMOD);
+	assert_false(a.flags & GDRC_MR_INFO_TAG_CHECKED);
+	assert_int_equal(mock_live(), live0 + 3);
+	fake_cuda_calls_reset();
+	assert_int_equal(get_put(ctx, va + 5 * MIB).id, a.id);
+	assert_int_equal(get_put(ctx, va + 7 * MIB).id, a.id);
+	assert_int_equal(fake_cuda_calls("cuPointerGetAttribute"), 0);
+	provider_revokes(va + 4 * MIB + 4096);
+	b = get_put(ctx, va + MIB); /* inside the first, untouched one */
+	assert_int_not_equal(b.id, a.id);
+	assert_true(stat(ctx, GDRC_STAT_INV_KMOD) >= 1);
+	gdrc_fini(ctx);
+	assert_int_equal(mock_live(), live0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -291,6 +351,8 @@ int main(int argc, char **argv)
 			test_kmod_gpu_pin_limit_fails_cleanly, setup,
 			restore_limit),
 		cmocka_unit_test_setup(test_kmod_gpu_provider_errors, setup),
+		cmocka_unit_test_setup(test_kmod_gpu_vmm_pin_per_mapping,
+				       setup),
 	};
 	char self[PATH_MAX];
 	ssize_t n;
