@@ -1,18 +1,23 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * fuzz_cache.c - libFuzzer target: sequences of API calls and memory
- * events on host memory, with the cache's invariants checked after every
- * step.
+ * events on host memory, GPU allocations and a multi-mapping VMM range,
+ * with the cache's invariants checked after every step.
  *
  * Each input is a program over an arena of ARENA_PAGES pages, mapped
- * afresh for it, and a fresh context (none backend, the real glibc
- * hooks, a small region limit so that eviction runs, GDRC_CHECK=1 so the
- * cache checks its tree, LRU and accounting after every change and
- * aborts if one is broken).  Three bytes an operation:
+ * afresh for it, a VMM reservation of VSLOTS slots of 2 MiB
+ * (FAKE_CUDA_VMM_GRANULARITY) on the fake CUDA driver, reserved afresh,
+ * and a fresh context (none backend, the real glibc hooks and the CUDA
+ * hooks, a small region limit so that eviction runs,
+ * GDRC_WHOLE_ALLOC_MAX=8M so that VMM keys are sometimes the request
+ * rounded to 64 KiB, GDRC_CHECK=1 so the cache checks its tree, LRU and
+ * accounting after every change and aborts if one is broken).  Three
+ * bytes an operation, [op, a, b]; op bytes below VMM_OP_BASE (0x90)
+ * choose op % 9 as they always did:
  *
  *   get      [page, len, access, flags]: a registration covering it;
  *            held in one of HELD slots (the oldest is put back first)
- *   put      a held registration
+ *   put      a held registration (host, GPU or VMM)
  *   inval    gdrc_invalidate of a range
  *   remap    mmap(MAP_FIXED) over a range (new memory at the same
  *            addresses, which the hooks must report)
@@ -25,15 +30,65 @@
  *            when hits are tag checked, behind the hooks' back
  *   gget     a registration of part of a live GPU allocation
  *
+ * and op bytes from VMM_OP_BASE up choose (op - VMM_OP_BASE) % 4, on
+ * the VMM reservation (PyTorch's expandable segments: mappings of 1..4
+ * slots, each its own physical allocation and BUFFER_ID, holes between):
+ *
+ *   vmap     a new allocation mapped over 1..4 free slots (the first
+ *            free slot from a on)
+ *   vunmap   1..3 adjacent whole mappings unmapped at once: a partial
+ *            unmap of the reservation, through the hooked cuMemUnmap,
+ *            or, when hits are tag checked, sometimes behind the hooks'
+ *            back (fake_cuda_free, mapping by mapping)
+ *   vremap   one mapping unmapped (as vunmap) and a new allocation
+ *            mapped at its start, sometimes of another size: a new
+ *            BUFFER_ID at the same addresses
+ *   vget     a registration of a range from slot a over 1..3 adjacent
+ *            mappings (sometimes all up to a hole: up to 16), into a
+ *            hole where they run out, or starting in one; held like
+ *            get's
+ *
  * Each input runs with GDRC_VALIDATE=always or hooks (its first byte).
  * Checked after every step, beyond GDRC_CHECK: a GPU registration handed
- * out carries the allocation's current BUFFER_ID (never one freed); a get either fails with a
- * documented status and leaves *mr_p alone, or returns a registration
- * whose key range covers the request; a registration returned again (same
- * id) never covers a page remapped since the id first appeared (no stale
- * hit); hits + misses + failed gets = gets; puts = successful gets put;
- * nothing is registered once every held one is put and the arena is
- * unmapped.
+ * out carries the allocation's current BUFFER_ID (never one freed); a
+ * get either fails with a documented status and leaves *mr_p alone, or
+ * returns a registration whose key range covers the request; a
+ * registration returned again (same id) never covers a page remapped
+ * since the id first appeared (no stale hit); hits + misses + failed
+ * gets = gets; puts = successful gets put; nothing is registered once
+ * every held one is put and the arena is unmapped.  For VMM, against
+ * this file's own model of the reservation:
+ *
+ *   - a vget fails with GDRC_ERR_UNSUPPORTED exactly when the request
+ *     reaches a hole (else only LIMIT or NO_MEMORY), leaving *mr_p alone;
+ *   - a registration first handed out is keyed as documented: the
+ *     touched mappings whole if they total <= 8 MiB, else the request
+ *     rounded to 64 KiB within them (maybe widened by a region of the
+ *     same mappings merged in, never past them); kind VMM; its
+ *     BUFFER_ID the first mapping's;
+ *   - any VMM registration handed out covers the request, lies in the
+ *     reservation, was first seen no earlier than the last (re)map or
+ *     unmap of any slot the request touches (no stale hit, per-slot
+ *     times as for host pages), and carries fake_cuda_buffer_id(key_addr)
+ *     while the key's first slot is unchanged since; with
+ *     GDRC_VALIDATE=hooks no slot of its key changed since at all (every
+ *     unmap went through the hooks);
+ *   - at the end every mapping is unmapped through the hooks and the
+ *     reservation freed; in hooks mode nothing at all is left registered
+ *     before any gdrc_invalidate of GPU or VMM addresses.
+ *
+ * Mutants these ops must catch: a tag check of only the first mapping
+ * a hit touches, in either of the cache's per-mapping checks (a `break`
+ * after the first iteration of gdrc_cache_segs_ok in lib/cache/cache.c,
+ * used past REGION_SEGS_WALK = 8 mappings; `return 1` after the first
+ * query in gdrc_region_segs_walk, cache.h, for 2..8).  In always mode:
+ * vget over mappings A and B (or ten one-slot mappings), B unmapped
+ * behind the hooks and mapped again (vremap), vget over A and B again
+ * is served the old registration (a stale hit), or a vget reaching into
+ * B's hole succeeds.  Checked by hand: from corpus/ the seeds
+ * vmm-remap-tag and vmm-many-tag abort at once (0.1 s); from the other
+ * seeds alone the fuzzer found the first in 25 to 29 s, the second in
+ * 14 to 17 s.
  *
  * Build: cmake -DGDRC_FUZZ=ON with clang (tests/fuzz/CMakeLists.txt).
  * Run:   fuzz_cache -max_total_time=60 tests/fuzz/corpus
@@ -53,6 +108,11 @@
 #define HELD 8
 #define MAX_IDS 4096
 #define GPU_SLOTS 4
+#define VSLOTS 16			/* slots of the VMM reservation */
+#define VSLOT FAKE_CUDA_VMM_GRANULARITY	/* 2 MiB */
+#define VMM_WHOLE_MAX (8UL << 20)	/* GDRC_WHOLE_ALLOC_MAX here */
+#define VMM_OP_BASE 0x90		/* op bytes from here: VMM ops */
+#define GPU_PAGE (64UL << 10)
 
 static size_t page;
 static char *arena;
@@ -83,8 +143,11 @@ static uint64_t stat_of(struct gdrc_ctx *ctx, enum gdrc_stat s)
 	return v;
 }
 
-static uint64_t born_of(uint64_t id)
+/* When id first appeared; *fresh (if given): 1 if that is now. */
+static uint64_t born_of(uint64_t id, int *fresh)
 {
+	if (fresh)
+		*fresh = 0;
 	for (unsigned i = 0; i < nids; i++)
 		if (ids[i].id == id)
 			return ids[i].born;
@@ -92,6 +155,8 @@ static uint64_t born_of(uint64_t id)
 		ids[nids].id = id;
 		ids[nids].born = clock_now;
 		nids++;
+		if (fresh)
+			*fresh = 1;
 	}
 	return clock_now;
 }
@@ -160,6 +225,247 @@ static void gpu_free(unsigned slot, int behind_hooks)
 	gpu[slot].live = 0;
 }
 
+/*
+ * The VMM reservation of this input, as this file models it: for each
+ * slot the first slot of the mapping holding it (-1: a hole), at a
+ * mapping's first slot its length in slots, and when each slot was last
+ * mapped or unmapped (on clock_now, as page_time).
+ */
+static CUdeviceptr vva;
+static int vhead[VSLOTS];
+static unsigned vlen[VSLOTS];
+static uint64_t vtime[VSLOTS];
+
+static CUdeviceptr vaddr(unsigned slot)
+{
+	return vva + (CUdeviceptr)slot * VSLOT;
+}
+
+static unsigned vslot_of(uintptr_t p)
+{
+	return (unsigned)((p - vva) / VSLOT);
+}
+
+/* Free slots from slot on (0 if slot is mapped or past the end). */
+static unsigned vfree_run(unsigned slot)
+{
+	unsigned n = 0;
+
+	while (slot + n < VSLOTS && vhead[slot + n] < 0)
+		n++;
+	return n;
+}
+
+/* A new allocation of n slots (all free) mapped at slot h. */
+static void vmm_map(unsigned h, unsigned n)
+{
+	CHECK(fake_cuda_vmm_map(vaddr(h), (size_t)n * VSLOT, 0) == 0,
+	      "vmm map of slots %u+%u", h, n);
+	clock_now++;
+	for (unsigned q = h; q < h + n; q++) {
+		vhead[q] = (int)h;
+		vtime[q] = clock_now;
+	}
+	vlen[h] = n;
+}
+
+/* Unmap the whole mappings in slots [h, e) (h a mapping's first slot, e
+ * a mapping's end, holes between allowed): one hooked cuMemUnmap, or
+ * each mapping behind the hooks' back. */
+static void vmm_unmap(unsigned h, unsigned e, int behind_hooks)
+{
+	if (behind_hooks) {
+		for (unsigned q = h; q < e; q++)
+			if (vhead[q] == (int)q)
+				CHECK(fake_cuda_free(vaddr(q)) == 0,
+				      "fake_cuda_free of mapping at slot %u", q);
+	} else {
+		CHECK(cuMemUnmap(vaddr(h), (size_t)(e - h) * VSLOT) ==
+			      CUDA_SUCCESS,
+		      "cuMemUnmap of slots [%u, %u)", h, e);
+	}
+	clock_now++;
+	for (unsigned q = h; q < e; q++) {
+		vhead[q] = -1;
+		vtime[q] = clock_now;
+	}
+}
+
+/* The first mapped slot from slot on, wrapping; -1 if none. */
+static int vmm_mapped_from(unsigned slot)
+{
+	for (unsigned k = 0; k < VSLOTS; k++)
+		if (vhead[(slot + k) % VSLOTS] >= 0)
+			return (int)((slot + k) % VSLOTS);
+	return -1;
+}
+
+static void vmm_vmap(unsigned a, unsigned b)
+{
+	unsigned n = 1 + b % 4, h;
+
+	for (h = 0; h < VSLOTS; h++)
+		if (vhead[(a + h) % VSLOTS] < 0)
+			break;
+	if (h == VSLOTS)
+		return;
+	h = (a + h) % VSLOTS;
+	if (n > vfree_run(h))
+		n = vfree_run(h);
+	vmm_map(h, n);
+}
+
+/* 1..3 adjacent mappings, from the one at or after slot a. */
+static void vmm_vunmap(unsigned a, unsigned b, int tagged)
+{
+	int s = vmm_mapped_from(a % VSLOTS);
+	unsigned h, e, k = 1 + b % 3;
+
+	if (s < 0)
+		return;
+	h = (unsigned)vhead[s];
+	e = h + vlen[h];
+	while (--k && e < VSLOTS && vhead[e] == (int)e)
+		e += vlen[e];
+	vmm_unmap(h, e, tagged && (b & 0x80));
+}
+
+static void vmm_vremap(unsigned a, unsigned b, int tagged)
+{
+	int s = vmm_mapped_from(a % VSLOTS);
+	unsigned h, n;
+
+	if (s < 0)
+		return;
+	h = (unsigned)vhead[s];
+	n = vlen[h];
+	vmm_unmap(h, h + n, tagged && (b & 0x80));
+	if (b & 0x40) { /* another size */
+		n = 1 + (b >> 2) % 4;
+		if (n > vfree_run(h))
+			n = vfree_run(h);
+	}
+	vmm_map(h, n);
+}
+
+/*
+ * vget's request: from slot a (an offset into it from a's high bits)
+ * over up to 1 + b % 3 adjacent mappings, into the hole after where
+ * they run out before the reservation's end; or (b % 3 == 2 and
+ * b & 0x40) over all of them up to the next hole (more than
+ * REGION_SEGS_WALK, 8, take the cache's out-of-line search); from a
+ * hole, a short range.
+ */
+static void vmm_request(unsigned a, unsigned b, uintptr_t *s_p,
+			uintptr_t *e_p)
+{
+	unsigned slot = a % VSLOTS, end_slot;
+	int all = b % 3 == 2 && (b & 0x40);
+	unsigned m = all ? VSLOTS : 1 + b % 3;
+	uintptr_t s = vaddr(slot) + (uintptr_t)(a >> 4) * (VSLOT / 16) +
+		      (b & 0x80 ? 4000 : 0);
+	uintptr_t e, top = vaddr(VSLOTS);
+	int into_hole = 0;
+
+	if (vhead[slot] < 0) {
+		e = s + 1 + (uintptr_t)(b >> 2) * 65536;
+	} else {
+		unsigned h = (unsigned)vhead[slot];
+
+		end_slot = h + vlen[h];
+		while (--m) {
+			if (end_slot < VSLOTS && vhead[end_slot] >= 0) {
+				end_slot += vlen[end_slot];
+			} else {
+				into_hole = !all && end_slot < VSLOTS;
+				break;
+			}
+		}
+		e = vaddr(end_slot);
+		if (into_hole)
+			e += 1 + (uintptr_t)(b >> 3) * 4096;
+		else
+			e -= (uintptr_t)((b >> 5) & 3) * (VSLOT / 4) +
+			     (b & 8 ? 100 : 0);
+		if (e <= s)
+			e = s + 1 + (b >> 2);
+	}
+	if (e > top)
+		e = top;
+	*s_p = s;
+	*e_p = e;
+}
+
+/* Check a VMM registration handed out for [s, e). */
+static void vmm_check(const struct gdrc_mr_info *info, uintptr_t s,
+		      uintptr_t e, int tagged)
+{
+	unsigned p0 = vslot_of(s), p1 = vslot_of(e - 1), k0, k1;
+	uintptr_t ke = info->key_addr + info->key_length;
+	int fresh;
+	uint64_t born = born_of(info->id, &fresh);
+
+	CHECK(info->key_addr <= s && ke >= e,
+	      "vmm registration %#lx+%zu does not cover %#lx+%lu",
+	      (unsigned long)info->key_addr, info->key_length,
+	      (unsigned long)s, (unsigned long)(e - s));
+	CHECK(info->key_addr >= vva && ke <= vaddr(VSLOTS),
+	      "vmm registration %#lx+%zu outside the reservation",
+	      (unsigned long)info->key_addr, info->key_length);
+	CHECK(info->kind == GDRC_PTR_VMM, "vmm registration of kind %d",
+	      (int)info->kind);
+	k0 = vslot_of(info->key_addr);
+	k1 = vslot_of(ke - 1);
+	for (unsigned q = p0; q <= p1; q++)
+		CHECK(vtime[q] <= born,
+		      "stale vmm hit: registration %llu (from time %llu) "
+		      "served slot %u, (re|un)mapped at %llu",
+		      (unsigned long long)info->id, (unsigned long long)born,
+		      q, (unsigned long long)vtime[q]);
+	if (!tagged)
+		for (unsigned q = k0; q <= k1; q++)
+			CHECK(vtime[q] <= born,
+			      "hooks mode: registration %llu (from time %llu) "
+			      "outlived the unmap of its slot %u at %llu",
+			      (unsigned long long)info->id,
+			      (unsigned long long)born, q,
+			      (unsigned long long)vtime[q]);
+	if (vtime[k0] <= born)
+		CHECK(info->buffer_id == fake_cuda_buffer_id(info->key_addr),
+		      "vmm registration %llu: buffer id %llu, its first "
+		      "mapping's %llu",
+		      (unsigned long long)info->id,
+		      (unsigned long long)info->buffer_id,
+		      fake_cuda_buffer_id(info->key_addr));
+	if (fresh) {
+		unsigned h0 = (unsigned)vhead[p0], h1 = (unsigned)vhead[p1];
+		uintptr_t ms = vaddr(h0), me = vaddr(h1 + vlen[h1]);
+		uintptr_t ws = ms, we = me;
+
+		if (me - ms > VMM_WHOLE_MAX) {
+			ws = s & ~(GPU_PAGE - 1);
+			we = (e + GPU_PAGE - 1) & ~(GPU_PAGE - 1);
+			if (ws < ms)
+				ws = ms;
+			if (we > me)
+				we = me;
+		}
+		/* Rounded requests: an overlapping region of exactly these
+		 * mappings is merged in (cache.c, plan_miss), so the key
+		 * may be wider, never past them. */
+		CHECK(info->key_addr <= ws && ke >= we &&
+			      info->key_addr >= ms && ke <= me &&
+			      !(info->key_addr & (GPU_PAGE - 1)) &&
+			      !(ke & (GPU_PAGE - 1)),
+		      "new vmm registration keyed %#lx+%zu, not %#lx+%lu "
+		      "(request %#lx+%lu over slots %u..%u)",
+		      (unsigned long)info->key_addr, info->key_length,
+		      (unsigned long)ws, (unsigned long)(we - ws),
+		      (unsigned long)s, (unsigned long)(e - s), h0,
+		      h1 + vlen[h1] - 1);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -178,11 +484,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		setenv("GDRC_CUDA_LIBRARY", FAKE_CUDA_PATH, 1);
 		setenv("GDRC_KMOD", "off", 1);
 		setenv("GDRC_LOG_LEVEL", "error", 1);
+		setenv("GDRC_WHOLE_ALLOC_MAX", "8M", 1);
 	}
 	fake_cuda_reset(1);
 	CHECK(cuInit(0) == CUDA_SUCCESS, "cuInit");
 	memset(gpu, 0, sizeof(gpu));
 	gpu_lo = gpu_hi = 0;
+	vva = fake_cuda_vmm_reserve((size_t)VSLOTS * VSLOT);
+	CHECK(vva != 0, "vmm reserve");
+	for (unsigned q = 0; q < VSLOTS; q++) {
+		vhead[q] = -1;
+		vlen[q] = 0;
+		vtime[q] = 0;
+	}
 	setenv("GDRC_VALIDATE", tagged ? "always" : "hooks", 1);
 	arena = mmap(NULL, ARENA_PAGES * page, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -193,7 +507,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(gdrc_init(NULL, &ctx) == GDRC_OK, "gdrc_init");
 
 	for (size_t i = 0; i + 3 <= size; i += 3) {
-		unsigned op = data[i] % 9, a = data[i + 1], b = data[i + 2];
+		unsigned op = data[i] < VMM_OP_BASE ?
+				      data[i] % 9 :
+				      9 + (data[i] - VMM_OP_BASE) % 4;
+		unsigned a = data[i + 1], b = data[i + 2];
 		unsigned p = a % ARENA_PAGES, n = 1 + b % 8;
 		struct gdrc_mr *mr = (struct gdrc_mr *)0x1;
 		struct gdrc_mr_info info;
@@ -245,7 +562,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			      "access %#x missing from %#x", access,
 			      info.access);
 			{
-				uint64_t born = born_of(info.id);
+				uint64_t born = born_of(info.id, NULL);
 				unsigned p0 = (unsigned)((s - (uintptr_t)arena) /
 							 page);
 				unsigned p1 = (unsigned)((e - 1 -
@@ -326,6 +643,55 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			next = (next + 1) % HELD;
 			break;
 		}
+		case 9:
+			vmm_vmap(a, b);
+			break;
+		case 10:
+			vmm_vunmap(a, b, tagged);
+			break;
+		case 11:
+			vmm_vremap(a, b, tagged);
+			break;
+		case 12: { /* vget */
+			uintptr_t s, e;
+			int hole = 0;
+
+			vmm_request(a, b, &s, &e);
+			for (unsigned q = vslot_of(s); q <= vslot_of(e - 1); q++)
+				hole |= vhead[q] < 0;
+			gets++;
+			if (held[next]) {
+				gdrc_mr_put(ctx, held[next]);
+				held[next] = NULL;
+				puts++;
+			}
+			st = gdrc_mr_get(ctx, (void *)s, e - s, 0, 0, &mr);
+			if (st != GDRC_OK) {
+				CHECK(hole ? st == GDRC_ERR_UNSUPPORTED :
+					     st == GDRC_ERR_LIMIT ||
+						     st == GDRC_ERR_NO_MEMORY,
+				      "vmm get %#lx+%lu (slots %u..%u, %s): "
+				      "status %d",
+				      (unsigned long)s, (unsigned long)(e - s),
+				      vslot_of(s), vslot_of(e - 1),
+				      hole ? "reaching a hole" : "all mapped",
+				      st);
+				CHECK(mr == (struct gdrc_mr *)0x1,
+				      "a failed vmm get wrote *mr_p");
+				failed++;
+				break;
+			}
+			CHECK(!hole,
+			      "vmm get %#lx+%lu reaching a hole (slots %u..%u) "
+			      "succeeded",
+			      (unsigned long)s, (unsigned long)(e - s),
+			      vslot_of(s), vslot_of(e - 1));
+			CHECK(gdrc_mr_query(mr, &info) == GDRC_OK, "query");
+			vmm_check(&info, s, e, tagged);
+			held[next] = mr;
+			next = (next + 1) % HELD;
+			break;
+		}
 		default: /* stats */
 			CHECK(stat_of(ctx, GDRC_STAT_HITS) +
 					      stat_of(ctx, GDRC_STAT_MISSES) +
@@ -347,9 +713,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			gdrc_mr_put(ctx, held[i]);
 	for (unsigned i = 0; i < GPU_SLOTS; i++)
 		gpu_free(i, 0);
+	for (unsigned q = 0; q < VSLOTS; q++)
+		if (vhead[q] == (int)q)
+			vmm_unmap(q, q + vlen[q], 0);
+	CHECK(fake_cuda_vmm_unreserve(vva) == 0, "vmm unreserve");
 	CHECK(!munmap(arena, ARENA_PAGES * page), "munmap arena");
 	/* The unmap took everything: the next call applies it. */
 	CHECK(gdrc_invalidate(ctx, arena, page) == GDRC_OK, "invalidate");
+	/* In hooks mode every free and unmap went through the hooks: all
+	 * gone now, before any invalidate of GPU addresses. */
+	if (!tagged)
+		CHECK(stat_of(ctx, GDRC_STAT_REGIONS) == 0,
+		      "hooks mode: regions left after every free was hooked");
 	/* Host regions went with the arena, GPU ones with their hooked
 	 * frees; those freed behind the hooks stay until a hit's tag check
 	 * or an explicit invalidate (this one). */
@@ -358,6 +733,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				      gpu_hi - (gpu_lo & ~(uintptr_t)65535)) ==
 			      GDRC_OK,
 		      "invalidate gpu");
+	/* VMM ones unmapped behind the hooks (always mode only) stay too;
+	 * in hooks mode every unmap was reported. */
+	if (tagged)
+		CHECK(gdrc_invalidate(ctx, (void *)(uintptr_t)vva,
+				      (size_t)VSLOTS * VSLOT) == GDRC_OK,
+		      "invalidate vmm");
 	CHECK(stat_of(ctx, GDRC_STAT_REGIONS) == 0, "regions left");
 	CHECK(stat_of(ctx, GDRC_STAT_PINNED_BYTES) == 0, "bytes left");
 	gdrc_fini(ctx);
