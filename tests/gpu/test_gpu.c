@@ -70,21 +70,16 @@
 
 #include <gdrcache.h>
 
+#include "gpu_test.h"
+
 #ifdef GDRC_TEST_STATIC_CUDART
 #define GROUP_NAME "gpu (static cudart)"
 #else
 #define GROUP_NAME "gpu (dynamic cudart)"
 #endif
 
-#define KIB 1024ULL
-#define MIB (1024ULL * KIB)
-#define GPU_PAGE (64 * KIB)
 #define REALLOC_TRIES 64 /* allocations made to get a freed VA back */
 #define HIT_LOOPS 1000
-#define ACCESS                                                               \
-	(GDRC_ACCESS_LOCAL_WRITE | GDRC_ACCESS_REMOTE_WRITE |                \
-	 GDRC_ACCESS_REMOTE_READ)
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static CUdevice dev0;
 static CUcontext pctx0;
@@ -105,27 +100,9 @@ static const char *const env_hooks_none[] = { "GDRC_MEM_HOOKS", "none",
 					      NULL };
 
 /* ====================================================================
- * Checks: every CUDA and libgdrcache call is checked
+ * Checks: every CUDA and libgdrcache call is checked (CU, GD and
+ * GD_EXPECT in gpu_test.h; the runtime's here)
  * ==================================================================== */
-
-static const char *cu_name(CUresult res)
-{
-	const char *name = NULL;
-
-	if (cuGetErrorName(res, &name) != CUDA_SUCCESS || !name)
-		name = "unknown CUresult";
-	return name;
-}
-
-static void cu_check(CUresult res, const char *call, const char *file,
-		     int line)
-{
-	if (res == CUDA_SUCCESS)
-		return;
-	print_error("%s:%d: %s failed: %s (%d)\n", file, line, call,
-		    cu_name(res), (int)res);
-	_fail(file, line);
-}
 
 static void rt_check(cudaError_t err, const char *call, const char *file,
 		     int line)
@@ -137,58 +114,11 @@ static void rt_check(cudaError_t err, const char *call, const char *file,
 	_fail(file, line);
 }
 
-static void gd_expect(gdrc_status_t got, gdrc_status_t want,
-		      const char *call, const char *file, int line)
-{
-	if (got == want)
-		return;
-	print_error("%s:%d: %s returned %s (%d), expected %s (%d)\n", file,
-		    line, call, gdrc_status_str(got), (int)got,
-		    gdrc_status_str(want), (int)want);
-	_fail(file, line);
-}
-
-#define CU(call) cu_check((call), #call, __FILE__, __LINE__)
 #define RT(call) rt_check((call), #call, __FILE__, __LINE__)
-#define GD(call) gd_expect((call), GDRC_OK, #call, __FILE__, __LINE__)
-#define GD_EXPECT(call, want)                                                \
-	gd_expect((call), (want), #call, __FILE__, __LINE__)
 
 /* ====================================================================
  * Helpers
  * ==================================================================== */
-
-static const void *vp(CUdeviceptr p)
-{
-	return (const void *)(uintptr_t)p;
-}
-
-static unsigned long long align_down(unsigned long long v,
-				     unsigned long long a)
-{
-	return v & ~(a - 1);
-}
-
-static unsigned long long align_up(unsigned long long v, unsigned long long a)
-{
-	return (v + a - 1) & ~(a - 1);
-}
-
-static int dev_attr(CUdevice_attribute attr, CUdevice dev)
-{
-	int v = 0;
-
-	CU(cuDeviceGetAttribute(&v, attr, dev));
-	return v;
-}
-
-static unsigned long long buffer_id_of(CUdeviceptr p)
-{
-	unsigned long long id = 0;
-
-	CU(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p));
-	return id;
-}
 
 /* The attribute is a boolean; read into a zeroed int either way. */
 static unsigned sync_memops_of(CUdeviceptr p)
@@ -196,14 +126,6 @@ static unsigned sync_memops_of(CUdeviceptr p)
 	unsigned v = 0;
 
 	CU(cuPointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p));
-	return v;
-}
-
-static uint64_t stat_of(struct gdrc_ctx *ctx, enum gdrc_stat s)
-{
-	uint64_t v = 0;
-
-	GD(gdrc_stat_get(ctx, s, &v));
 	return v;
 }
 
@@ -246,19 +168,6 @@ static struct gdrc_mr *get(struct gdrc_ctx *ctx, CUdeviceptr addr,
 	if (info)
 		GD(gdrc_mr_query(mr, info));
 	return mr;
-}
-
-static void print_mr(const char *what, const struct gdrc_mr_info *i)
-{
-	print_message("    %s: id %llu buffer id %llu key %#llx+%llu "
-		      "registered %#llx+%llu kind %d device %d flags %#x\n",
-		      what, (unsigned long long)i->id,
-		      (unsigned long long)i->buffer_id,
-		      (unsigned long long)i->key_addr,
-		      (unsigned long long)i->key_length,
-		      (unsigned long long)i->addr,
-		      (unsigned long long)i->length, i->kind, i->device,
-		      i->flags);
 }
 
 /*
@@ -1586,23 +1495,10 @@ static int group_setup(void **state)
 	int drv = 0, rtv = 0;
 	char name[256] = "";
 	cudaError_t err;
-	CUresult res;
 
 	(void)state;
-	res = cuDeviceGet(&dev0, 0);
-	if (res == CUDA_SUCCESS)
-		res = cuDevicePrimaryCtxRetain(&pctx0, dev0);
-	if (res == CUDA_SUCCESS)
-		res = cuCtxSetCurrent(pctx0);
-	if (res == CUDA_SUCCESS)
-		res = cuDeviceGetName(name, sizeof(name), dev0);
-	if (res == CUDA_SUCCESS)
-		res = cuDriverGetVersion(&drv);
-	if (res != CUDA_SUCCESS) {
-		print_error("setting up device 0's primary context: %s\n",
-			    cu_name(res));
+	if (gpu_test_ctx0(&dev0, &pctx0, name, sizeof(name), &drv))
 		return -1;
-	}
 	/* The runtime adopts the primary context made current above. */
 	err = cudaSetDevice(0);
 	if (err == cudaSuccess)
@@ -1669,24 +1565,11 @@ int main(void)
 		cmocka_unit_test_teardown(test_gpu_driver_context_cumem,
 					  restore_ctx0),
 	};
-	CUresult res;
-	int n = 0;
+	int skip = gpu_test_start(knobs_cleared, ARRAY_SIZE(knobs_cleared),
+				  &ndevices);
 
-	for (size_t i = 0; i < ARRAY_SIZE(knobs_cleared); i++)
-		unsetenv(knobs_cleared[i]);
-	res = cuInit(0);
-	if (res == CUDA_SUCCESS)
-		res = cuDeviceGetCount(&n);
-	if (res != CUDA_SUCCESS) {
-		printf("skipped: no GPU (cuInit or cuDeviceGetCount: %s, "
-		       "CUresult %d)\n", cu_name(res), (int)res);
-		return 77;
-	}
-	if (n < 1) {
-		printf("skipped: no GPU (no CUDA device)\n");
-		return 77;
-	}
-	ndevices = n;
+	if (skip)
+		return skip;
 	return cmocka_run_group_tests_name(GROUP_NAME, tests, group_setup,
 					   group_teardown);
 }

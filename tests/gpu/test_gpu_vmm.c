@@ -67,19 +67,14 @@
 
 #include <gdrcache.h>
 
+#include "gpu_test.h"
+
 #define GROUP_NAME "gpu vmm (driver API)"
 
-#define KIB 1024ULL
-#define MIB (1024ULL * KIB)
-#define GPU_PAGE (64 * KIB)
 #define RESERVED (16 * MIB)
 #define NSEG 3
 #define POOL_SIZE (64 * MIB)
 #define STAT_HITS 10 /* hits of the mode_stats workload, per phase */
-#define ACCESS                                                               \
-	(GDRC_ACCESS_LOCAL_WRITE | GDRC_ACCESS_REMOTE_WRITE |                \
-	 GDRC_ACCESS_REMOTE_READ)
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static CUdevice dev0;
 static CUcontext pctx0;
@@ -112,87 +107,8 @@ static int hooks_on(const struct mode *m)
 }
 
 /* ====================================================================
- * Checks: every CUDA and libgdrcache call is checked
+ * Helpers (more in gpu_test.h)
  * ==================================================================== */
-
-static const char *cu_name(CUresult res)
-{
-	const char *name = NULL;
-
-	if (cuGetErrorName(res, &name) != CUDA_SUCCESS || !name)
-		name = "unknown CUresult";
-	return name;
-}
-
-static void cu_check(CUresult res, const char *call, const char *file,
-		     int line)
-{
-	if (res == CUDA_SUCCESS)
-		return;
-	print_error("%s:%d: %s failed: %s (%d)\n", file, line, call,
-		    cu_name(res), (int)res);
-	_fail(file, line);
-}
-
-static void gd_expect(gdrc_status_t got, gdrc_status_t want,
-		      const char *call, const char *file, int line)
-{
-	if (got == want)
-		return;
-	print_error("%s:%d: %s returned %s (%d), expected %s (%d)\n", file,
-		    line, call, gdrc_status_str(got), (int)got,
-		    gdrc_status_str(want), (int)want);
-	_fail(file, line);
-}
-
-#define CU(call) cu_check((call), #call, __FILE__, __LINE__)
-#define GD(call) gd_expect((call), GDRC_OK, #call, __FILE__, __LINE__)
-#define GD_EXPECT(call, want)                                                \
-	gd_expect((call), (want), #call, __FILE__, __LINE__)
-
-/* ====================================================================
- * Helpers
- * ==================================================================== */
-
-static const void *vp(CUdeviceptr p)
-{
-	return (const void *)(uintptr_t)p;
-}
-
-static unsigned long long align_down(unsigned long long v,
-				     unsigned long long a)
-{
-	return v & ~(a - 1);
-}
-
-static unsigned long long align_up(unsigned long long v, unsigned long long a)
-{
-	return (v + a - 1) & ~(a - 1);
-}
-
-static int dev_attr(CUdevice_attribute attr, CUdevice dev)
-{
-	int v = 0;
-
-	CU(cuDeviceGetAttribute(&v, attr, dev));
-	return v;
-}
-
-static unsigned long long buffer_id_of(CUdeviceptr p)
-{
-	unsigned long long id = 0;
-
-	CU(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p));
-	return id;
-}
-
-static uint64_t stat_of(struct gdrc_ctx *ctx, enum gdrc_stat s)
-{
-	uint64_t v = 0;
-
-	GD(gdrc_stat_get(ctx, s, &v));
-	return v;
-}
 
 static void print_stats(struct gdrc_ctx *ctx, const struct mode *m,
 			const char *what)
@@ -265,19 +181,6 @@ static void get_refused(struct gdrc_ctx *ctx, CUdeviceptr addr, size_t len,
 
 	GD_EXPECT(gdrc_mr_get(ctx, vp(addr), len, ACCESS, 0, &mr), want);
 	assert_null(mr);
-}
-
-static void print_mr(const char *what, const struct gdrc_mr_info *i)
-{
-	print_message("    %s: id %llu buffer id %llu key %#llx+%llu "
-		      "registered %#llx+%llu kind %d device %d flags %#x\n",
-		      what, (unsigned long long)i->id,
-		      (unsigned long long)i->buffer_id,
-		      (unsigned long long)i->key_addr,
-		      (unsigned long long)i->key_length,
-		      (unsigned long long)i->addr,
-		      (unsigned long long)i->length, i->kind, i->device,
-		      i->flags);
 }
 
 /*
@@ -950,23 +853,10 @@ static int group_setup(void **state)
 {
 	char name[256] = "";
 	int drv = 0;
-	CUresult res;
 
 	(void)state;
-	res = cuDeviceGet(&dev0, 0);
-	if (res == CUDA_SUCCESS)
-		res = cuDevicePrimaryCtxRetain(&pctx0, dev0);
-	if (res == CUDA_SUCCESS)
-		res = cuCtxSetCurrent(pctx0);
-	if (res == CUDA_SUCCESS)
-		res = cuDeviceGetName(name, sizeof(name), dev0);
-	if (res == CUDA_SUCCESS)
-		res = cuDriverGetVersion(&drv);
-	if (res != CUDA_SUCCESS) {
-		print_error("setting up device 0's primary context: %s\n",
-			    cu_name(res));
+	if (gpu_test_ctx0(&dev0, &pctx0, name, sizeof(name), &drv))
 		return -1;
-	}
 	print_message("%s: device 0 %s, %d device(s), driver API %d, "
 		      "libgdrcache %s\n",
 		      GROUP_NAME, name, ndevices, drv, gdrc_version_string());
@@ -996,24 +886,11 @@ int main(void)
 		T(test_gpu_vmm_no_context),
 		T(test_gpu_vmm_mode_stats),
 	};
-	CUresult res;
-	int n = 0;
+	int skip = gpu_test_start(knobs_cleared, ARRAY_SIZE(knobs_cleared),
+				  &ndevices);
 
-	for (size_t i = 0; i < ARRAY_SIZE(knobs_cleared); i++)
-		unsetenv(knobs_cleared[i]);
-	res = cuInit(0);
-	if (res == CUDA_SUCCESS)
-		res = cuDeviceGetCount(&n);
-	if (res != CUDA_SUCCESS) {
-		printf("skipped: no GPU (cuInit or cuDeviceGetCount: %s, "
-		       "CUresult %d)\n", cu_name(res), (int)res);
-		return 77;
-	}
-	if (n < 1) {
-		printf("skipped: no GPU (no CUDA device)\n");
-		return 77;
-	}
-	ndevices = n;
+	if (skip)
+		return skip;
 	return cmocka_run_group_tests_name(GROUP_NAME, tests, group_setup,
 					   group_teardown);
 }
