@@ -719,14 +719,18 @@ GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *ctx, const void *ptr,
 	if (ret < 0)
 		return (gdrc_status_t)ret;
 	if (ret) {
+		/* A registration over several VMM mappings: the one holding
+		 * ptr, as classification would answer. */
+		struct gdrc_seg seg = gdrc_cache_seg_of(r, p);
+
 		memset(info_p, 0, sizeof(*info_p));
 		info_p->mem_type = r->mem_type;
 		info_p->kind = r->kind;
 		info_p->device = r->device;
 		info_p->flags = GDRC_PTR_INFO_CACHED;
-		info_p->buffer_id = r->buffer_id;
-		info_p->alloc_base = r->alloc_start;
-		info_p->alloc_size = r->alloc_end - r->alloc_start;
+		info_p->buffer_id = seg.buffer_id;
+		info_p->alloc_base = seg.start;
+		info_p->alloc_size = seg.end - seg.start;
 		gdrc_cache_region_put(&ctx->cache, r);
 		return GDRC_OK;
 	}

@@ -849,21 +849,34 @@ static int same_segments(const struct gdrc_region *r,
 	return 1;
 }
 
-int gdrc_cache_segs_ok(const struct gdrc_cache *c,
-		       const struct gdrc_region *r, uintptr_t start,
-		       uintptr_t end)
+/* Index of the first segment of r (with an array) ending past addr. */
+static unsigned seg_search(const struct gdrc_region *r, uintptr_t addr)
 {
 	unsigned lo = 0, hi = r->nseg;
 
-	/* The first segment ending after start. */
 	while (lo < hi) {
 		unsigned mid = lo + (hi - lo) / 2;
 
-		if (r->segs[mid].end <= start)
+		if (r->segs[mid].end <= addr)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
+	return lo;
+}
+
+struct gdrc_seg gdrc_cache_seg_of(const struct gdrc_region *r,
+				  uintptr_t addr)
+{
+	return r->segs ? r->segs[seg_search(r, addr)] : region_seg(r, 0);
+}
+
+int gdrc_cache_segs_ok(const struct gdrc_cache *c,
+		       const struct gdrc_region *r, uintptr_t start,
+		       uintptr_t end)
+{
+	unsigned lo = seg_search(r, start);
+
 	for (unsigned i = lo; i < r->nseg && r->segs[i].start < end; i++) {
 		unsigned long long tag = 0;
 

@@ -490,6 +490,10 @@ static inline int gdrc_region_tag_ok(const struct gdrc_cache *c,
 	       tag == r->buffer_id;
 }
 
+/* The segment of r holding addr, which r's allocation range holds. */
+struct gdrc_seg gdrc_cache_seg_of(const struct gdrc_region *r,
+				  uintptr_t addr);
+
 /* Did the kernel see any of r's further GPU pins (kpins) revoked? */
 int gdrc_cache_kmore_stale(const struct gdrc_cache *c,
 			   const struct gdrc_region *r);

@@ -180,6 +180,22 @@ static void test_gpu_vmm_ptr_query_reports_the_mapping(void **state)
 	assert_int_equal(info.alloc_base, l.b);
 	assert_int_equal(info.alloc_size, 4 * MIB);
 	assert_int_equal(info.buffer_id, fake_cuda_buffer_id(l.b));
+	assert_int_equal(info.flags, 0);
+	/* The same answer from a registration over all three. */
+	(void)get_info(ctx, l.a, 10 * MIB);
+	for (int i = 0; i < 3; i++) {
+		CUdeviceptr seg[] = { l.a, l.b, l.c };
+		size_t size[] = { 4 * MIB, 4 * MIB, 2 * MIB };
+
+		assert_int_equal(gdrc_ptr_query(ctx,
+						(void *)(uintptr_t)(seg[i] + 5),
+						&info),
+				 GDRC_OK);
+		assert_int_equal(info.flags, GDRC_PTR_INFO_CACHED);
+		assert_int_equal(info.alloc_base, seg[i]);
+		assert_int_equal(info.alloc_size, size[i]);
+		assert_int_equal(info.buffer_id, fake_cuda_buffer_id(seg[i]));
+	}
 	gdrc_fini(ctx);
 }
 
