@@ -421,6 +421,39 @@ GDRC_API gdrc_status_t gdrc_knob_describe(unsigned index,
 					  const char **default_p,
 					  const char **help_p);
 
+/**
+ * The value of the GDRC_* knob called name as the library reads it now
+ * (the environment, else its default): booleans as "1" or "0", anything
+ * else as written.  For layers built on the library, and tools.
+ *
+ * @param [in]  name  e.g. "GDRC_PRELOAD_MR".
+ * @param [out] buf   the value, NUL-terminated; untouched on failure.
+ * @param [in]  len   buf's size.
+ * @return GDRC_OK; GDRC_ERR_INVALID_PARAM for a NULL name or buf, len 0,
+ *         an unknown knob, or a value the knob does not accept (logged);
+ *         GDRC_ERR_LIMIT if buf is too small.  Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_knob_value(const char *name, char *buf,
+				       size_t len);
+
+/**
+ * Install the process-wide memory hooks now, rather than at the first
+ * gdrc_init: glibc's memory functions and, when the CUDA driver can be
+ * loaded, its free functions (libcuda is loaded, not initialised).  So
+ * that no free made before the first context is missed, as
+ * libgdrcache-preload.so does when it is loaded.  Reads GDRC_LOG_LEVEL,
+ * GDRC_MEM_HOOKS and GDRC_CUDA_LIBRARY; installing twice does nothing
+ * more.
+ *
+ * @return GDRC_OK when the glibc hooks are in (the CUDA ones are tried
+ *         as well: gdrc_cuda_hooks_status of a context says how that
+ *         went); GDRC_ERR_UNSUPPORTED with GDRC_MEM_HOOKS=none, or when
+ *         they could not be installed (gdrc_hooks_status of a context
+ *         says why); GDRC_ERR_INVALID_PARAM for a bad GDRC_* setting
+ *         (logged).  Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_install_hooks(void);
+
 /* ====================================================================
  * Invalidation
  * ==================================================================== */
@@ -598,6 +631,16 @@ enum gdrc_log_level {
 /** A log sink: gets each formatted message (no trailing newline). */
 typedef void (*gdrc_log_fn)(enum gdrc_log_level level, const char *msg,
 			    void *arg);
+
+/**
+ * Write a message to the library's log, through its level filter
+ * (GDRC_LOG_LEVEL) and sink (gdrc_log_set_handler), prefixed as the
+ * library's own: for layers built on the library (libgdrcache-preload.so
+ * uses it), so that a process has one log.  An unknown level is ignored.
+ * Thread safe; not for signal handlers.
+ */
+GDRC_API void gdrc_log_printf(enum gdrc_log_level level, const char *fmt,
+			      ...) __attribute__((format(printf, 2, 3)));
 
 /**
  * Send log messages to fn instead of stderr; NULL restores stderr.

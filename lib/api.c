@@ -12,7 +12,9 @@
  *
  * Lock order: registry_lock, then a cache's locks (cache.h).
  */
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -814,6 +816,77 @@ GDRC_API gdrc_status_t gdrc_knob_describe(unsigned index,
 	*default_p = d->defval;
 	*help_p = d->help;
 	return GDRC_OK;
+}
+
+GDRC_API gdrc_status_t gdrc_knob_value(const char *name, char *buf,
+				       size_t len)
+{
+	const struct gdrc_knob_desc *d = NULL;
+	struct gdrc_knobs knobs;
+	const char *v;
+	size_t i, n;
+
+	if (!name || !buf || !len)
+		return GDRC_ERR_INVALID_PARAM;
+	for (i = 0; (d = gdrc_config_desc(i)); i++)
+		if (!strcmp(d->name, name))
+			break;
+	if (!d)
+		return GDRC_ERR_INVALID_PARAM;
+	v = getenv(name);
+	if (!v)
+		v = d->defval;
+	if (gdrc_config_parse(i, v, &knobs))
+		return GDRC_ERR_INVALID_PARAM;
+	if (d->type == GDRC_KNOB_BOOL)
+		v = *(const int *)((const char *)&knobs + d->offset) ? "1" : "0";
+	n = strlen(v);
+	if (n >= len)
+		return GDRC_ERR_LIMIT;
+	memcpy(buf, v, n + 1);
+	return GDRC_OK;
+}
+
+GDRC_API gdrc_status_t gdrc_install_hooks(void)
+{
+	struct gdrc_knobs knobs;
+	gdrc_status_t status;
+	void *cuda;
+
+	status = gdrc_config_load(&knobs);
+	if (status)
+		return status;
+	gdrc_log_set_level((enum gdrc_log_level)knobs.log_level);
+	if (knobs.mem_hooks != GDRC_KNOB_HOOKS_AUTO)
+		return GDRC_ERR_UNSUPPORTED;
+	status = gdrc_hooks_install();
+	/* The CUDA driver's frees too: loaded, not initialised, so that
+	 * every later user of the driver gets the hooked code.  The handle
+	 * stays open: the driver is never unloaded. */
+	if (strcmp(knobs.cuda_library, "none")) {
+		cuda = dlopen(knobs.cuda_library, RTLD_LAZY | RTLD_LOCAL);
+		if (!cuda)
+			gdrc_debug("no cuda driver (%s): no cuda hooks",
+				   knobs.cuda_library);
+		else if (gdrc_cuhooks_install(cuda))
+			gdrc_info("cuda free hooks unavailable: %s",
+				  gdrc_cuhooks_reason());
+	}
+	return status ? GDRC_ERR_UNSUPPORTED : GDRC_OK;
+}
+
+GDRC_API void gdrc_log_printf(enum gdrc_log_level level, const char *fmt,
+			      ...)
+{
+	va_list ap;
+
+	if ((unsigned)level > GDRC_LOG_TRACE || !fmt ||
+	    (int)level > atomic_load_explicit(&gdrc_log_level_cur,
+					      memory_order_relaxed))
+		return;
+	va_start(ap, fmt);
+	gdrc_log_vwrite(level, fmt, ap);
+	va_end(ap);
 }
 
 GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *ctx,

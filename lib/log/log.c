@@ -57,15 +57,21 @@ GDRC_API void gdrc_log_set_handler(gdrc_log_fn fn, void *arg)
 
 void gdrc_log_write(enum gdrc_log_level level, const char *fmt, ...)
 {
+	va_list ap;
+
+	va_start(ap, fmt);
+	gdrc_log_vwrite(level, fmt, ap);
+	va_end(ap);
+}
+
+void gdrc_log_vwrite(enum gdrc_log_level level, const char *fmt, va_list ap)
+{
 	char msg[512];
 	int n;
-	va_list ap;
 
 	n = snprintf(msg, sizeof(msg), "gdrc[%d]: %s: ", (int)getpid(),
 		     level_names[level]);
-	va_start(ap, fmt);
 	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
-	va_end(ap);
 
 	pthread_mutex_lock(&log_lock);
 	if (log_fn)

@@ -12,6 +12,7 @@
 #ifndef GDRC_LOG_H
 #define GDRC_LOG_H
 
+#include <stdarg.h>
 #include <stdatomic.h>
 
 #include <gdrcache.h>
@@ -30,6 +31,8 @@ int gdrc_log_level_parse(const char *s, enum gdrc_log_level *level_p);
 
 void gdrc_log_write(enum gdrc_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+void gdrc_log_vwrite(enum gdrc_log_level level, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
 
 #define gdrc_log(level, ...)                                                 \
 	do {                                                                 \

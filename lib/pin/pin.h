@@ -58,6 +58,28 @@ struct ibv_pd;
 
 struct ibv_mr;
 
+/*
+ * The libibverbs entry points the backends call.  Initialised to the
+ * symbols themselves; the shared library (pin_ibv_resolve.c, linked into
+ * libgdrcache.so and nothing else) replaces them at load with
+ * libibverbs' own definitions (dlvsym, the versions rdma-core gives
+ * them), so that an interposer of the same names in the process
+ * (libgdrcache-preload.so, another shim) never receives the library's own
+ * registrations.  The static archive keeps the direct calls, which unit
+ * tests wrap with -Wl,--wrap.
+ */
+struct gdrc_ibv_fns {
+	struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *pd, void *addr,
+				       size_t length, uint64_t iova,
+				       unsigned int access);
+	struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset,
+					size_t length, uint64_t iova, int fd,
+					int access);
+	int (*dereg_mr)(struct ibv_mr *mr);
+};
+
+extern struct gdrc_ibv_fns gdrc_ibv;
+
 /* GDRC_ACCESS_* as IBV_ACCESS_* bits. */
 int gdrc_pin_ibv_access(uint32_t access);
 

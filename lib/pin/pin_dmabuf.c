@@ -34,7 +34,7 @@ static gdrc_status_t pin_dmabuf_reg(void *arg, struct gdrc_pin_reg *reg)
 		return fd == GDRC_PIN_EXPORT_FULL ? GDRC_ERR_NO_MEMORY :
 						    GDRC_ERR_CUDA;
 	errno = 0;
-	mr = ibv_reg_dmabuf_mr(be->pd, offset, reg->length, (uint64_t)reg->addr,
+	mr = gdrc_ibv.reg_dmabuf_mr(be->pd, offset, reg->length, (uint64_t)reg->addr,
 			       fd, gdrc_pin_ibv_access(reg->access));
 	err = errno;
 	close(fd);
@@ -54,10 +54,11 @@ int gdrc_pin_dmabuf_probe(struct ibv_pd *pd, char *why, size_t why_len)
 	int err;
 
 	errno = 0;
-	mr = ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
+	mr = gdrc_ibv.reg_dmabuf_mr(pd, 0, 4096, 0, -1,
+				    IBV_ACCESS_LOCAL_WRITE);
 	err = errno;
 	if (mr) { /* a provider that takes anything: it has the verb */
-		ibv_dereg_mr(mr);
+		gdrc_ibv.dereg_mr(mr);
 		return 1;
 	}
 	if (err == EBADF)

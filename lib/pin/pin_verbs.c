@@ -22,6 +22,13 @@
 #include "log/log.h"
 #include "pin.h"
 
+/* See pin.h: direct here, libibverbs' own in the shared library. */
+struct gdrc_ibv_fns gdrc_ibv = {
+	.reg_mr_iova2 = ibv_reg_mr_iova2,
+	.reg_dmabuf_mr = ibv_reg_dmabuf_mr,
+	.dereg_mr = ibv_dereg_mr,
+};
+
 /* GDRC_ACCESS_* to IBV_ACCESS_*, spelled out rather than assumed equal. */
 int gdrc_pin_ibv_access(uint32_t access)
 {
@@ -59,7 +66,7 @@ static gdrc_status_t pin_verbs_reg(void *be, struct gdrc_pin_reg *reg)
 	struct ibv_mr *mr;
 
 	errno = 0;
-	mr = ibv_reg_mr_iova2(be, (void *)reg->addr, reg->length,
+	mr = gdrc_ibv.reg_mr_iova2(be, (void *)reg->addr, reg->length,
 			      (uint64_t)reg->addr,
 			      (unsigned)gdrc_pin_ibv_access(reg->access));
 	return gdrc_pin_ibv_result(mr, errno, reg, "ibv_reg_mr");
@@ -70,7 +77,7 @@ void gdrc_pin_ibv_dereg(void *be, struct gdrc_pin_reg *reg)
 	int ret;
 
 	(void)be;
-	ret = ibv_dereg_mr(reg->handle);
+	ret = gdrc_ibv.dereg_mr(reg->handle);
 	if (ret)
 		gdrc_warn("ibv_dereg_mr of %#lx+%zu failed: %s",
 			  (unsigned long)reg->addr, reg->length,

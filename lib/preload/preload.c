@@ -4,11 +4,15 @@
  *
  *   LD_PRELOAD=libgdrcache-preload.so ./program
  *
- * At load it installs the memory hooks: glibc's (munmap, mremap,
- * madvise, brk, mmap MAP_FIXED, glibc's own internal calls included) and
- * the CUDA driver's free functions (it loads libcuda.so.1 without
- * initialising it, so that every later user of the driver gets the
- * hooked code; GDRC_CUDA_LIBRARY=none or GDRC_MEM_HOOKS=none skips that).
+ * A thin layer over the public API of libgdrcache.so.0, which it
+ * depends on (found beside it: its run path is $ORIGIN): one library in
+ * the process, whatever the mix of programs and libraries that link it
+ * and this preload, so one set of hooks, one configuration, one log.
+ * At load it installs the memory hooks (gdrc_install_hooks): glibc's
+ * (munmap, mremap, madvise, brk, mmap MAP_FIXED, glibc's own internal
+ * calls included) and the CUDA driver's free functions (libcuda.so.1
+ * loaded, not initialised; GDRC_CUDA_LIBRARY=none or GDRC_MEM_HOOKS=none
+ * skips them).
  *
  * With GDRC_PRELOAD_MR=1 (default) it also serves the program's own
  * ibv_reg_mr, ibv_reg_mr_iova and ibv_reg_mr_iova2 from the cache: each
@@ -23,9 +27,9 @@
  * Passed through untouched: registrations with access flags the cache
  * does not model (MW_BIND, ZERO_BASED, ON_DEMAND, ...), an iova other
  * than the address, zero lengths, anything the cache refuses (managed
- * memory, limits), calls made by the cache itself (a thread-local
- * guard), ibv_reg_dmabuf_mr, and every MR the program did not get from
- * here.  The MR's handle field is not meaningful; ibv_rereg_mr of a
+ * memory, limits), ibv_reg_dmabuf_mr, and every MR the program did not
+ * get from here.  The library's own registrations never come here: it
+ * calls libibverbs' definitions directly (lib/pin/pin_ibv_resolve.c).  The MR's handle field is not meaningful; ibv_rereg_mr of a
  * cached MR fails with IBV_REREG_MR_ERR_INPUT.
  *
  * Locks: preload_lock guards the PD and MR tables; it is never held
@@ -44,11 +48,6 @@
 #include <infiniband/verbs.h>
 
 #include <gdrcache.h>
-
-#include "config/config.h"
-#include "gdrc_int.h"
-#include "hooks/hooks.h"
-#include "log/log.h"
 
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(elt) (preload_oom = 1)
@@ -83,8 +82,6 @@ static pthread_mutex_t preload_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct preload_pd *preload_pds;   /* under preload_lock */
 static struct preload_mr *preload_mrs;   /* under preload_lock */
 static int preload_mr_on;                /* fixed after the constructor */
-/* Set while this thread is inside the cache: its own verbs calls pass. */
-static __thread int preload_inside;
 
 static struct {
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
@@ -118,12 +115,12 @@ static struct preload_pd *pd_get(struct ibv_pd *pd)
 	if (ppd)
 		return ppd;
 
-	preload_inside++;
 	status = gdrc_init(&cfg, &ctx);
-	preload_inside--;
 	if (status) {
-		gdrc_warn("preload: no cache for pd %p (%s): its registrations pass through",
-			  (void *)pd, gdrc_status_str(status));
+		gdrc_log_printf(GDRC_LOG_WARN,
+				"preload: no cache for pd %p (%s): its "
+				"registrations pass through",
+				(void *)pd, gdrc_status_str(status));
 		return NULL;
 	}
 	ppd = calloc(1, sizeof(*ppd));
@@ -143,9 +140,7 @@ static struct preload_pd *pd_get(struct ibv_pd *pd)
 			return ppd;
 		free(ppd);
 	}
-	preload_inside++;
 	gdrc_fini(ctx);
-	preload_inside--;
 	return other;
 }
 
@@ -163,7 +158,7 @@ static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
 	struct gdrc_mr *gmr;
 	gdrc_status_t status;
 
-	if (!preload_mr_on || preload_inside || !pd || !addr || !len ||
+	if (!preload_mr_on || !pd || !addr || !len ||
 	    (access & ~(PRELOAD_ACCESS | IBV_ACCESS_OPTIONAL_RANGE)))
 		return NULL;
 	ppd = pd_get(pd);
@@ -180,9 +175,7 @@ static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
 	pmr = malloc(sizeof(*pmr));
 	if (!pmr)
 		return NULL;
-	preload_inside++;
 	status = gdrc_mr_get(ppd->ctx, addr, len, gacc, 0, &gmr);
-	preload_inside--;
 	if (status) {
 		free(pmr);
 		return NULL;
@@ -204,9 +197,7 @@ static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
 		ppd->mrs++;
 	pthread_mutex_unlock(&preload_lock);
 	if (preload_oom) {
-		preload_inside++;
 		gdrc_mr_put(ppd->ctx, gmr);
-		preload_inside--;
 		free(pmr);
 		return NULL;
 	}
@@ -266,9 +257,7 @@ GDRC_API int ibv_dereg_mr(struct ibv_mr *mr)
 
 	if (!pmr)
 		return real.dereg_mr(mr);
-	preload_inside++;
 	gdrc_mr_put(pmr->ppd->ctx, pmr->gmr);
-	preload_inside--;
 	free(pmr);
 	return 0;
 }
@@ -306,9 +295,7 @@ GDRC_API int ibv_dealloc_pd(struct ibv_pd *pd)
 		HASH_DEL(preload_pds, ppd);
 	pthread_mutex_unlock(&preload_lock);
 	if (ppd) {
-		preload_inside++;
 		gdrc_fini(ppd->ctx);
-		preload_inside--;
 		free(ppd);
 	}
 	return real.dealloc_pd(pd);
@@ -318,28 +305,10 @@ GDRC_API int ibv_dealloc_pd(struct ibv_pd *pd)
  * Load time.
  * ------------------------------------------------------------------ */
 
-/* Hook the CUDA driver's frees, loading (not initialising) it. */
-static void preload_cuda(const struct gdrc_knobs *knobs)
-{
-	const char *lib = knobs->cuda_library;
-	void *h;
-
-	if (!strcmp(lib, "none"))
-		return;
-	h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
-	if (!h) {
-		gdrc_debug("preload: no cuda driver (%s): no cuda hooks", lib);
-		return;
-	}
-	/* The handle stays open: the driver is never unloaded. */
-	if (gdrc_cuhooks_install(h))
-		gdrc_info("preload: cuda free hooks unavailable: %s",
-			  gdrc_cuhooks_reason());
-}
-
 __attribute__((constructor)) static void preload_init(void)
 {
-	struct gdrc_knobs knobs;
+	char on[8];
+	gdrc_status_t status;
 
 	real.reg_mr = dlsym(RTLD_NEXT, "ibv_reg_mr");
 	real.reg_mr_iova = dlsym(RTLD_NEXT, "ibv_reg_mr_iova");
@@ -347,18 +316,16 @@ __attribute__((constructor)) static void preload_init(void)
 	real.dereg_mr = dlsym(RTLD_NEXT, "ibv_dereg_mr");
 	real.rereg_mr = dlsym(RTLD_NEXT, "ibv_rereg_mr");
 	real.dealloc_pd = dlsym(RTLD_NEXT, "ibv_dealloc_pd");
-	if (gdrc_config_load(&knobs)) {
-		gdrc_error("preload: bad GDRC_* settings: caching nothing");
+	status = gdrc_install_hooks();
+	if (status == GDRC_ERR_INVALID_PARAM ||
+	    gdrc_knob_value("GDRC_PRELOAD_MR", on, sizeof(on))) {
+		gdrc_log_printf(GDRC_LOG_ERROR,
+				"preload: bad GDRC_* settings: caching nothing");
 		return;
 	}
-	gdrc_log_set_level((enum gdrc_log_level)knobs.log_level);
-	if (knobs.mem_hooks == GDRC_KNOB_HOOKS_AUTO) {
-		gdrc_hooks_install();
-		preload_cuda(&knobs);
-	}
-	preload_mr_on = knobs.preload_mr && real.reg_mr && real.reg_mr_iova &&
+	preload_mr_on = !strcmp(on, "1") && real.reg_mr && real.reg_mr_iova &&
 			real.reg_mr_iova2 && real.dereg_mr && real.rereg_mr &&
 			real.dealloc_pd;
-	gdrc_debug("preload: loaded; ibv_reg_mr %s",
-		   preload_mr_on ? "cached" : "passed through");
+	gdrc_log_printf(GDRC_LOG_DEBUG, "preload: loaded; ibv_reg_mr %s",
+			preload_mr_on ? "cached" : "passed through");
 }

@@ -17,8 +17,8 @@
 #   pin     pin/*, gdrc_int.h, log/log.h
 #   cache   cache/*, gdrc_int.h, log/log.h, itree/itree.h, pin/pin.h
 #           (never hooks/ or config/)
-#   preload preload/*, gdrc_int.h, log/log.h, config/config.h,
-#           hooks/hooks.h (and the public header, like everyone)
+#   preload preload/* only (the public header is not a module: it is
+#           a layer over libgdrcache.so.0's public API)
 #   lib/gdrc_int.h      nothing (it depends on the C library only)
 #   lib/api.c, api_*.c, api_int.h   any header of lib/ (the API layer)
 #   other files of lib/ gdrc_int.h and the headers of one module at most
@@ -47,8 +47,7 @@ set(_allow_cache "^cache/" "^gdrc_int\\.h$" "^log/log\\.h$"
 set(_allow_cuda "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_classify "^classify/" "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_kmod "^kmod/" "^gdrc_int\\.h$" "^log/log\\.h$")
-set(_allow_preload "^preload/" "^gdrc_int\\.h$" "^log/log\\.h$"
-	"^config/config\\.h$" "^hooks/hooks\\.h$")
+set(_allow_preload "^preload/")
 set(_modules log itree stats config hooks pin cache cuda classify kmod
 	preload)
 

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -288,6 +289,100 @@ static void test_knob_describe(void **state)
 			 GDRC_ERR_INVALID_PARAM);
 }
 
+/* gdrc_knob_value: every bad argument, a bad value, a short buffer
+ * (buf untouched each time), booleans normalised, defaults. */
+static void test_knob_value(void **state)
+{
+	char buf[64];
+
+	(void)state;
+	memset(buf, 'x', sizeof(buf));
+	assert_int_equal(gdrc_knob_value(NULL, buf, sizeof(buf)),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_knob_value("GDRC_PRELOAD_MR", NULL, 8),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_knob_value("GDRC_PRELOAD_MR", buf, 0),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_knob_value("GDRC_NO_SUCH_KNOB", buf,
+					 sizeof(buf)),
+			 GDRC_ERR_INVALID_PARAM);
+	setenv("GDRC_PRELOAD_MR", "maybe", 1);
+	assert_int_equal(gdrc_knob_value("GDRC_PRELOAD_MR", buf, sizeof(buf)),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(buf[0], 'x');
+	setenv("GDRC_PRELOAD_MR", "off", 1);
+	assert_int_equal(gdrc_knob_value("GDRC_PRELOAD_MR", buf, 1),
+			 GDRC_ERR_LIMIT);
+	assert_int_equal(buf[0], 'x');
+	assert_int_equal(gdrc_knob_value("GDRC_PRELOAD_MR", buf, 2), GDRC_OK);
+	assert_string_equal(buf, "0");
+	setenv("GDRC_PRELOAD_MR", "yes", 1);
+	assert_int_equal(gdrc_knob_value("GDRC_PRELOAD_MR", buf, sizeof(buf)),
+			 GDRC_OK);
+	assert_string_equal(buf, "1");
+	unsetenv("GDRC_PRELOAD_MR");
+	assert_int_equal(gdrc_knob_value("GDRC_PRELOAD_MR", buf, sizeof(buf)),
+			 GDRC_OK);
+	assert_string_equal(buf, "1"); /* the default */
+	setenv("GDRC_WHOLE_ALLOC_MAX", "8M", 1);
+	assert_int_equal(gdrc_knob_value("GDRC_WHOLE_ALLOC_MAX", buf,
+					 sizeof(buf)),
+			 GDRC_OK);
+	assert_string_equal(buf, "8M");
+	unsetenv("GDRC_WHOLE_ALLOC_MAX");
+}
+
+/* gdrc_install_hooks: refused with GDRC_MEM_HOOKS=none or a bad setting,
+ * done (twice) otherwise. */
+static void test_install_hooks(void **state)
+{
+	(void)state;
+	setenv("GDRC_CUDA_LIBRARY", "none", 1);
+	setenv("GDRC_MEM_HOOKS", "none", 1);
+	assert_int_equal(gdrc_install_hooks(), GDRC_ERR_UNSUPPORTED);
+	setenv("GDRC_MEM_HOOKS", "sometimes", 1);
+	assert_int_equal(gdrc_install_hooks(), GDRC_ERR_INVALID_PARAM);
+	unsetenv("GDRC_MEM_HOOKS");
+	assert_int_equal(gdrc_install_hooks(), GDRC_OK);
+	assert_int_equal(gdrc_install_hooks(), GDRC_OK);
+	unsetenv("GDRC_CUDA_LIBRARY");
+}
+
+static int logged[GDRC_LOG_TRACE + 1];
+static char last_msg[256];
+
+static void count_sink(enum gdrc_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	logged[level]++;
+	snprintf(last_msg, sizeof(last_msg), "%s", msg);
+}
+
+/* gdrc_log_printf: through the level filter and the sink, prefixed;
+ * an unknown level or a NULL format is ignored. */
+static void test_log_printf(void **state)
+{
+	struct gdrc_ctx *ctx;
+
+	(void)state;
+	setenv("GDRC_LOG_LEVEL", "warn", 1);
+	assert_int_equal(gdrc_init(NULL, &ctx), GDRC_OK);
+	gdrc_fini(ctx);
+	unsetenv("GDRC_LOG_LEVEL");
+	memset(logged, 0, sizeof(logged));
+	gdrc_log_set_handler(count_sink, NULL);
+	gdrc_log_printf(GDRC_LOG_WARN, "layer says %d", 42);
+	gdrc_log_printf(GDRC_LOG_DEBUG, "not shown");
+	gdrc_log_printf((enum gdrc_log_level)99, "not shown either");
+	gdrc_log_printf(GDRC_LOG_ERROR, NULL);
+	gdrc_log_set_handler(NULL, NULL);
+	assert_int_equal(logged[GDRC_LOG_WARN], 1);
+	assert_int_equal(logged[GDRC_LOG_DEBUG], 0);
+	assert_int_equal(logged[GDRC_LOG_ERROR], 0);
+	assert_non_null(strstr(last_msg, "gdrc["));
+	assert_non_null(strstr(last_msg, "layer says 42"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -312,6 +407,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_status_queries, setup,
 						teardown),
 		cmocka_unit_test(test_knob_describe),
+		cmocka_unit_test(test_knob_value),
+		cmocka_unit_test(test_install_hooks),
+		cmocka_unit_test(test_log_printf),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
