@@ -19,8 +19,7 @@
  * Invariants: all five functions are patched or none.  A function is
  * patched only if its symbol is at least PATCH_LEN bytes long and it does
  * not already start with a jump (another copy of this library, or UCX,
- * libfabric or Open MPI got there first; their patch is often the same
- * bytes as ours).  The replacement brk keeps glibc's __curbrk exactly as
+ * libfabric or Open MPI got there first: patch_redirected).  The replacement brk keeps glibc's __curbrk exactly as
  * glibc's brk does, because sbrk and malloc read it.
  *
  * Locks: none.  gdrc_patch_apply() and gdrc_patch_revert() run once,
@@ -323,26 +322,64 @@ static void patch_encode(uint8_t *buf, const void *target)
 	buf[PATCH_JMP_OFF + 2] = 0xe3; /* jmp *%r11 */
 }
 
+/* Bytes read to recognise a jump: an endbr64, then the longest form. */
+#define PATCH_PEEK 20
+
 /*
- * Does the code already leave at once?  Our own patch (or UCX's,
- * which is the same) names its target; a relative jump we only detect.
- * Overwriting either would silently take the events from their owner.
+ * Does the code already leave at once, and for where?  Another copy of
+ * this library, or another library's memory hooks (UCX's UCM, libfabric,
+ * Open MPI), patched it first; overwriting that would silently take the
+ * unmap events from their owner, whose cache would then serve
+ * registrations of unmapped memory (seen with UCX 1.13: its far form
+ * below went unrecognised here and was overwritten).  The forms, each
+ * possibly after an endbr64:
+ *   movabs $imm64, %reg; jmp *%reg   ours (%r11), UCM's far form (%rax),
+ *                                    libfabric's and Open MPI's
+ *   jmp rel32 (e9), jmp rel8 (eb)    UCM's near form
+ *   jmp *rel32(%rip) (ff 25)         a jump through a pointer
+ * *target_p: where it goes (0 for a movabs that is not followed by its
+ * jump, which is not a redirection).
  */
 static int patch_redirected(const uint8_t *code, uintptr_t *target_p)
 {
-	uint8_t p[PATCH_LEN];
+	uint8_t p[PATCH_PEEK];
 	uint64_t imm;
+	int32_t rel;
+	size_t o = 0;
 
-	patch_read(p, code);
+	gdrc_code_read(p, code, sizeof(p));
 	*target_p = 0;
-	if (p[0] == 0x49 && p[1] == 0xbb && p[PATCH_JMP_OFF] == 0x41 &&
-	    p[PATCH_JMP_OFF + 1] == 0xff && p[PATCH_JMP_OFF + 2] == 0xe3) {
-		memcpy(&imm, p + PATCH_IMM_OFF, sizeof(imm));
+	if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa)
+		o = 4; /* endbr64 */
+	if ((p[o] == 0x48 || p[o] == 0x49) && (p[o + 1] & 0xf8) == 0xb8) {
+		/* REX.W[B] b8+r imm64, then [REX.B] ff e0+r */
+		unsigned reg = p[o + 1] & 7;
+		size_t j = o + 10;
+
+		if (p[o] == 0x49 && p[j++] != 0x41)
+			return 0;
+		if (p[j] != 0xff || p[j + 1] != (0xe0 | reg))
+			return 0;
+		memcpy(&imm, p + o + 2, sizeof(imm));
 		*target_p = (uintptr_t)imm;
 		return 1;
 	}
-	if (p[0] == 0xe9 || (p[0] == 0xff && p[1] == 0x25))
+	if (p[o] == 0xe9) {
+		memcpy(&rel, p + o + 1, sizeof(rel));
+		*target_p = (uintptr_t)code + o + 5 + (intptr_t)rel;
 		return 1;
+	}
+	if (p[o] == 0xeb) {
+		*target_p = (uintptr_t)code + o + 2 + (intptr_t)(int8_t)p[o + 1];
+		return 1;
+	}
+	if (p[o] == 0xff && p[o + 1] == 0x25) {
+		memcpy(&rel, p + o + 2, sizeof(rel));
+		gdrc_code_read((uint8_t *)&imm,
+			       code + o + 6 + (intptr_t)rel, sizeof(imm));
+		*target_p = (uintptr_t)imm;
+		return 1;
+	}
 	return 0;
 }
 
