@@ -441,9 +441,10 @@ GDRC_API gdrc_status_t gdrc_knob_value(const char *name, char *buf,
  * gdrc_init: glibc's memory functions and, when the CUDA driver can be
  * loaded, its free functions (libcuda is loaded, not initialised).  So
  * that no free made before the first context is missed, as
- * libgdrcache-preload.so does when it is loaded.  Reads GDRC_LOG_LEVEL,
- * GDRC_MEM_HOOKS and GDRC_CUDA_LIBRARY; installing twice does nothing
- * more.
+ * libgdrcache-preload.so does when it is loaded.  Reads GDRC_LOG_LEVEL
+ * (and sets the process's log level from it, as gdrc_init does),
+ * GDRC_MEM_HOOKS and GDRC_CUDA_LIBRARY; hooks already installed are left
+ * as they are.
  *
  * @return GDRC_OK when the glibc hooks are in (the CUDA ones are tried
  *         as well: gdrc_cuda_hooks_status of a context says how that
@@ -512,8 +513,9 @@ enum gdrc_device_stat {
 	GDRC_DEVICE_STAT_DMABUFS,    /* of them, dma-buf registrations: each
 				      * keeps an exported dma-buf alive (its
 				      * fd is closed at once) */
-	GDRC_DEVICE_STAT_EVICTIONS,  /* removed for the per-device limits,
-				      * a retry or gdrc_release_unused */
+	GDRC_DEVICE_STAT_EVICTIONS,  /* removed for a limit (the context's
+				      * or the device's), a retry or
+				      * gdrc_release_unused */
 	GDRC_DEVICE_STAT_RETRIES,    /* registrations that ran out (BAR1,
 				      * memory, fds) and were retried once
 				      * after the device's unused ones were

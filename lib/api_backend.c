@@ -104,24 +104,25 @@ gdrc_status_t gdrc_api_pick_host(struct gdrc_ctx *ctx, struct ibv_pd *pd,
  * 64 KiB page around a small sub-allocation); else the allocation
  * holding it, rounded to host pages, with the range's offset in it
  * (stream-ordered pool memory exports only whole allocations: measured
- * on driver 580, see docs/backends.md).
+ * on driver 580, see docs/backends.md).  The allocation is what
+ * cuMemGetAddressRange reports, which for VMM memory is one mapping:
+ * the range attributes would give the whole reservation, whose export
+ * fails over a hole, or holds mappings the registration does not cover.
  */
 static int dmabuf_export(void *arg, uintptr_t addr, size_t len,
 			 uint64_t *offset_p)
 {
 	const struct gdrc_cuda *cu = arg;
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), s, e;
-	int attrs[] = { CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-			CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-			CU_POINTER_ATTRIBUTE_CONTEXT,
+	int attrs[] = { CU_POINTER_ATTRIBUTE_CONTEXT,
 			CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL };
 	CUdeviceptr base = 0;
 	size_t size = 0;
 	CUcontext owner = NULL;
-	int device = -1;
-	void *data[] = { &base, &size, &owner, &device };
+	int device = -1, full;
+	void *data[] = { &owner, &device };
 	struct gdrc_cuda_scope scope;
-	CUresult res;
+	CUresult res, res2;
 	int fd = -1;
 
 	*offset_p = 0;
@@ -139,21 +140,27 @@ static int dmabuf_export(void *arg, uintptr_t addr, size_t len,
 	res = cu->cuMemGetHandleForAddressRange(
 		&fd, (CUdeviceptr)addr, len,
 		CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-	if (res != CUDA_SUCCESS) {
+	full = res == CUDA_ERROR_OUT_OF_MEMORY;
+	if (res != CUDA_SUCCESS &&
+	    cu->cuMemGetAddressRange(&base, &size, (CUdeviceptr)addr) ==
+		    CUDA_SUCCESS) {
 		s = gdrc_align_down((uintptr_t)base, page);
 		e = gdrc_align_up((uintptr_t)base + size, page);
 		if (s <= addr && addr + len <= e) {
-			res = cu->cuMemGetHandleForAddressRange(
+			res2 = cu->cuMemGetHandleForAddressRange(
 				&fd, (CUdeviceptr)s, e - s,
 				CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-			if (res == CUDA_SUCCESS)
+			full |= res2 == CUDA_ERROR_OUT_OF_MEMORY;
+			if (res2 == CUDA_SUCCESS) {
 				*offset_p = addr - s;
+				res = CUDA_SUCCESS;
+			}
 		}
 	}
 	gdrc_cuda_leave(cu, &scope);
 	if (res == CUDA_SUCCESS)
 		return fd;
-	if (res == CUDA_ERROR_OUT_OF_MEMORY)
+	if (full)
 		return GDRC_PIN_EXPORT_FULL; /* the cache says so once */
 	gdrc_error("cuMemGetHandleForAddressRange of %#lx+%zu: %s",
 		   (unsigned long)addr, len, gdrc_cuda_err(cu, res));

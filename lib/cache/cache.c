@@ -283,13 +283,17 @@ static struct gdrc_region *slab_alloc(struct gdrc_cache *c)
 /* Return r and the handles hung on it to the pools. */
 static void slab_free(struct gdrc_cache *c, struct gdrc_region *r)
 {
+	struct gdrc_seg *segs = r->segs;
+	struct gdrc_kpin *kpins = r->kpins;
 	struct gdrc_handle *h, *next;
 
-	free(r->segs);
+	/* Cleared before they are freed: a fork child frees what is left
+	 * (free_chunks), and must not find one freed already. */
 	r->segs = NULL;
-	free(r->kpins);
 	r->kpins = NULL;
 	r->kmore = 0;
+	free(segs);
+	free(kpins);
 	pthread_mutex_lock(&c->slab_lock);
 	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
 	     h = next) {
@@ -698,35 +702,45 @@ static int evict(struct gdrc_cache *c, uint64_t regions, uint64_t bytes,
 	return 0;
 }
 
-/* Would one more registration of bytes on a's device pass its limits? */
-static int dev_over_limits(const struct gdrc_cache *c,
-			   struct gdrc_dev_acct *a, uint64_t bytes)
-{
-	uint64_t pinned = atomic_load_explicit(&a->pinned_bytes,
-					       memory_order_relaxed);
-	uint64_t n = atomic_load_explicit(&a->regions, memory_order_relaxed);
-
-	return n + a->reserved_regions + 1 > c->p.gpu_max_regions ||
-	       pinned + a->reserved_bytes + bytes > c->p.gpu_max_bytes ||
-	       pinned + a->reserved_bytes + bytes < pinned;
-}
-
-/* Evict device's unused regions, LRU first, until one more registration
- * of bytes fits its limits (GPU memory only).  @return 0 or -1. */
+/*
+ * Evict device's unused regions, LRU first, until one more registration
+ * of bytes fits its limits (GPU memory only).  The limits count every
+ * registration alive; an evicted one that another thread's idle handle
+ * still pins stays alive until that thread's next call, so the loop
+ * stops once its victims cover the excess rather than when the counts
+ * have dropped (which would flush the device and still refuse).
+ * @return 0 or -1 (could not fit: nothing more to evict, or too large).
+ */
 static int evict_device(struct gdrc_cache *c, int device, uint64_t bytes,
 			struct cache_defer *d)
 {
 	struct gdrc_dev_acct *a = dev_acct(c, device);
+	uint64_t n, used, over_n = 0, over_b = 0;
 	struct gdrc_region *r;
 
 	if (!a || device < 0)
 		return 0;
 	if (bytes > c->p.gpu_max_bytes || !c->p.gpu_max_regions)
 		return -1;
-	while (dev_over_limits(c, a, bytes)) {
+	n = atomic_load_explicit(&a->regions, memory_order_relaxed) +
+	    a->reserved_regions + 1;
+	used = atomic_load_explicit(&a->pinned_bytes, memory_order_relaxed) +
+	       a->reserved_bytes;
+	if (used + bytes < used)
+		return -1;
+	if (n > c->p.gpu_max_regions)
+		over_n = n - c->p.gpu_max_regions;
+	if (used + bytes > c->p.gpu_max_bytes)
+		over_b = used + bytes - c->p.gpu_max_bytes;
+	while (over_n || over_b) {
+		uint64_t len;
+
 		r = lru_claim_victim(c, device);
 		if (!r)
 			return -1;
+		len = r->reg_end - r->reg_start;
+		over_n -= over_n ? 1 : 0;
+		over_b -= over_b < len ? over_b : len;
 		evict_one(c, r, d);
 	}
 	return 0;

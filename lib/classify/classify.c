@@ -334,18 +334,22 @@ static int segs_push(const struct gdrc_seg *buf, struct gdrc_seg **segs_p,
 	return 0;
 }
 
-/* The mapping starting at addr, which must be the device's VMM memory. */
-static gdrc_status_t vmm_next(const struct gdrc_cuda *cu, uintptr_t addr,
-			      int device, struct gdrc_seg *seg)
+/* The mapping starting at addr, which must be another mapping of cls's
+ * reservation, of its device: never another reservation's, nor an
+ * allocation of another kind that happens to follow it. */
+static gdrc_status_t vmm_next(const struct gdrc_cuda *cu,
+			      const struct gdrc_class *cls, uintptr_t addr,
+			      struct gdrc_seg *seg)
 {
 	int attrs[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
 			CU_POINTER_ATTRIBUTE_BUFFER_ID,
-			CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL };
+			CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+			CU_POINTER_ATTRIBUTE_RANGE_START_ADDR };
 	unsigned memtype = 0;
 	unsigned long long buffer_id = 0;
-	int ordinal = -1;
-	void *data[] = { &memtype, &buffer_id, &ordinal };
-	CUdeviceptr base = 0;
+	int ordinal = -1, device = cls->info.device;
+	CUdeviceptr base = 0, resv = 0;
+	void *data[] = { &memtype, &buffer_id, &ordinal, &resv };
 	size_t size = 0;
 	CUresult res;
 
@@ -361,6 +365,12 @@ static gdrc_status_t vmm_next(const struct gdrc_cuda *cu, uintptr_t addr,
 	if (ordinal != device) {
 		gdrc_error("the range spans mappings of cuda devices %d and "
 			   "%d at %#lx", device, ordinal, (unsigned long)addr);
+		return GDRC_ERR_UNSUPPORTED;
+	}
+	if ((uintptr_t)resv != cls->resv_start) {
+		gdrc_error("the range runs past its cuda reservation (%#lx) "
+			   "into other memory at %#lx",
+			   (unsigned long)cls->resv_start, (unsigned long)addr);
 		return GDRC_ERR_UNSUPPORTED;
 	}
 	res = cu->cuMemGetAddressRange(&base, &size, (CUdeviceptr)addr);
@@ -407,7 +417,7 @@ gdrc_status_t gdrc_classify_segments(const struct gdrc_cuda *cu,
 			return cuda_fail(cu, "making a context current", res,
 					 start);
 		while (!status && seg.end < end) {
-			status = vmm_next(cu, seg.end, info->device, &seg);
+			status = vmm_next(cu, cls, seg.end, &seg);
 			if (!status &&
 			    segs_push(buf, segs_p, &n, &max, &seg))
 				status = GDRC_ERR_NO_MEMORY;

@@ -21,7 +21,12 @@ static void resolve(void *h, const char *name, const char *version,
 {
 	void *fn = dlvsym(h, name, version);
 
-	if (fn) /* else keep the direct call: an older rdma-core */
+	/* A libibverbs without that version node: its default one, still
+	 * from its own handle, so never an interposer's (which the direct
+	 * call would reach, and the preload would then recurse on). */
+	if (!fn)
+		fn = dlsym(h, name);
+	if (fn)
 		memcpy(slot, &fn, sizeof(fn));
 }
 

@@ -321,6 +321,45 @@ static void test_backend_export_falls_back_to_the_allocation(void **state)
 	assert_int_equal(fake_cuda_free(p), 0);
 }
 
+/*
+ * VMM memory: the fallback exports the one mapping holding the range,
+ * never the whole reservation (which would hold mappings the
+ * registration does not cover, or fail over a hole and hide that the
+ * first export ran out).  Found by review.
+ */
+static void test_backend_export_fallback_stays_in_the_mapping(void **state)
+{
+	struct gdrc_ctx *ctx;
+	CUdeviceptr va = fake_cuda_vmm_reserve(16 * MIB);
+	struct gdrc_mr_info info;
+
+	(void)state;
+	assert_int_equal(fake_cuda_vmm_map(va, 4 * MIB, 0), 0);
+	assert_int_equal(fake_cuda_vmm_map(va + 4 * MIB, 4 * MIB, 0), 0);
+	assert_int_equal(fake_cuda_vmm_map(va + 8 * MIB, 4 * MIB, 0), 0);
+	fake.probe_errno = EBADF;
+	setenv("GDRC_WHOLE_ALLOC_MAX", "1M", 1); /* keys: the request */
+	ctx = ctx_backend("dmabuf", 1);
+	unsetenv("GDRC_WHOLE_ALLOC_MAX");
+	fake_cuda_fail("cuMemGetHandleForAddressRange",
+		       CUDA_ERROR_INVALID_VALUE, 1);
+	info = get_info(ctx, va + 6 * MIB, 4096);
+	assert_int_equal(info.addr, va + 6 * MIB);
+	assert_int_equal(fake.last_offset, 2 * MIB); /* in mapping B */
+	/* Over two mappings, a hole past them, the first export running
+	 * out: no fallback fits, and the running out is what is said. */
+	assert_int_equal(cuMemUnmap(va + 8 * MIB, 4 * MIB), CUDA_SUCCESS);
+	assert_int_equal(gdrc_invalidate(ctx, (void *)(uintptr_t)va,
+					 16 * MIB),
+			 GDRC_OK);
+	fake_cuda_fail("cuMemGetHandleForAddressRange",
+		       CUDA_ERROR_OUT_OF_MEMORY, 1);
+	info = get_info(ctx, va + 3 * MIB, 2 * MIB);
+	assert_int_equal(info.backend, GDRC_BACKEND_DMABUF);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_OOM_RETRIES), 1);
+	gdrc_fini(ctx);
+}
+
 /* Both exports failing fail that registration cleanly (GDRC_ERR_CUDA). */
 static void test_backend_export_failure(void **state)
 {
@@ -524,6 +563,7 @@ int main(void)
 		T(test_backend_driver_side_of_dmabuf),
 		T(test_backend_export_falls_back_to_the_allocation),
 		T(test_backend_export_failure),
+		T(test_backend_export_fallback_stays_in_the_mapping),
 		T(test_backend_out_of_memory_releases_the_device),
 		T(test_backend_export_out_of_memory_retried),
 		T(test_backend_none_alone),

@@ -279,6 +279,67 @@ static void test_gpu_limits_regions_per_device(void **state)
 	gdrc_fini(ctx);
 }
 
+struct idle2_arg {
+	struct gdrc_ctx *ctx;
+	CUdeviceptr p[2];
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int stage; /* 1: both got and put; 2: may go on */
+};
+
+static void *idle2_thread(void *argp)
+{
+	struct idle2_arg *a = argp;
+
+	(void)get_info(a->ctx, a->p[0], 64);
+	(void)get_info(a->ctx, a->p[1], 64);
+	pthread_mutex_lock(&a->lock);
+	a->stage = 1;
+	pthread_cond_broadcast(&a->cond);
+	while (a->stage != 2)
+		pthread_cond_wait(&a->cond, &a->lock);
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+/*
+ * The device's limit reached by registrations another thread got and
+ * put back (its idle handles keep them alive): a new one evicts the one
+ * it needs, not the whole device, and is made.  (Found by review: the
+ * eviction loop waited for the counts to drop, flushed the device, and
+ * refused the get all the same.)
+ */
+static void test_gpu_limits_idle_handles_do_not_flush(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_env("GDRC_GPU_MAX_REGIONS", "2", NULL,
+				       NULL);
+	struct idle2_arg a = { .ctx = ctx,
+			       .lock = PTHREAD_MUTEX_INITIALIZER,
+			       .cond = PTHREAD_COND_INITIALIZER };
+	CUdeviceptr third = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	pthread_t t;
+
+	(void)state;
+	a.p[0] = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	a.p[1] = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	assert_int_equal(pthread_create(&t, NULL, idle2_thread, &a), 0);
+	pthread_mutex_lock(&a.lock);
+	while (a.stage != 1)
+		pthread_cond_wait(&a.cond, &a.lock);
+	pthread_mutex_unlock(&a.lock);
+	assert_int_equal(get_info(ctx, third, 64).device, 0);
+	assert_int_equal(dev_stat(ctx, 0, GDRC_DEVICE_STAT_EVICTIONS), 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 2);
+	pthread_mutex_lock(&a.lock);
+	a.stage = 2;
+	pthread_cond_broadcast(&a.cond);
+	pthread_mutex_unlock(&a.lock);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	/* The thread gone, what it held is released: within the limit. */
+	assert_int_equal(dev_stat(ctx, 0, GDRC_DEVICE_STAT_REGIONS), 2);
+	gdrc_fini(ctx);
+}
+
 static void test_gpu_limits_bytes_per_device(void **state)
 {
 	struct gdrc_ctx *ctx = ctx_env("GDRC_GPU_MAX_BYTES", "4M", NULL,
@@ -319,6 +380,7 @@ int main(void)
 		T(test_gpu_limits_bad_arguments),
 		T(test_gpu_limits_regions_per_device),
 		T(test_gpu_limits_bytes_per_device),
+		T(test_gpu_limits_idle_handles_do_not_flush),
 	};
 
 	setenv("GDRC_MEM_HOOKS", "none", 1);

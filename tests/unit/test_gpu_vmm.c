@@ -354,6 +354,33 @@ static void test_gpu_vmm_two_devices_in_one_range_refused(void **state)
 	gdrc_fini(ctx);
 }
 
+/* Memory that merely follows a reservation (a cuMemAlloc allocation,
+ * another reservation's mapping) is not one of its mappings: a range
+ * running into it is refused.  Found by review. */
+static void test_gpu_vmm_walk_stays_in_its_reservation(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_env(&modes[0], NULL, NULL);
+	CUdeviceptr va = fake_cuda_vmm_reserve(4 * MIB);
+	CUdeviceptr plain, other;
+
+	(void)state;
+	assert_int_equal(fake_cuda_vmm_map(va, 4 * MIB, 0), 0);
+	plain = fake_cuda_alloc_at(FAKE_DEVICE, 2 * MIB, 0, va + 4 * MIB);
+	assert_int_equal(plain, va + 4 * MIB);
+	assert_int_equal(try_get(ctx, va + 3 * MIB, 2 * MIB),
+			 GDRC_ERR_UNSUPPORTED);
+	assert_int_equal(fake_cuda_free(plain), 0);
+	other = fake_cuda_alloc_at(FAKE_VMM, 2 * MIB, 0, va + 4 * MIB);
+	assert_int_equal(other, va + 4 * MIB);
+	assert_int_equal(try_get(ctx, va + 3 * MIB, 2 * MIB),
+			 GDRC_ERR_UNSUPPORTED);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 0);
+	/* Each alone is fine. */
+	assert_int_equal(get_info(ctx, va, 64).key_length, 4 * MIB);
+	assert_int_equal(get_info(ctx, other, 64).key_length, 2 * MIB);
+	gdrc_fini(ctx);
+}
+
 /* ---- what a hit costs ---- */
 
 /* Always mode: a hit asks one BUFFER_ID per mapping it touches, and
@@ -580,6 +607,7 @@ int main(void)
 		T(test_gpu_vmm_unmap_two_at_once),
 		T(test_gpu_vmm_hole_refused_unsupported),
 		T(test_gpu_vmm_two_devices_in_one_range_refused),
+		T(test_gpu_vmm_walk_stays_in_its_reservation),
 		T(test_gpu_vmm_hit_queries_touched_mappings),
 		T(test_gpu_vmm_many_mappings),
 		T(test_gpu_vmm_thread_without_context),
