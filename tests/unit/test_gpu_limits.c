@@ -137,26 +137,55 @@ static void test_gpu_limits_release_one_device(void **state)
 	gdrc_fini(ctx);
 }
 
+/* A thread that gets and puts n allocations, then idles (its handles
+ * pinning them) until told to exit, which lets go of them. */
 struct idle_arg {
 	struct gdrc_ctx *ctx;
-	CUdeviceptr p;
+	CUdeviceptr p[2];
+	int n;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int stage; /* 1: got and put; 2: may go on */
+	pthread_t t;
 };
 
 static void *idle_thread(void *argp)
 {
 	struct idle_arg *a = argp;
 
-	(void)get_info(a->ctx, a->p, 64);
+	for (int i = 0; i < a->n; i++)
+		(void)get_info(a->ctx, a->p[i], 64);
 	pthread_mutex_lock(&a->lock);
 	a->stage = 1;
 	pthread_cond_broadcast(&a->cond);
 	while (a->stage != 2)
 		pthread_cond_wait(&a->cond, &a->lock);
 	pthread_mutex_unlock(&a->lock);
-	return NULL; /* its exit lets go of its handle */
+	return NULL;
+}
+
+/* Start a's thread and wait until it idles. */
+static void idle_start(struct idle_arg *a)
+{
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->cond, NULL);
+	assert_int_equal(pthread_create(&a->t, NULL, idle_thread, a), 0);
+	pthread_mutex_lock(&a->lock);
+	while (a->stage != 1)
+		pthread_cond_wait(&a->cond, &a->lock);
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* Let a's thread exit, and wait for it. */
+static void idle_finish(struct idle_arg *a)
+{
+	pthread_mutex_lock(&a->lock);
+	a->stage = 2;
+	pthread_cond_broadcast(&a->cond);
+	pthread_mutex_unlock(&a->lock);
+	assert_int_equal(pthread_join(a->t, NULL), 0);
+	pthread_cond_destroy(&a->cond);
+	pthread_mutex_destroy(&a->lock);
 }
 
 /* Another thread's idle handle keeps its registration alive (not
@@ -164,28 +193,17 @@ static void *idle_thread(void *argp)
 static void test_gpu_limits_release_waits_for_idle_thread(void **state)
 {
 	struct gdrc_ctx *ctx = ctx_env(NULL, NULL, NULL, NULL);
-	struct idle_arg a = { .ctx = ctx,
-			      .lock = PTHREAD_MUTEX_INITIALIZER,
-			      .cond = PTHREAD_COND_INITIALIZER };
-	pthread_t t;
+	struct idle_arg a = { .ctx = ctx, .n = 1 };
 	uint64_t n;
 
 	(void)state;
-	a.p = fake_cuda_alloc(FAKE_DEVICE, MIB, 1);
-	assert_int_equal(pthread_create(&t, NULL, idle_thread, &a), 0);
-	pthread_mutex_lock(&a.lock);
-	while (a.stage != 1)
-		pthread_cond_wait(&a.cond, &a.lock);
-	pthread_mutex_unlock(&a.lock);
+	a.p[0] = fake_cuda_alloc(FAKE_DEVICE, MIB, 1);
+	idle_start(&a);
 	assert_int_equal(gdrc_release_unused(ctx, 1, &n), GDRC_OK);
 	assert_int_equal(n, 1);
 	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 0);
 	assert_int_equal(dev_stat(ctx, 1, GDRC_DEVICE_STAT_REGIONS), 1);
-	pthread_mutex_lock(&a.lock);
-	a.stage = 2;
-	pthread_cond_broadcast(&a.cond);
-	pthread_mutex_unlock(&a.lock);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	idle_finish(&a);
 	assert_int_equal(dev_stat(ctx, 1, GDRC_DEVICE_STAT_REGIONS), 0);
 	assert_int_equal(dev_stat(ctx, 1, GDRC_DEVICE_STAT_PINNED_BYTES), 0);
 	gdrc_fini(ctx);
@@ -279,29 +297,6 @@ static void test_gpu_limits_regions_per_device(void **state)
 	gdrc_fini(ctx);
 }
 
-struct idle2_arg {
-	struct gdrc_ctx *ctx;
-	CUdeviceptr p[2];
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int stage; /* 1: both got and put; 2: may go on */
-};
-
-static void *idle2_thread(void *argp)
-{
-	struct idle2_arg *a = argp;
-
-	(void)get_info(a->ctx, a->p[0], 64);
-	(void)get_info(a->ctx, a->p[1], 64);
-	pthread_mutex_lock(&a->lock);
-	a->stage = 1;
-	pthread_cond_broadcast(&a->cond);
-	while (a->stage != 2)
-		pthread_cond_wait(&a->cond, &a->lock);
-	pthread_mutex_unlock(&a->lock);
-	return NULL;
-}
-
 /*
  * The device's limit reached by registrations another thread got and
  * put back (its idle handles keep them alive): a new one evicts the one
@@ -313,28 +308,17 @@ static void test_gpu_limits_idle_handles_do_not_flush(void **state)
 {
 	struct gdrc_ctx *ctx = ctx_env("GDRC_GPU_MAX_REGIONS", "2", NULL,
 				       NULL);
-	struct idle2_arg a = { .ctx = ctx,
-			       .lock = PTHREAD_MUTEX_INITIALIZER,
-			       .cond = PTHREAD_COND_INITIALIZER };
+	struct idle_arg a = { .ctx = ctx, .n = 2 };
 	CUdeviceptr third = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
-	pthread_t t;
 
 	(void)state;
 	a.p[0] = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
 	a.p[1] = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
-	assert_int_equal(pthread_create(&t, NULL, idle2_thread, &a), 0);
-	pthread_mutex_lock(&a.lock);
-	while (a.stage != 1)
-		pthread_cond_wait(&a.cond, &a.lock);
-	pthread_mutex_unlock(&a.lock);
+	idle_start(&a);
 	assert_int_equal(get_info(ctx, third, 64).device, 0);
 	assert_int_equal(dev_stat(ctx, 0, GDRC_DEVICE_STAT_EVICTIONS), 1);
 	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 2);
-	pthread_mutex_lock(&a.lock);
-	a.stage = 2;
-	pthread_cond_broadcast(&a.cond);
-	pthread_mutex_unlock(&a.lock);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	idle_finish(&a);
 	/* The thread gone, what it held is released: within the limit. */
 	assert_int_equal(dev_stat(ctx, 0, GDRC_DEVICE_STAT_REGIONS), 2);
 	gdrc_fini(ctx);
