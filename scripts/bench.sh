@@ -6,6 +6,12 @@
 # build-bench/bench.json.  Usage: scripts/bench.sh [--quick]
 set -euo pipefail
 
+case "${1:-}" in
+-h | --help) # the comment above, as the usage text
+	sed -n '3,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
+	exit 0 ;;
+esac
+
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=$top/build-bench
 

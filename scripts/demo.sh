@@ -18,6 +18,12 @@
 # Output: build-demo/
 set -euo pipefail
 
+case "${1:-}" in
+-h | --help) # the comment above, as the usage text
+	sed -n '3,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
+	exit 0 ;;
+esac
+
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=$top/build-demo
 iters=${1:-10}

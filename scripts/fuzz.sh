@@ -7,6 +7,12 @@
 # Usage: scripts/fuzz.sh [SECONDS per target, default 60] [build folder]
 set -euo pipefail
 
+case "${1:-}" in
+-h | --help) # the comment above, as the usage text
+	sed -n '3,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
+	exit 0 ;;
+esac
+
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 dir=${2:-$top/build-fuzz}

@@ -13,6 +13,12 @@
 # uthash and libibverbs headers (found through CMAKE_PREFIX_PATH).
 # Prints a short summary; exits non-zero if the build or a test failed.
 set -uo pipefail
+
+case "${1:-}" in
+-h | --help) # the comment above, as the usage text
+	sed -n '3,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
+	exit 0 ;;
+esac
 out=${1:-gpu-check-out}
 runs=${2:-2}
 build=${GDRC_GPU_BUILD:-/tmp/gdrc-gpu-build}

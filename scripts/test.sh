@@ -5,6 +5,12 @@
 # package builds a program.  Usage: scripts/test.sh [build-dir-prefix]
 set -euo pipefail
 
+case "${1:-}" in
+-h | --help) # the comment above, as the usage text
+	sed -n '3,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
+	exit 0 ;;
+esac
+
 top=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${1:-$top/build}
 jobs=$(nproc)
