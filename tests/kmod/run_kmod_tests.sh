@@ -24,6 +24,9 @@
 # are skipped with a message (only the -EOPNOTSUPP answers of the
 # compiled-out module are checked).
 #
+# The GPU-pin half's result goes to .out/gpu_status ("ran", or "skipped:
+# why"), which ctest kmod_gpu_pin reports on its own.
+#
 # Exit: the tests' status; 77 when the VM lab is unavailable (see
 # tests/vm/README.md); 123/124/125 are the lab's own (oops, timeout, lab
 # failure).  Environment: GDRC_STRESS_SCALE=N runs test_kmod_stress's
@@ -101,11 +104,14 @@ nvp2p_include() {
 	echo "$dir/$hdr"
 }
 
-nvinc=""
-if [[ ${GDRC_NV_P2P:-on} != off ]]; then
-	nvinc=$(nvp2p_include) || nvinc=""
-fi
 mkdir -p "$out"
+rm -f "$out/gpu_status"
+nvinc=""
+nvwhy="GDRC_NV_P2P=off"
+if [[ ${GDRC_NV_P2P:-on} != off ]]; then
+	nvinc=$(nvp2p_include 2>"$out/nvp2p_why") || nvinc=""
+	nvwhy=$(tail -n 1 "$out/nvp2p_why")
+fi
 if [[ -n $nvinc ]]; then
 	echo "+ make -C $repo/kmod KVER=$kver NV_P2P_INCLUDE=$nvinc"
 	make -s -C "$repo/kmod" KVER="$kver" NV_P2P_INCLUDE="$nvinc" modules ||
@@ -140,15 +146,19 @@ fi
 
 # Further test programs given as arguments (built by CMake, maybe outside
 # the share) run after test_kmod_sub, with the glibc hooks off so that
-# only the module can report frees.  Copied into the share first.
+# only the module can report frees.  Copied into the share first.  One
+# that skips (77: test_kmod_gpu without the mock provider) is said, and
+# does not turn what did run into a skip.
 extra=""
 for t in "$@"; do
 	cp "$t" "$out/" || exit 1
 	case $t in
 	*.so) continue ;; # a library a test loads from its own folder
 	esac
+	b=$(basename "$t")
 	extra="$extra
-GDRC_MEM_HOOKS=none $out/$(basename "$t") || rc=\$?"
+GDRC_MEM_HOOKS=none $out/$b; s=\$?
+if [ \$s -eq 77 ]; then echo \"kmod: $b skipped\"; elif [ \$s -ne 0 ]; then rc=\$s; fi"
 done
 # Paths inside the share are the same absolute paths as on the host.
 guest_cmd='
@@ -173,4 +183,11 @@ exit $rc'
 rc=0
 bash "$vmlab" run --share "$repo" --timeout 300 --smp 2 -- sh -c "$guest_cmd" || rc=$?
 echo "kmod: guest exit status $rc"
+# What the GPU-pin part did, for ctest kmod_gpu_pin (gpu_pin_status.sh).
+if ((rc == 0)) && [[ -n $nvinc ]]; then
+	echo "ran" >"$out/gpu_status"
+elif ((rc == 0)); then
+	echo "skipped: no nv-p2p.h ($nvwhy); nvidia-open-kernel-source, in Debian's contrib non-free, provides it" \
+		| tee "$out/gpu_status"
+fi
 exit "$rc"
