@@ -456,12 +456,6 @@ static void defer_release(struct gdrc_cache *c, struct cache_defer *d)
 	d->dead = NULL;
 }
 
-/* Did the kernel channel see r's memory go?  One load. */
-static int region_kstale(const struct gdrc_cache *c, const struct gdrc_region *r)
-{
-	return gdrc_region_kstale(c, r);
-}
-
 int gdrc_cache_kmore_stale(const struct gdrc_cache *c,
 			   const struct gdrc_region *r)
 {
@@ -889,16 +883,7 @@ int gdrc_cache_segs_ok(const struct gdrc_cache *c,
 		       const struct gdrc_region *r, uintptr_t start,
 		       uintptr_t end)
 {
-	unsigned lo = seg_search(r, start);
-
-	for (unsigned i = lo; i < r->nseg && r->segs[i].start < end; i++) {
-		unsigned long long tag = 0;
-
-		if (c->p.tag_query(&tag, c->p.tag_what, r->segs[i].start) ||
-		    tag != r->segs[i].buffer_id)
-			return 0;
-	}
-	return 1;
+	return gdrc_segs_check(c, &r->segs[seg_search(r, start)], end);
 }
 
 /* ====================================================================
@@ -1271,7 +1256,7 @@ static int cover_ok_fn(struct gdrc_itree_node *node, void *arg)
 						    node);
 	const struct cover_arg *a = arg;
 
-	if ((a->access & ~r->access) || region_kstale(a->c, r))
+	if ((a->access & ~r->access) || gdrc_region_kstale(a->c, r))
 		return 0;
 	return !a->req || same_memory(r, a->req);
 }
@@ -1420,7 +1405,7 @@ static int kstale_fn(struct gdrc_itree_node *node, void *arg)
 						  node);
 	struct collect *col = arg;
 
-	if (region_kstale(col->c, r)) {
+	if (gdrc_region_kstale(col->c, r)) {
 		r->free_next = col->list;
 		col->list = r;
 	}
@@ -1856,7 +1841,7 @@ again:
 	}
 	/* Unmapped while being registered: seen by the hooks (drain marked
 	 * it) or by the kernel channel (its word moved). */
-	if (inflight.stale || region_kstale(c, r)) {
+	if (inflight.stale || gdrc_region_kstale(c, r)) {
 		unlock_and_release(c, &d);
 		region_drop(c, r, 1);
 		if (++tries < MISS_STALE_RETRIES)
@@ -2042,12 +2027,6 @@ void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values)
 		atomic_load_explicit(&c->invq.merges, memory_order_relaxed);
 }
 
-/*
- * Codes: -1 tree unsound (itree check), -2 tree count differs from
- * nregions, -3 LRU links broken, -4 LRU not sorted by enq, -5 LRU length
- * differs from nregions, -6 a cached region is invalid or unreferenced.
- * Caller holds the lock (either mode) or owns the cache.
- */
 /* GPU regions: segments in order, back to back, making up the
  * allocation range, which holds the key. */
 static int check_segments(const struct gdrc_region *r)
@@ -2071,6 +2050,13 @@ static int check_segments(const struct gdrc_region *r)
 	return 0;
 }
 
+/*
+ * Codes: -1 tree unsound (itree check), -2 tree count differs from
+ * nregions, -3 LRU links broken, -4 LRU not sorted by enq, -5 LRU length
+ * differs from nregions, -6 a cached region is invalid or unreferenced,
+ * -7 a cached GPU region's segments do not make up its allocation.
+ * Caller holds the lock (either mode) or owns the cache.
+ */
 static int cache_check_locked(struct gdrc_cache *c)
 {
 	const struct gdrc_region *r, *prev = NULL;

@@ -510,26 +510,20 @@ static inline int gdrc_region_kstale(const struct gdrc_cache *c,
 }
 
 /* Do the segments of r (REGION_TAG_MANY) that [start, end) touches
- * still hold their mappings?  A binary search, then one BUFFER_ID query
- * per segment touched. */
+ * still hold their mappings?  A binary search for the first, then
+ * gdrc_segs_check. */
 int gdrc_cache_segs_ok(const struct gdrc_cache *c,
 		       const struct gdrc_region *r, uintptr_t start,
 		       uintptr_t end);
 
 /*
- * The same for REGION_TAG_SEGS, inline: walk to the first segment that
- * ends past start, then query each until one ends at or past end.
- * [start, end) lies inside r's key, so inside its segments: the walk
- * never leaves the array, and needs no count.
+ * Query the BUFFER_ID of segment g and each after it until one ends at
+ * or past end.  The request lies inside its region's key, so inside its
+ * segments: the walk never leaves the array, and needs no count.
  */
-static inline int gdrc_region_segs_walk(const struct gdrc_cache *c,
-					const struct gdrc_region *r,
-					uintptr_t start, uintptr_t end)
+static inline int gdrc_segs_check(const struct gdrc_cache *c,
+				  const struct gdrc_seg *g, uintptr_t end)
 {
-	const struct gdrc_seg *g = r->segs;
-
-	while (g->end <= start)
-		g++;
 	for (;;) {
 		unsigned long long tag = 0;
 
@@ -540,6 +534,19 @@ static inline int gdrc_region_segs_walk(const struct gdrc_cache *c,
 			return 1;
 		g++;
 	}
+}
+
+/* The same for REGION_TAG_SEGS, inline: the first segment touched is
+ * found by a walk from the first. */
+static inline int gdrc_region_segs_walk(const struct gdrc_cache *c,
+					const struct gdrc_region *r,
+					uintptr_t start, uintptr_t end)
+{
+	const struct gdrc_seg *g = r->segs;
+
+	while (g->end <= start)
+		g++;
+	return gdrc_segs_check(c, g, end);
 }
 
 /* Does r still hold its memory where [start, end) touches it? */

@@ -164,7 +164,6 @@ gdrc_status_t gdrc_classify(const struct gdrc_cuda *cu, uintptr_t addr,
 		info->kind = GDRC_PTR_DEVICE;
 	if (info->kind == GDRC_PTR_VMM) {
 		cls->resv_start = (uintptr_t)base;
-		cls->resv_end = (uintptr_t)base + size;
 		res = vmm_mapping(cu, addr, ordinal, &base, &size);
 		if (res != CUDA_SUCCESS)
 			return cuda_fail(cu, "cuMemGetAddressRange", res, addr);
@@ -204,77 +203,42 @@ static void sync_remember(uint64_t key, uint32_t how)
 		free(e);
 }
 
-/* Under classify_lock: set CU_CTX_SYNC_MEMOPS on ctx, made current. */
-static int sync_ctx_set(const struct gdrc_cuda *cu, CUcontext ctx)
+/* Under classify_lock: set CU_CTX_SYNC_MEMOPS on the current context. */
+static int sync_ctx_set(const struct gdrc_cuda *cu)
 {
 	unsigned flags = 0;
-	CUcontext popped;
-	int ok = 0;
 
-	if (!cu->cuCtxGetFlags || !cu->cuCtxSetFlags ||
-	    cu->cuCtxPushCurrent(ctx) != CUDA_SUCCESS)
-		return 0;
-	if (cu->cuCtxGetFlags(&flags) == CUDA_SUCCESS &&
-	    ((flags & CU_CTX_SYNC_MEMOPS) ||
-	     cu->cuCtxSetFlags(flags | CU_CTX_SYNC_MEMOPS) == CUDA_SUCCESS))
-		ok = 1;
-	cu->cuCtxPopCurrent(&popped);
-	return ok;
+	return cu->cuCtxGetFlags && cu->cuCtxSetFlags &&
+	       cu->cuCtxGetFlags(&flags) == CUDA_SUCCESS &&
+	       ((flags & CU_CTX_SYNC_MEMOPS) ||
+		cu->cuCtxSetFlags(flags | CU_CTX_SYNC_MEMOPS) == CUDA_SUCCESS);
 }
 
 /*
- * The context whose memory operations touch cls's memory.  VMM and pool
- * memory belong to no context (the driver reports none): then the
- * caller's current context if it is on the memory's device (another
- * device's would get the flag in its place), else the device's primary
- * context if it is already active (retaining an inactive one would
- * create it).
- * @return the context; *primary_p is 1 if it was retained.
- */
-static CUcontext sync_ctx_pick(const struct gdrc_cuda *cu,
-			       const struct gdrc_class *cls, int *primary_p)
-{
-	CUcontext ctx = cls->cu_ctx;
-	CUdevice dev;
-	unsigned flags;
-	int active = 0;
-
-	*primary_p = 0;
-	if (ctx)
-		return ctx;
-	if (cu->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx &&
-	    cu->cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
-	    dev == cls->info.device)
-		return ctx;
-	if (cu->cuDevicePrimaryCtxGetState(cls->info.device, &flags,
-					   &active) != CUDA_SUCCESS ||
-	    !active ||
-	    cu->cuDevicePrimaryCtxRetain(&ctx, cls->info.device) !=
-		    CUDA_SUCCESS)
-		return NULL;
-	*primary_p = 1;
-	return ctx;
-}
-
-/*
- * Under classify_lock: the context flag.  Not remembered per context: a
- * destroyed context's address may come back as a new context without
- * the flag.  It runs once per allocation anyway.
+ * Under classify_lock: the context flag, on the context whose memory
+ * operations touch cls's memory: the allocation's own, or, for VMM and
+ * pool memory, which belong to no context, the one gdrc_cuda_enter
+ * picks (the caller's if it is on the memory's device, since another
+ * device's would get the flag in its place; else the device's primary
+ * context if it is active, an inactive one never being created).  Not
+ * remembered per context: a destroyed context's address may come back
+ * as a new context without the flag.  It runs once per allocation anyway.
  */
 static uint32_t sync_ctx(const struct gdrc_cuda *cu, const struct gdrc_class *cls)
 {
-	int primary;
-	CUcontext ctx = sync_ctx_pick(cu, cls, &primary);
 	uint32_t how = GDRC_MR_INFO_NO_SYNC_MEMOPS;
+	struct gdrc_cuda_scope scope;
 
-	if (ctx && sync_ctx_set(cu, ctx))
-		how = GDRC_MR_INFO_SYNC_MEMOPS_CTX;
-	else
+	if (gdrc_cuda_enter(cu, cls->cu_ctx, cls->info.device, &scope) ==
+	    CUDA_SUCCESS) {
+		if (sync_ctx_set(cu))
+			how = GDRC_MR_INFO_SYNC_MEMOPS_CTX;
+		gdrc_cuda_leave(cu, &scope);
+	}
+	if (how == GDRC_MR_INFO_NO_SYNC_MEMOPS)
 		gdrc_warn("cannot make memory operations synchronous on cuda "
 			  "device %d: its registrations report "
 			  "GDRC_MR_INFO_NO_SYNC_MEMOPS", cls->info.device);
-	if (primary)
-		cu->cuDevicePrimaryCtxRelease(cls->info.device);
 	return how;
 }
 

@@ -30,8 +30,9 @@ struct gdrc_class {
 	struct gdrc_ptr_info info; /* the public answer; VMM: alloc_* is the
 				    * mapping holding the pointer */
 	CUcontext cu_ctx;          /* the allocation's context, or NULL */
-	uintptr_t resv_start;      /* VMM: the whole reservation (what */
-	uintptr_t resv_end;        /* RANGE_START/RANGE_SIZE report) */
+	uintptr_t resv_start;      /* VMM: where its reservation starts
+				    * (RANGE_START_ADDR): its mappings
+				    * all report it */
 };
 
 /*
