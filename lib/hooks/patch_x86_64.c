@@ -19,8 +19,9 @@
  * Invariants: all five functions are patched or none.  A function is
  * patched only if its symbol is at least PATCH_LEN bytes long and it does
  * not already start with a jump (another copy of this library, or UCX,
- * libfabric or Open MPI got there first: patch_redirected).  The replacement brk keeps glibc's __curbrk exactly as
- * glibc's brk does, because sbrk and malloc read it.
+ * libfabric or Open MPI got there first: patch_redirected).  The
+ * replacement brk keeps glibc's __curbrk exactly as glibc's brk does,
+ * because sbrk and malloc read it.
  *
  * Locks: none.  gdrc_patch_apply() and gdrc_patch_revert() run once,
  * under hooks.c's pthread_once.

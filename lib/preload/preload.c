@@ -29,8 +29,9 @@
  * than the address, zero lengths, anything the cache refuses (managed
  * memory, limits), ibv_reg_dmabuf_mr, and every MR the program did not
  * get from here.  The library's own registrations never come here: it
- * calls libibverbs' definitions directly (lib/pin/pin_ibv_resolve.c).  The MR's handle field is not meaningful; ibv_rereg_mr of a
- * cached MR fails with IBV_REREG_MR_ERR_INPUT.
+ * calls libibverbs' definitions directly (lib/pin/pin_ibv_resolve.c).
+ * The MR's handle field is not meaningful; ibv_rereg_mr of a cached MR
+ * fails with IBV_REREG_MR_ERR_INPUT.
  *
  * Locks: preload_lock guards the PD and MR tables; it is never held
  * across a call into the cache or libibverbs.

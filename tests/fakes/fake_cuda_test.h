@@ -18,6 +18,16 @@ static inline uint64_t stat_of(struct gdrc_ctx *ctx, enum gdrc_stat s)
 	return v;
 }
 
+/* A per-device counter of ctx that must be readable. */
+static inline uint64_t dev_stat(struct gdrc_ctx *ctx, int device,
+				enum gdrc_device_stat st)
+{
+	uint64_t v = 0;
+
+	assert_int_equal(gdrc_device_stat_get(ctx, device, st, &v), GDRC_OK);
+	return v;
+}
+
 /* Get (must succeed), describe and put [p, p + len). */
 static inline struct gdrc_mr_info get_info(struct gdrc_ctx *ctx,
 					   CUdeviceptr p, size_t len)

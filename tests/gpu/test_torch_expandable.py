@@ -33,30 +33,10 @@ import ctypes  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 
+from gdrc_ctypes import (GDRC_DUMP_JSON, GDRC_ERR_UNSUPPORTED,  # noqa: E402
+                         GDRC_OK, GDRC_PTR_VMM, SKIPPED, MrInfo, PtrInfo,
+                         torch_on_gpu)
 
-class MrInfo(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint64), ("addr", ctypes.c_size_t),
-                ("length", ctypes.c_size_t), ("mem_type", ctypes.c_int),
-                ("backend", ctypes.c_int), ("device", ctypes.c_int),
-                ("access", ctypes.c_uint32), ("lkey", ctypes.c_uint32),
-                ("rkey", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("kind", ctypes.c_int), ("buffer_id", ctypes.c_uint64),
-                ("key_addr", ctypes.c_size_t),
-                ("key_length", ctypes.c_size_t)]
-
-
-class PtrInfo(ctypes.Structure):
-    _fields_ = [("mem_type", ctypes.c_int), ("kind", ctypes.c_int),
-                ("device", ctypes.c_int), ("flags", ctypes.c_uint32),
-                ("buffer_id", ctypes.c_uint64),
-                ("alloc_base", ctypes.c_size_t),
-                ("alloc_size", ctypes.c_size_t)]
-
-
-GDRC_OK = 0
-GDRC_ERR_UNSUPPORTED = -3
-GDRC_PTR_VMM = 4
-GDRC_DUMP_JSON = 1
 MIB = 1 << 20
 FIRST_SIZE = 8 * MIB     # inside the first 20 MiB piece
 SECOND_SIZE = 120 * MIB  # maps several more pieces
@@ -325,14 +305,9 @@ def main():
         return 1
     for k in KNOBS:
         os.environ.pop(k, None)
-    try:
-        import torch
-    except ImportError:
-        print("skipped: no torch")
-        return 77
-    if not torch.cuda.is_available():
-        print("skipped: no GPU")
-        return 77
+    torch = torch_on_gpu()
+    if torch is None:
+        return SKIPPED
     print("PYTORCH_CUDA_ALLOC_CONF=%s, torch %s" %
           (os.environ.get("PYTORCH_CUDA_ALLOC_CONF"), torch.__version__))
     lib = load(sys.argv[1])

@@ -19,32 +19,16 @@ import json
 import os
 import sys
 
+from gdrc_ctypes import (GDRC_DUMP_JSON, GDRC_MR_INFO_TAG_CHECKED, SKIPPED,
+                         MrInfo, torch_on_gpu)
 
-class MrInfo(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint64), ("addr", ctypes.c_size_t),
-                ("length", ctypes.c_size_t), ("mem_type", ctypes.c_int),
-                ("backend", ctypes.c_int), ("device", ctypes.c_int),
-                ("access", ctypes.c_uint32), ("lkey", ctypes.c_uint32),
-                ("rkey", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("kind", ctypes.c_int), ("buffer_id", ctypes.c_uint64),
-                ("key_addr", ctypes.c_size_t),
-                ("key_length", ctypes.c_size_t)]
-
-
-GDRC_MR_INFO_TAG_CHECKED = 1 << 5
-GDRC_DUMP_JSON = 1
 SIZE = 64 << 20  # its own segment: cudaMalloc of exactly this
 
 
 def main():
-    try:
-        import torch
-    except ImportError:
-        print("skipped: no torch")
-        return 77
-    if not torch.cuda.is_available():
-        print("skipped: no GPU")
-        return 77
+    torch = torch_on_gpu()
+    if torch is None:
+        return SKIPPED
     torch.zeros(1, device="cuda")  # the runtime and its context first
     os.environ["GDRC_VALIDATE"] = "hooks"
     lib = ctypes.CDLL(sys.argv[1])

@@ -15,16 +15,13 @@ import os
 import struct
 import sys
 
+from gdrc_ctypes import SKIPPED, torch_on_gpu
+
 
 def main():
-    try:
-        import torch
-    except ImportError:
-        print("skipped: no torch")
-        return 77
-    if not torch.cuda.is_available():
-        print("skipped: no GPU")
-        return 77
+    torch = torch_on_gpu()
+    if torch is None:
+        return SKIPPED
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(1234)

@@ -395,15 +395,6 @@ static void count_ran_out(enum gdrc_log_level level, const char *msg,
 		warnings_ran_out++;
 }
 
-static uint64_t dev_stat(struct gdrc_ctx *ctx, int device,
-			 enum gdrc_device_stat st)
-{
-	uint64_t v = 0;
-
-	assert_int_equal(gdrc_device_stat_get(ctx, device, st, &v), GDRC_OK);
-	return v;
-}
-
 /*
  * A GPU registration that runs out (the NIC says ENOMEM: BAR1) releases
  * that device's unused registrations, and only those, then succeeds on

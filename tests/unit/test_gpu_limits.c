@@ -53,15 +53,6 @@ static int setup(void **state)
 	return cuInit(0) != CUDA_SUCCESS;
 }
 
-static uint64_t dev_stat(struct gdrc_ctx *ctx, int device,
-			 enum gdrc_device_stat st)
-{
-	uint64_t v = 0;
-
-	assert_int_equal(gdrc_device_stat_get(ctx, device, st, &v), GDRC_OK);
-	return v;
-}
-
 static struct gdrc_mr *get(struct gdrc_ctx *ctx, CUdeviceptr p, size_t len)
 {
 	struct gdrc_mr *mr;

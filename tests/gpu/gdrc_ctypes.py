@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""What the PyTorch tests share (test_torch_free.py, test_torch_expandable.py,
+torch_train.py): the public structs of include/gdrcache.h as ctypes
+mirrors, the few constants they use, and the skip when torch or a GPU is
+missing.  Imported from the scripts' own folder.
+"""
+import ctypes
+
+
+class MrInfo(ctypes.Structure):
+    """struct gdrc_mr_info."""
+    _fields_ = [("id", ctypes.c_uint64), ("addr", ctypes.c_size_t),
+                ("length", ctypes.c_size_t), ("mem_type", ctypes.c_int),
+                ("backend", ctypes.c_int), ("device", ctypes.c_int),
+                ("access", ctypes.c_uint32), ("lkey", ctypes.c_uint32),
+                ("rkey", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("kind", ctypes.c_int), ("buffer_id", ctypes.c_uint64),
+                ("key_addr", ctypes.c_size_t),
+                ("key_length", ctypes.c_size_t)]
+
+
+class PtrInfo(ctypes.Structure):
+    """struct gdrc_ptr_info."""
+    _fields_ = [("mem_type", ctypes.c_int), ("kind", ctypes.c_int),
+                ("device", ctypes.c_int), ("flags", ctypes.c_uint32),
+                ("buffer_id", ctypes.c_uint64),
+                ("alloc_base", ctypes.c_size_t),
+                ("alloc_size", ctypes.c_size_t)]
+
+
+GDRC_OK = 0
+GDRC_ERR_UNSUPPORTED = -3
+GDRC_PTR_VMM = 4
+GDRC_MR_INFO_TAG_CHECKED = 1 << 5
+GDRC_DUMP_JSON = 1
+
+SKIPPED = 77  # ctest's SKIP_RETURN_CODE
+
+
+def torch_on_gpu():
+    """torch, or None (after saying why) without torch or a GPU."""
+    try:
+        import torch
+    except ImportError:
+        print("skipped: no torch")
+        return None
+    if not torch.cuda.is_available():
+        print("skipped: no GPU")
+        return None
+    return torch
