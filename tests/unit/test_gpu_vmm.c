@@ -112,6 +112,15 @@ static void remap(struct gdrc_ctx *ctx, const struct mode *m, CUdeviceptr p,
 	assert_int_equal(fake_cuda_vmm_map(p, size, 0), 0);
 }
 
+/* End a mode's round: the context, then a fresh fake (no reservation
+ * or mapping left) for the next one. */
+static void ctx_close(struct gdrc_ctx *ctx)
+{
+	gdrc_fini(ctx);
+	fake_cuda_reset(1);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -160,9 +169,7 @@ static void test_gpu_vmm_keyed_by_the_mappings_covered(void **state)
 		assert_int_equal(again.id, three.id);
 		again = get_info(ctx, l.a, 10 * MIB);
 		assert_int_equal(again.id, three.id);
-		gdrc_fini(ctx);
-		fake_cuda_reset(1);
-		assert_int_equal(cuInit(0), CUDA_SUCCESS);
+		ctx_close(ctx);
 	}
 }
 
@@ -248,9 +255,7 @@ static void remap_one(const struct mode *m, int target)
 	assert_int_not_equal(info.id, abc.id);
 	info = get_info(ctx, l.a + MIB, 10 * MIB - MIB);
 	assert_int_not_equal(info.id, abc.id);
-	gdrc_fini(ctx);
-	fake_cuda_reset(1);
-	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	ctx_close(ctx);
 }
 
 static void test_gpu_vmm_remap_first_middle_last(void **state)
@@ -277,9 +282,7 @@ static void test_gpu_vmm_fast_path_checks_second_mapping(void **state)
 		remap(ctx, &modes[m], l.b, 4 * MIB);
 		after = get_info(ctx, l.a + 3 * MIB, 2 * MIB);
 		assert_int_not_equal(after.id, before.id);
-		gdrc_fini(ctx);
-		fake_cuda_reset(1);
-		assert_int_equal(cuInit(0), CUDA_SUCCESS);
+		ctx_close(ctx);
 	}
 }
 
@@ -302,9 +305,7 @@ static void test_gpu_vmm_unmap_two_at_once(void **state)
 		if (hooks_on(&modes[m]))
 			assert_int_not_equal(a.id, abc.id);
 		assert_int_equal(a.key_length, 4 * MIB);
-		gdrc_fini(ctx);
-		fake_cuda_reset(1);
-		assert_int_equal(cuInit(0), CUDA_SUCCESS);
+		ctx_close(ctx);
 	}
 }
 
@@ -470,9 +471,7 @@ static void test_gpu_vmm_many_mappings(void **state)
 		assert_int_not_equal(get_info(ctx, va + (n - 2) * 2 * MIB + 64,
 					      64).id,
 				     id);
-		gdrc_fini(ctx);
-		fake_cuda_reset(1);
-		assert_int_equal(cuInit(0), CUDA_SUCCESS);
+		ctx_close(ctx);
 	}
 }
 
