@@ -71,7 +71,7 @@ static void show_ctx(struct gdrc_ctx *ctx)
 	st = gdrc_gpu_status(ctx, &why);
 	line("GPU support", st, why);
 	st = gdrc_hooks_status(ctx, &why);
-	line("host free hooks (glibc)", st, why);
+	line("host free events", st, why);
 	st = gdrc_cuda_hooks_status(ctx, &why);
 	line("CUDA free hooks", st, why);
 	st = gdrc_kmod_status(ctx, &why);

@@ -392,10 +392,15 @@ GDRC_API gdrc_status_t gdrc_cuda_hooks_status(struct gdrc_ctx *ctx,
 					      const char **reason_p);
 
 /**
- * Are host frees seen (the glibc hooks, docs/hooks.md)?
- * @param [out] reason_p  NULL when they work, else why not; may be NULL.
- * @return GDRC_OK; GDRC_ERR_UNSUPPORTED (GDRC_MEM_HOOKS=none, they could
- *         not be installed, or another library overwrote them);
+ * Are host frees seen process-wide (docs/hooks.md, "Event sources")?  By
+ * our jumps in glibc's memory functions, or, when UCX's UCM patched them
+ * first (or later), by UCM's own events.
+ * @param [out] reason_p  which source serves host memory when they work
+ *                        ("glibc patched (...)", "ucx ucm events (...)"),
+ *                        else why not; a string owned by the library;
+ *                        may be NULL.
+ * @return GDRC_OK; GDRC_ERR_UNSUPPORTED (GDRC_MEM_HOOKS=none, no source
+ *         could be installed, or another library overwrote it);
  *         GDRC_ERR_INVALID_PARAM for a NULL ctx.  Thread safe.
  */
 GDRC_API gdrc_status_t gdrc_hooks_status(struct gdrc_ctx *ctx,

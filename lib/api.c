@@ -143,10 +143,22 @@ static void cuhooks_lost(void)
 	pthread_mutex_unlock(&registry_lock);
 }
 
+/* Drop every host registration that relied on the hooks. */
+static void hooks_flush(void)
+{
+	pthread_mutex_lock(&registry_lock);
+	for (int i = 0; i < GDRC_MAX_CONTEXTS; i++)
+		if (registry[i] && registry[i]->hooks_slot >= 0)
+			gdrc_cache_post_event(&registry[i]->cache, 0,
+					      UINTPTR_MAX, GDRC_INVQ_HOST);
+	pthread_mutex_unlock(&registry_lock);
+}
+
 /*
  * Another library patched glibc over our hooks: unmaps may have gone
- * unseen since.  Flush every context that relied on the hooks and cache
- * no host memory any more.  Cheap when nothing happened.
+ * unseen since.  If it was UCX's UCM, its events take over (after a
+ * flush); otherwise flush every context that relied on the hooks and
+ * cache no host memory any more.  Cheap when nothing happened.
  */
 static void hooks_check(void)
 {
@@ -157,6 +169,14 @@ static void hooks_check(void)
 		cuhooks_lost();
 	if (!gdrc_hooks_active() || gdrc_hooks_intact())
 		return;
+	if (gdrc_hooks_retake(hooks_flush) == GDRC_OK) {
+		const char *src;
+
+		gdrc_hooks_host_source(&src);
+		gdrc_info("memory hooks were overwritten by ucx: host memory events now come from %s",
+			  src);
+		return;
+	}
 	pthread_mutex_lock(&registry_lock);
 	if (!hooks_lost_seen) {
 		hooks_lost_seen = 1;
@@ -786,8 +806,13 @@ GDRC_API gdrc_status_t gdrc_hooks_status(struct gdrc_ctx *ctx,
 		why = gdrc_hooks_reason();
 	else if (!gdrc_hooks_intact())
 		why = "overwritten by another library after they went in";
-	if (reason_p)
-		*reason_p = why;
+	if (reason_p) {
+		const char *src = NULL;
+
+		if (!why)
+			gdrc_hooks_host_source(&src);
+		*reason_p = why ? why : src;
+	}
 	return why ? GDRC_ERR_UNSUPPORTED : GDRC_OK;
 }
 

@@ -72,13 +72,20 @@ static _Atomic uint64_t hooks_cuda_events;
 static _Atomic uintptr_t hooks_page_mask = 4095;
 
 const uint64_t *_Atomic gdrc_hooks_probe_addr; /* set once installed */
-uint64_t gdrc_hooks_probe_val;
+_Atomic uint64_t gdrc_hooks_probe_val;
 
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
 static gdrc_status_t hooks_status = GDRC_ERR_UNSUPPORTED; /* after once */
 static atomic_int hooks_on;
 static atomic_int hooks_done;   /* hooks_why is final */
 static char hooks_why[256];     /* written once, under hooks_once */
+/* The host source (hooks.h): set under hooks_once, changed from PATCH to
+ * UCM by a retake, under hooks_retake_lock.  Each name is written once,
+ * before hooks_src names it. */
+static _Atomic int hooks_src = GDRC_HOOKS_HOST_NONE;
+static char hooks_patch_name[300];
+static char hooks_ucm_name[600];
+static pthread_mutex_t hooks_retake_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ------------------------------------------------------------------
  * Hook context.
@@ -97,10 +104,17 @@ static struct hooks_stripe hooks_stripes[HOOKS_STRIPES];
 
 /* Hook context: pthread_self reads the thread pointer, no TLS lookup. */
 GDRC_HOOK_CONTEXT
-unsigned gdrc_hooks_enter(void)
+unsigned gdrc_hooks_stripe(void)
 {
 	uintptr_t t = (uintptr_t)pthread_self();
-	unsigned s = (unsigned)((t >> 12) ^ (t >> 20)) % HOOKS_STRIPES;
+
+	return (unsigned)((t >> 12) ^ (t >> 20)) % HOOKS_STRIPES;
+}
+
+GDRC_HOOK_CONTEXT
+unsigned gdrc_hooks_enter(void)
+{
+	unsigned s = gdrc_hooks_stripe();
 
 	atomic_fetch_add(&hooks_stripes[s].n, 1);
 	atomic_fetch_add(&gdrc_hooks_busy, 1);
@@ -350,6 +364,50 @@ static int hooks_self_test(const struct gdrc_patch_libc *libc, char *why,
 }
 #endif
 
+#if defined(__x86_64__)
+/* Point the probe (hooks.h) at munmap's bytes as they are now. */
+static void hooks_probe_set(const void *munmap_fn)
+{
+	uint64_t v;
+
+	gdrc_code_read((uint8_t *)&v, munmap_fn, sizeof(v));
+	atomic_store(&gdrc_hooks_probe_val, v);
+	atomic_store(&gdrc_hooks_probe_addr, (const uint64_t *)munmap_fn);
+}
+
+/*
+ * Install time, or a retake.  libc's munmap already jumps elsewhere: if
+ * into UCX's UCM, receive its events (ucm.c).  @return 0 with the
+ * source switched to UCM; -1 with why.
+ */
+static int hooks_try_ucm(void **munmap_p, char *why, size_t why_len)
+{
+	char owner[512], ucm_why[200];
+	void *fn;
+	int ret;
+
+	if (gdrc_patch_owner("munmap", &fn, owner, sizeof(owner)) != 1 ||
+	    !owner[0])
+		return -1; /* not redirected, or to no object: why as is */
+	ret = gdrc_ucm_start(owner, ucm_why, sizeof(ucm_why));
+	if (ret > 0)
+		return -1; /* not UCM: the patcher's why names the owner */
+	if (ret < 0) {
+		size_t n = strlen(why);
+
+		snprintf(why + n, why_len - n,
+			 "; it is ucx's ucm, whose events do not reach us (%s)",
+			 ucm_why);
+		return -1;
+	}
+	snprintf(hooks_ucm_name, sizeof(hooks_ucm_name), "ucx ucm events (%s)",
+		 owner);
+	gdrc_debug("host memory events from ucx's ucm in %s", owner);
+	*munmap_p = fn;
+	return 0;
+}
+#endif
+
 /* Install time.  @return 0, or -1 with the reason in why. */
 static int hooks_try(char *why, size_t why_len)
 {
@@ -362,18 +420,26 @@ static int hooks_try(char *why, size_t why_len)
 		return -1;
 	}
 	atomic_store(&hooks_page_mask, (uintptr_t)page - 1);
-	if (gdrc_patch_apply(&libc, why, why_len))
-		return -1;
+	if (gdrc_patch_apply(&libc, why, why_len)) {
+		void *fn;
+
+		if (hooks_try_ucm(&fn, why, why_len))
+			return -1;
+		atomic_store(&hooks_src, GDRC_HOOKS_HOST_UCM);
+		hooks_probe_set(fn);
+		return 0;
+	}
 	if (hooks_self_test(&libc, why, why_len)) {
 		gdrc_patch_revert();
 		return -1;
 	}
 	gdrc_debug("memory hooks installed in %s: munmap mremap madvise brk mmap",
 		   libc.path);
+	snprintf(hooks_patch_name, sizeof(hooks_patch_name),
+		 "glibc patched (%s)", libc.path);
+	atomic_store(&hooks_src, GDRC_HOOKS_HOST_PATCH);
 	/* Read once, now that our jump is in place (see hooks.h). */
-	memcpy(&gdrc_hooks_probe_val, (const void *)libc.munmap,
-	       sizeof(gdrc_hooks_probe_val));
-	atomic_store(&gdrc_hooks_probe_addr, (const uint64_t *)libc.munmap);
+	hooks_probe_set((const void *)libc.munmap);
 	return 0;
 #else
 	snprintf(why, why_len,
@@ -416,8 +482,62 @@ const char *gdrc_hooks_reason(void)
 int gdrc_hooks_intact(void)
 {
 #ifdef __x86_64__
-	return gdrc_hooks_active() && gdrc_patch_intact();
-#else
-	return 0;
+	if (!gdrc_hooks_active())
+		return 0;
+	switch (atomic_load(&hooks_src)) {
+	case GDRC_HOOKS_HOST_PATCH:
+		return gdrc_patch_intact();
+	case GDRC_HOOKS_HOST_UCM:
+		return gdrc_ucm_intact();
+	}
 #endif
+	return 0;
+}
+
+int gdrc_hooks_host_source(const char **name_p)
+{
+	int src = gdrc_hooks_active() ? atomic_load(&hooks_src) :
+					GDRC_HOOKS_HOST_NONE;
+
+	if (name_p)
+		*name_p = src == GDRC_HOOKS_HOST_PATCH ? hooks_patch_name :
+			  src == GDRC_HOOKS_HOST_UCM	 ? hooks_ucm_name :
+							   NULL;
+	return src;
+}
+
+/*
+ * Ordinary context; takes hooks_retake_lock.  Our patch was overwritten:
+ * by UCX's UCM (a libucs dlopened after us), its events replace it.
+ */
+gdrc_status_t gdrc_hooks_retake(void (*flush)(void))
+{
+	gdrc_status_t st = GDRC_ERR_UNSUPPORTED;
+#ifdef __x86_64__
+	char why[sizeof(hooks_why)];
+	void *fn;
+
+	pthread_mutex_lock(&hooks_retake_lock);
+	if (gdrc_hooks_intact()) {
+		st = GDRC_OK; /* another thread did it */
+	} else if (gdrc_hooks_active() &&
+		   atomic_load(&hooks_src) == GDRC_HOOKS_HOST_PATCH) {
+		snprintf(why, sizeof(why), "not by ucx's ucm");
+		if (!hooks_try_ucm(&fn, why, sizeof(why))) {
+			/* The probe keeps failing until the flush is
+			 * queued: a fast hit in between would trust a
+			 * registration whose unmap went unseen. */
+			flush();
+			atomic_store(&hooks_src, GDRC_HOOKS_HOST_UCM);
+			hooks_probe_set(fn);
+			st = GDRC_OK;
+		} else {
+			gdrc_debug("memory hooks overwritten: %s", why);
+		}
+	}
+	pthread_mutex_unlock(&hooks_retake_lock);
+#else
+	(void)flush;
+#endif
+	return st;
 }

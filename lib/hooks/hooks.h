@@ -59,6 +59,30 @@ gdrc_status_t gdrc_hooks_install(void);
 /* @return 1 if gdrc_hooks_install() succeeded, else 0. */
 int gdrc_hooks_active(void);
 
+/* Where host events come from (docs/hooks.md, "Event sources"). */
+enum gdrc_hooks_host_src {
+	GDRC_HOOKS_HOST_NONE,  /* not installed, or install failed */
+	GDRC_HOOKS_HOST_PATCH, /* our jumps in glibc's functions */
+	GDRC_HOOKS_HOST_UCM,   /* UCX's UCM owns them: its events */
+};
+
+/*
+ * The host source now; *name_p (may be NULL): a description with the
+ * object it lives in, NULL for none.  Any context but hook context.
+ */
+int gdrc_hooks_host_source(const char **name_p);
+
+/*
+ * Our glibc patches were overwritten (gdrc_hooks_intact() is 0): if by
+ * UCX's UCM, subscribe to its events instead, call flush() (which must
+ * drop every host registration cached so far: unmaps since the overwrite
+ * went unseen), and only then let the probe pass again.  Not hook
+ * context; serialised.
+ * @return GDRC_OK (events flow again, or another caller already did
+ *         it); GDRC_ERR_UNSUPPORTED (flush not called).
+ */
+gdrc_status_t gdrc_hooks_retake(void (*flush)(void));
+
 /*
  * Add a subscriber; events that complete after this returns reach it.
  * @return a slot number >= 0, or GDRC_ERR_LIMIT when all are taken.
@@ -125,7 +149,7 @@ int gdrc_hooks_intact(void);
  * while no hooks are active.
  */
 extern const uint64_t *_Atomic gdrc_hooks_probe_addr;
-extern uint64_t gdrc_hooks_probe_val;
+extern _Atomic uint64_t gdrc_hooks_probe_val;
 /* The same for the CUDA hooks: the first eight bytes of cuMemFree_v2. */
 extern const uint64_t *_Atomic gdrc_cuhooks_probe_addr;
 extern uint64_t gdrc_cuhooks_probe_val;
@@ -164,7 +188,9 @@ static inline int gdrc_hooks_probe_ok(void)
 	const uint64_t *q = atomic_load_explicit(&gdrc_cuhooks_probe_addr,
 						 memory_order_relaxed);
 
-	return (!p || *(const volatile uint64_t *)p == gdrc_hooks_probe_val) &&
+	return (!p || *(const volatile uint64_t *)p ==
+			       atomic_load_explicit(&gdrc_hooks_probe_val,
+						    memory_order_relaxed)) &&
 	       (!q || *(const volatile uint64_t *)q == gdrc_cuhooks_probe_val);
 }
 

@@ -29,6 +29,23 @@ void gdrc_hooks_report(uintptr_t addr, size_t len);
 unsigned gdrc_hooks_enter(void);
 void gdrc_hooks_leave(unsigned stripe);
 
+/* Hook context: the calling thread's stripe, as enter returns it. */
+unsigned gdrc_hooks_stripe(void);
+
+/*
+ * ucm.c: UCX's UCM events as the host event source, for when UCM's
+ * bistro patches own libc's functions.  Install time (serialised by
+ * hooks.c).  owner: the object libc's munmap jumps into.
+ * @return 0 subscribed and self-tested; 1 owner is not UCM (why
+ *         untouched); -1 owner is UCM but its events do not reach us,
+ *         with why (nothing left subscribed).
+ */
+int gdrc_ucm_start(const char *owner, char *why, size_t why_len);
+
+/* @return 1 while libc's functions still hold what they held when
+ * gdrc_ucm_start() subscribed (UCM's jumps), else 0.  Reads memory. */
+int gdrc_ucm_intact(void);
+
 /* Hook context (cuhooks.c): [start, end) of CUDA memory being freed,
  * handed to every subscriber as is.  errno is preserved. */
 void gdrc_hooks_report_cuda(uintptr_t start, uintptr_t end);
@@ -49,6 +66,15 @@ struct gdrc_patch_libc {
  */
 int gdrc_patch_apply(struct gdrc_patch_libc *libc, char *why,
 		     size_t why_len);
+
+/*
+ * Does libc's function name (munmap, ...) already jump elsewhere?  Not
+ * hook context.  *entry_p: libc's definition.  owner: the file name of
+ * the object it jumps into ("" when unknown).
+ * @return 1 redirected; 0 not; -1 no libc.so.6 or no such symbol.
+ */
+int gdrc_patch_owner(const char *name, void **entry_p, char *owner,
+		     size_t owner_len);
 
 /* Install time: undo gdrc_patch_apply() (the self test failed). */
 void gdrc_patch_revert(void);

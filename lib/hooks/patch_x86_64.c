@@ -477,6 +477,29 @@ static void **patch_find_curbrk(void *libc)
 	return cur;
 }
 
+int gdrc_patch_owner(const char *name, void **entry_p, char *owner,
+		     size_t owner_len)
+{
+	uintptr_t target;
+	Dl_info info;
+	void *h, *addr;
+
+	h = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+	if (!h)
+		return -1;
+	addr = dlvsym(h, name, PATCH_GLIBC_VER);
+	dlclose(h);
+	if (!addr)
+		return -1;
+	*entry_p = addr;
+	if (!patch_redirected(addr, &target))
+		return 0;
+	owner[0] = '\0';
+	if (target && dladdr((void *)target, &info) && info.dli_fname)
+		snprintf(owner, owner_len, "%s", info.dli_fname);
+	return 1;
+}
+
 int gdrc_patch_apply(struct gdrc_patch_libc *libc, char *why,
 		     size_t why_len)
 {

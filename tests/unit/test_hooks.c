@@ -384,9 +384,17 @@ static void test_hooks_mremap_move_reports_old_range(void **state)
 
 static void test_hooks_mremap_fixed_reports_old_and_target(void **state)
 {
-	char *p = map_pages(2), *t = map_pages(4), *q;
+	char *p, *t, *q;
 
 	(void)state;
+	if (gdrc_hooks_host_source(NULL) == GDRC_HOOKS_HOST_UCM) {
+		/* UCX 1.13's bistro mremap drops the new address (fixed in
+		 * 1.15): the call itself fails, nothing to report. */
+		print_message("skipped: ucm owns mremap\n");
+		skip();
+	}
+	p = map_pages(2);
+	t = map_pages(4);
 	rec_reset();
 	q = mremap(p, 2 * page, 2 * page, MREMAP_MAYMOVE | MREMAP_FIXED,
 		   t + page);
