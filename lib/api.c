@@ -243,6 +243,16 @@ static int host_caching(const struct gdrc_knobs *knobs, int have_kchan)
 
 	if (knobs->mem_hooks == GDRC_KNOB_HOOKS_NONE)
 		return 1;
+	/* The module's notifier is the first choice (docs/hooks.md, "Event
+	 * sources"): it sees every unmap of what it watches, raw system
+	 * calls included, and patches nothing.  Hooks someone else put in
+	 * (another context, the preload without the module) still add. */
+	if (have_kchan) {
+		if (gdrc_hooks_active() && gdrc_hooks_intact())
+			return 1;
+		gdrc_debug("host memory is watched by gdrcache.ko: glibc left unpatched");
+		return 0;
+	}
 	if (gdrc_hooks_install() == GDRC_OK && gdrc_hooks_intact())
 		return 1;
 	if (have_kchan)
@@ -802,7 +812,11 @@ GDRC_API gdrc_status_t gdrc_hooks_status(struct gdrc_ctx *ctx,
 		return GDRC_ERR_INVALID_PARAM;
 	if (ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_AUTO)
 		why = "GDRC_MEM_HOOKS=none";
-	else if (!gdrc_hooks_active())
+	else if (ctx->kchan && !ctx->cache.p.cache_host) {
+		if (reason_p)
+			*reason_p = "gdrcache.ko watches every cached host range (/dev/gdrcache); glibc left unpatched";
+		return GDRC_OK;
+	} else if (!gdrc_hooks_active())
 		why = gdrc_hooks_reason();
 	else if (!gdrc_hooks_intact())
 		why = "overwritten by another library after they went in";
@@ -872,6 +886,19 @@ GDRC_API gdrc_status_t gdrc_knob_value(const char *name, char *buf,
 	return GDRC_OK;
 }
 
+/* Can gdrcache.ko's channel be opened (GDRC_KMOD not off)? */
+static int kmod_present(const struct gdrc_knobs *knobs)
+{
+	struct gdrc_kchan *kc = NULL;
+	char why[128];
+
+	if (knobs->kmod == GDRC_KNOB_KMOD_OFF ||
+	    gdrc_kchan_open(GDRC_KCHAN_PATH, &kc, why, sizeof(why)))
+		return 0;
+	gdrc_kchan_close(kc);
+	return 1;
+}
+
 GDRC_API gdrc_status_t gdrc_install_hooks(void)
 {
 	struct gdrc_knobs knobs;
@@ -884,7 +911,14 @@ GDRC_API gdrc_status_t gdrc_install_hooks(void)
 	gdrc_log_set_level((enum gdrc_log_level)knobs.log_level);
 	if (knobs.mem_hooks != GDRC_KNOB_HOOKS_AUTO)
 		return GDRC_ERR_UNSUPPORTED;
-	status = gdrc_hooks_install();
+	if (kmod_present(&knobs)) {
+		/* Registrations are watched from the moment they are
+		 * made: no free before the first context can be missed. */
+		gdrc_debug("gdrcache.ko is loaded: glibc left unpatched");
+		status = GDRC_OK;
+	} else {
+		status = gdrc_hooks_install();
+	}
 	/* The CUDA driver's frees too: loaded, not initialised, so that
 	 * every later user of the driver gets the hooked code.  The handle
 	 * stays open: the driver is never unloaded. */

@@ -7,12 +7,14 @@
  * sees, must still make the next get a new registration.  Exits 77 where
  * /dev/gdrcache is missing.  Run by run_kmod_tests.sh.
  */
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -164,6 +166,56 @@ static void test_kmod_chan_more_than_its_slots_stay_correct(void **state)
 	syscall(SYS_munmap, q, N * PAGE);
 }
 
+/*
+ * With the module loaded and GDRC_MEM_HOOKS=auto, the module is the host
+ * event source: glibc is left unpatched (its munmap still starts with
+ * glibc's own code, not a jump), gdrc_install_hooks too leaves it, and a
+ * remap through glibc is still caught (by the kernel).
+ */
+static void test_kmod_chan_first_choice_leaves_glibc_alone(void **state)
+{
+	void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+	const unsigned char *fn;
+	struct gdrc_ctx *c2;
+	struct gdrc_mr_info i;
+	struct gdrc_mr *mr;
+	const char *why = NULL;
+	uint64_t id1;
+	char *p;
+
+	(void)state;
+	assert_non_null(libc);
+	fn = dlvsym(libc, "munmap", "GLIBC_2.2.5");
+	assert_non_null(fn);
+	unsetenv("GDRC_MEM_HOOKS");
+	assert_int_equal(gdrc_install_hooks(), GDRC_OK);
+	assert_int_equal(gdrc_init(NULL, &c2), GDRC_OK);
+	setenv("GDRC_MEM_HOOKS", "none", 1);
+	assert_int_equal(gdrc_hooks_status(c2, &why), GDRC_OK);
+	assert_non_null(why);
+	assert_non_null(strstr(why, "gdrcache.ko"));
+	assert_false(fn[0] == 0x49 && fn[1] == 0xbb); /* not our jump */
+
+	p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(p != MAP_FAILED);
+	assert_int_equal(gdrc_mr_get(c2, p, 64, 0, 0, &mr), GDRC_OK);
+	assert_int_equal(gdrc_mr_query(mr, &i), GDRC_OK);
+	assert_true(i.flags & GDRC_MR_INFO_CACHED);
+	id1 = i.id;
+	gdrc_mr_put(c2, mr);
+	assert_int_equal(munmap(p, PAGE), 0);
+	assert_true(mmap(p, PAGE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == p);
+	assert_int_equal(gdrc_mr_get(c2, p, 64, 0, 0, &mr), GDRC_OK);
+	assert_int_equal(gdrc_mr_query(mr, &i), GDRC_OK);
+	assert_true(i.id != id1);
+	gdrc_mr_put(c2, mr);
+	munmap(p, PAGE);
+	gdrc_fini(c2);
+	dlclose(libc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -174,6 +226,8 @@ int main(void)
 			test_kmod_chan_held_stays_valid_then_released),
 		cmocka_unit_test(
 			test_kmod_chan_more_than_its_slots_stay_correct),
+		cmocka_unit_test(
+			test_kmod_chan_first_choice_leaves_glibc_alone),
 	};
 
 	if (access("/dev/gdrcache", F_OK)) {

@@ -228,6 +228,7 @@ static void fresh(void *p, uint64_t old, const char *what)
 static void probes(void)
 {
 	char *p, *q, *m;
+	uintptr_t off, base;
 	uint64_t id;
 
 	p = map_at(NULL);
@@ -259,13 +260,14 @@ static void probes(void)
 	memset(m, 1, 8 << 20);
 	id = warm(m, "malloc");
 	/* The block starts past its chunk header: map whole pages. */
-	p = (char *)((uintptr_t)m & ~(uintptr_t)4095);
+	off = (uintptr_t)m & 4095;
+	base = (uintptr_t)m - off;
 	free(m); /* glibc's own munmap */
-	map_len_at(p, LEN + 4096);
-	fresh(p + ((uintptr_t)m & 4095), id, "free() of a large block");
+	p = map_len_at((void *)base, LEN + 4096);
+	fresh(p + off, id, "free() of a large block");
 	munmap(p, LEN + 4096);
 #else
-	(void)m;
+	(void)m, (void)off, (void)base;
 #endif
 }
 
