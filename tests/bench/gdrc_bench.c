@@ -213,6 +213,9 @@ struct bench_results {
 	struct bench_res hit_rotate4;
 	struct bench_res ucx_hit;
 	struct bench_res ucx_default_hit; /* child, UCX's own hooks in */
+	/* Both in one child with UCX's hooks in ([0] gdrc_init first,
+	 * [1] ucs_rcache_create first): gdrcache on UCM's events. */
+	struct bench_res mixed_gdrc[2], mixed_ucx[2];
 	struct bench_res miss;
 	struct bench_res uncached;
 	struct bench_lookup_res lookup[BENCH_MAX_LOOKUP];
@@ -225,6 +228,7 @@ struct bench_results {
 struct bench_opts {
 	int quick;
 	int ucx_child; /* --ucx-default-child: only UCX's hit, then exit */
+	int mixed_child; /* --mixed-child=N: both caches, order N, exit */
 	int gpu_only;  /* --gpu-only: a. and g. */
 	const char *json;
 	uint64_t div; /* 10 with --quick, else 1 */
@@ -628,6 +632,88 @@ static int bench_ucx_child(char *buf, const struct bench_opts *o)
 	printf("ucx-default-child %.3f %.3f %s\n", r.ucx_hit.best,
 	       r.ucx_hit.median, events);
 	ucs_rcache_destroy(rc);
+	return 0;
+}
+
+static int bench_caches_host(struct gdrc_ctx *ctx, const char *addr,
+			     int *cached);
+
+/*
+ * gdrcache and UCX's rcache in one process, as UCX-based libraries run
+ * them: UCX's own hooks in glibc, gdrcache on UCM's events (docs/hooks.md).
+ * order 0: gdrc_init first; 1: ucs_rcache_create first.  Prints one line
+ * for the parent.
+ */
+static int bench_mixed_child(char *buf, const struct bench_opts *o,
+			     int order)
+{
+	struct bench_results r = { 0 };
+	struct gdrc_ctx *ctx = NULL;
+	const char *events, *src = NULL;
+	ucs_rcache_t *rc = NULL;
+	int ret = 1, cached;
+
+	if (order == 0 && bench_check(gdrc_init(NULL, &ctx), "gdrc_init"))
+		return 1;
+	if (bench_ucx_create(&rc, &events))
+		goto out;
+	if (order == 1 && bench_check(gdrc_init(NULL, &ctx), "gdrc_init"))
+		goto out;
+	if (bench_caches_host(ctx, buf + BENCH_MAX_THREADS / 2 * BENCH_PAGE,
+			      &cached))
+		goto out;
+	if (gdrc_hooks_status(ctx, &src) != GDRC_OK || !cached) {
+		fprintf(stderr, "gdrc-bench: mixed: no host caching (%s)\n",
+			src ? src : "?");
+		goto out;
+	}
+	if (bench_hit(ctx, buf, o, &r) || bench_ucx_hit(rc, buf, o, &r))
+		goto out;
+	printf("mixed-child %.3f %.3f %.3f %.3f %s\n", r.hit.best,
+	       r.hit.median, r.ucx_hit.best, r.ucx_hit.median, src);
+	ret = 0;
+out:
+	if (rc)
+		ucs_rcache_destroy(rc);
+	gdrc_fini(ctx);
+	return ret;
+}
+
+static int bench_mixed(const struct bench_opts *o, struct bench_results *res)
+{
+	static const char *const names[2] = { "gdrc_init first",
+					      "rcache first" };
+	char cmd[256], line[512];
+
+	for (int k = 0; k < 2; k++) {
+		struct bench_res *g = &res->mixed_gdrc[k],
+				 *u = &res->mixed_ucx[k];
+		FILE *f;
+
+		snprintf(cmd, sizeof(cmd),
+			 "env -u UCX_MEM_MMAP_HOOK_MODE /proc/%d/exe "
+			 "--mixed-child=%d%s",
+			 (int)getpid(), k, o->quick ? " --quick" : "");
+		f = popen(cmd, "r");
+		if (!f)
+			return -1;
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "mixed-child %lf %lf %lf %lf",
+				   &g->best, &g->median, &u->best,
+				   &u->median) == 4)
+				g->valid = u->valid = 1;
+		if (pclose(f) || !g->valid) {
+			fprintf(stderr, "gdrc-bench: mixed child failed\n");
+			return -1;
+		}
+		printf("b. one process, %-15s gdrc %10.2f %10.2f\n",
+		       names[k], g->best, g->median);
+		printf("b. one process, %-15s ucx  %10.2f %10.2f\n",
+		       names[k], u->best, u->median);
+		printf("b. one process, %-15s ratio%10.3f %10.3f\n",
+		       names[k], g->best / u->best, g->median / u->median);
+	}
+	fflush(stdout);
 	return 0;
 }
 
@@ -2185,6 +2271,14 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 	bench_json_num(f, ucx ? res->hit.best / res->ucx_default_hit.best : 0,
 		       ucx);
 	fputs(",\n  ", f);
+	bench_json_res(f, "mixed_gdrc_first_gdrc_hit_ns", &res->mixed_gdrc[0],
+		       ",\n  ");
+	bench_json_res(f, "mixed_gdrc_first_ucx_hit_ns", &res->mixed_ucx[0],
+		       ",\n  ");
+	bench_json_res(f, "mixed_ucx_first_gdrc_hit_ns", &res->mixed_gdrc[1],
+		       ",\n  ");
+	bench_json_res(f, "mixed_ucx_first_ucx_hit_ns", &res->mixed_ucx[1],
+		       ",\n  ");
 	bench_json_res(f, "miss_ns", &res->miss, ",\n  ");
 	bench_json_res(f, "uncached_ns", &res->uncached, ",\n");
 	fputs("  \"lookup\": [", f);
@@ -2275,7 +2369,8 @@ static void bench_usage(FILE *f)
 	fprintf(f,
 		"usage: gdrc-bench [--quick] [--gpu-only] [--json PATH] "
 		"[--help]\n"
-		"(--ucx-default-child is internal: the UCX run in a child)\n"
+		"(--ucx-default-child, --mixed-child are internal: the UCX\n"
+		"runs in a child)\n"
 		"Measure libgdrcache's cache (none backend, hooks on): hit,\n"
 		"miss, lookup as registrations grow, threaded hits, GPU hits,\n"
 		"misses and classification when a GPU is there; and UCX's\n"
@@ -2294,6 +2389,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "gpu-only", no_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "ucx-default-child", no_argument, NULL, 'u' },
+		{ "mixed-child", required_argument, NULL, 'm' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -2313,6 +2409,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 'u':
 			o->ucx_child = 1;
+			break;
+		case 'm':
+			o->mixed_child = 1 + (atoi(optarg) == 1);
 			break;
 		case 'h':
 			bench_usage(stdout);
@@ -2353,6 +2452,10 @@ int main(int argc, char **argv)
 		buf = bench_mmap(buf_len, 1);
 		return buf ? bench_ucx_child(buf, &o) : 1;
 	}
+	if (o.mixed_child) {
+		buf = bench_mmap(buf_len, 1);
+		return buf ? bench_mixed_child(buf, &o, o.mixed_child - 1) : 1;
+	}
 	bench_ucx_hook_mode(argv);
 #endif
 	bench_machine_info(&res.machine);
@@ -2387,7 +2490,8 @@ int main(int argc, char **argv)
 		goto gpu;
 #ifdef GDRC_BENCH_HAVE_UCX
 	if (bench_ucx_create(&rc, &res.machine.ucx_events) ||
-	    bench_ucx_hit(rc, buf, &o, &res) || bench_ucx_default(&o, &res))
+	    bench_ucx_hit(rc, buf, &o, &res) || bench_ucx_default(&o, &res) ||
+	    bench_mixed(&o, &res))
 		goto out;
 #else
 	printf("b. ucx: not built\n");
