@@ -173,7 +173,7 @@ static void hooks_check(void)
 		const char *src;
 
 		gdrc_hooks_host_source(&src);
-		gdrc_info("memory hooks were overwritten by ucx: host memory events now come from %s",
+		gdrc_info("memory hooks were overwritten by another library: host memory events now come from %s",
 			  src);
 		return;
 	}

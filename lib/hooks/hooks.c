@@ -79,12 +79,14 @@ static gdrc_status_t hooks_status = GDRC_ERR_UNSUPPORTED; /* after once */
 static atomic_int hooks_on;
 static atomic_int hooks_done;   /* hooks_why is final */
 static char hooks_why[256];     /* written once, under hooks_once */
-/* The host source (hooks.h): set under hooks_once, changed from PATCH to
- * UCM by a retake, under hooks_retake_lock.  Each name is written once,
- * before hooks_src names it. */
+/* The host source (hooks.h) and its description: set under hooks_once,
+ * changed by a retake under hooks_retake_lock.  A description is written
+ * into the next of a few buffers before hooks_src_name points at it, so a
+ * reader holding the last one keeps a whole string. */
 static _Atomic int hooks_src = GDRC_HOOKS_HOST_NONE;
-static char hooks_patch_name[300];
-static char hooks_ucm_name[600];
+static char hooks_names[4][600];
+static unsigned hooks_names_next;
+static const char *_Atomic hooks_src_name;
 static pthread_mutex_t hooks_retake_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ------------------------------------------------------------------
@@ -365,6 +367,19 @@ static int hooks_self_test(const struct gdrc_patch_libc *libc, char *why,
 #endif
 
 #if defined(__x86_64__)
+/* Install time or retake: the next description of the source. */
+__attribute__((format(printf, 1, 2)))
+static void hooks_name_set(const char *fmt, ...)
+{
+	char *buf = hooks_names[hooks_names_next++ % 4];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(hooks_names[0]), fmt, ap);
+	va_end(ap);
+	atomic_store(&hooks_src_name, buf);
+}
+
 /* Point the probe (hooks.h) at munmap's bytes as they are now. */
 static void hooks_probe_set(const void *munmap_fn)
 {
@@ -377,8 +392,9 @@ static void hooks_probe_set(const void *munmap_fn)
 
 /*
  * Install time, or a retake.  libc's munmap already jumps elsewhere: if
- * into UCX's UCM, receive its events (ucm.c).  @return 0 with the
- * source switched to UCM; -1 with why.
+ * into UCX's UCM, receive its events (ucm.c).  @return 0 subscribed
+ * (*munmap_p and the name set); 1 UCM does not own munmap (why
+ * untouched); -1 it does, but its events do not reach us (why set).
  */
 static int hooks_try_ucm(void **munmap_p, char *why, size_t why_len)
 {
@@ -388,22 +404,48 @@ static int hooks_try_ucm(void **munmap_p, char *why, size_t why_len)
 
 	if (gdrc_patch_owner("munmap", &fn, owner, sizeof(owner)) != 1 ||
 	    !owner[0])
-		return -1; /* not redirected, or to no object: why as is */
+		return 1; /* not redirected, or to no object */
 	ret = gdrc_ucm_start(owner, ucm_why, sizeof(ucm_why));
 	if (ret > 0)
-		return -1; /* not UCM: the patcher's why names the owner */
+		return 1; /* not UCM */
 	if (ret < 0) {
-		size_t n = strlen(why);
-
-		snprintf(why + n, why_len - n,
-			 "; it is ucx's ucm, whose events do not reach us (%s)",
-			 ucm_why);
+		snprintf(why, why_len,
+			 "libc's munmap already jumps into %s (ucx's ucm), whose events do not reach us: %s",
+			 owner, ucm_why);
 		return -1;
 	}
-	snprintf(hooks_ucm_name, sizeof(hooks_ucm_name), "ucx ucm events (%s)",
-		 owner);
+	hooks_name_set("ucx ucm events (%s)", owner);
 	gdrc_debug("host memory events from ucx's ucm in %s", owner);
 	*munmap_p = fn;
+	return 0;
+}
+
+/*
+ * Install time, or a retake.  Patch glibc (chained to Open MPI's or
+ * libfabric's hooks where those went first) and self-test.
+ * @return 0 with *munmap_p and the name set; -1 with why.
+ */
+static int hooks_try_patch(void **munmap_p, char *why, size_t why_len)
+{
+	struct gdrc_patch_libc libc;
+
+	if (gdrc_patch_apply(&libc, why, why_len))
+		return -1;
+	if (hooks_self_test(&libc, why, why_len)) {
+		gdrc_patch_revert();
+		return -1;
+	}
+	if (libc.chained_to) {
+		hooks_name_set("glibc patched (%s), chained to the hooks of %s",
+			       libc.path, libc.chained_to);
+		gdrc_debug("memory hooks installed in %s over those of %s",
+			   libc.path, libc.chained_to);
+	} else {
+		hooks_name_set("glibc patched (%s)", libc.path);
+		gdrc_debug("memory hooks installed in %s: munmap mremap madvise brk mmap",
+			   libc.path);
+	}
+	*munmap_p = (void *)libc.munmap;
 	return 0;
 }
 #endif
@@ -412,34 +454,29 @@ static int hooks_try_ucm(void **munmap_p, char *why, size_t why_len)
 static int hooks_try(char *why, size_t why_len)
 {
 #if defined(__x86_64__)
-	struct gdrc_patch_libc libc;
 	long page = sysconf(_SC_PAGESIZE);
+	void *fn;
+	int ret;
 
 	if (page <= 0 || (page & (page - 1))) {
 		snprintf(why, why_len, "odd page size %ld", page);
 		return -1;
 	}
 	atomic_store(&hooks_page_mask, (uintptr_t)page - 1);
-	if (gdrc_patch_apply(&libc, why, why_len)) {
-		void *fn;
-
-		if (hooks_try_ucm(&fn, why, why_len))
-			return -1;
-		atomic_store(&hooks_src, GDRC_HOOKS_HOST_UCM);
-		hooks_probe_set(fn);
-		return 0;
-	}
-	if (hooks_self_test(&libc, why, why_len)) {
-		gdrc_patch_revert();
+	/* UCM's events where UCM owns glibc's code, else our patch (which
+	 * fails over any other owner but Open MPI and libfabric). */
+	ret = hooks_try_ucm(&fn, why, why_len);
+	if (ret < 0)
 		return -1;
+	if (!ret) {
+		atomic_store(&hooks_src, GDRC_HOOKS_HOST_UCM);
+	} else {
+		if (hooks_try_patch(&fn, why, why_len))
+			return -1;
+		atomic_store(&hooks_src, GDRC_HOOKS_HOST_PATCH);
 	}
-	gdrc_debug("memory hooks installed in %s: munmap mremap madvise brk mmap",
-		   libc.path);
-	snprintf(hooks_patch_name, sizeof(hooks_patch_name),
-		 "glibc patched (%s)", libc.path);
-	atomic_store(&hooks_src, GDRC_HOOKS_HOST_PATCH);
-	/* Read once, now that our jump is in place (see hooks.h). */
-	hooks_probe_set((const void *)libc.munmap);
+	/* Read once, now that the source is in place (see hooks.h). */
+	hooks_probe_set(fn);
 	return 0;
 #else
 	snprintf(why, why_len,
@@ -500,9 +537,9 @@ int gdrc_hooks_host_source(const char **name_p)
 					GDRC_HOOKS_HOST_NONE;
 
 	if (name_p)
-		*name_p = src == GDRC_HOOKS_HOST_PATCH ? hooks_patch_name :
-			  src == GDRC_HOOKS_HOST_UCM	 ? hooks_ucm_name :
-							   NULL;
+		*name_p = src == GDRC_HOOKS_HOST_NONE ?
+				  NULL :
+				  atomic_load(&hooks_src_name);
 	return src;
 }
 
@@ -520,15 +557,25 @@ gdrc_status_t gdrc_hooks_retake(void (*flush)(void))
 	pthread_mutex_lock(&hooks_retake_lock);
 	if (gdrc_hooks_intact()) {
 		st = GDRC_OK; /* another thread did it */
-	} else if (gdrc_hooks_active() &&
-		   atomic_load(&hooks_src) == GDRC_HOOKS_HOST_PATCH) {
-		snprintf(why, sizeof(why), "not by ucx's ucm");
-		if (!hooks_try_ucm(&fn, why, sizeof(why))) {
+	} else if (gdrc_hooks_active()) {
+		/* UCM wrote over our patch: its events.  Anything else that
+		 * is now there: our patch again, chained to Open MPI's or
+		 * libfabric's, or plain where glibc's code was put back. */
+		int src = GDRC_HOOKS_HOST_UCM;
+		int ret = atomic_load(&hooks_src) == GDRC_HOOKS_HOST_PATCH ?
+				  hooks_try_ucm(&fn, why, sizeof(why)) :
+				  1;
+
+		if (ret > 0) {
+			src = GDRC_HOOKS_HOST_PATCH;
+			ret = hooks_try_patch(&fn, why, sizeof(why));
+		}
+		if (!ret) {
 			/* The probe keeps failing until the flush is
 			 * queued: a fast hit in between would trust a
 			 * registration whose unmap went unseen. */
 			flush();
-			atomic_store(&hooks_src, GDRC_HOOKS_HOST_UCM);
+			atomic_store(&hooks_src, src);
 			hooks_probe_set(fn);
 			st = GDRC_OK;
 		} else {

@@ -57,11 +57,16 @@ struct gdrc_patch_libc {
 		      off_t off);
 	int (*munmap)(void *addr, size_t len);
 	const char *path; /* libc's file name, for the log */
+	/* The object whose hooks ours call (Open MPI's, libfabric's), whose
+	 * patch ours went over; NULL when we make the system calls. */
+	const char *chained_to;
 };
 
 /*
- * Install time, under hooks.c's once.  Patch libc's munmap, mremap,
- * madvise, brk and mmap: all of them or none.
+ * Install time, under hooks.c's once, or a retake (hooks.c's retake
+ * lock).  Patch libc's munmap, mremap, madvise, brk and mmap: all of them
+ * or none.  A function Open MPI's or libfabric's hooks patched first is
+ * patched over, ours calling theirs (chained).
  * @return 0 and fills *libc; -1 with a reason in why (nothing patched).
  */
 int gdrc_patch_apply(struct gdrc_patch_libc *libc, char *why,

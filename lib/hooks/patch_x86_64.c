@@ -84,6 +84,11 @@ struct patch_site {
 	uint8_t *addr;          /* libc's entry point; set at apply */
 	uint8_t orig[PATCH_LEN]; /* its first bytes, to revert */
 	int patched;
+	/* Chained: the replacement of the library that patched this first
+	 * (Open MPI's or libfabric's, which make the system call
+	 * themselves), called instead of the system call; else NULL. */
+	void *_Atomic chain;
+	void *chain_next;       /* found by resolve, stored at apply */
 };
 
 /* glibc's __curbrk, the break as sbrk and malloc know it. */
@@ -136,13 +141,38 @@ static inline int patch_may_have_lost(long ret, const void *addr)
 	return !patch_failed(ret) || !((uintptr_t)addr & 4095); /* x86-64 */
 }
 
+enum {
+	PATCH_MUNMAP, PATCH_MREMAP, PATCH_MADVISE, PATCH_BRK, PATCH_MMAP,
+	PATCH_COUNT
+};
+
+static struct patch_site patch_sites[PATCH_COUNT];
+
+/* Hook context: the chained function of site i, or NULL. */
+GDRC_HOOK_CONTEXT
+static inline void *patch_chain(int i)
+{
+	return atomic_load_explicit(&patch_sites[i].chain,
+				    memory_order_acquire);
+}
+
+/* Hook context: a libc-style result (-1 or MAP_FAILED with errno) in the
+ * kernel's convention, as the system call would have returned it. */
+GDRC_HOOK_CONTEXT
+static inline long patch_kret(long r)
+{
+	return r == -1 ? -(long)errno : r;
+}
+
 /* Hook context. */
 GDRC_HOOK_CONTEXT
 static int patch_munmap(void *addr, size_t len)
 {
+	int (*chain)(void *, size_t) = patch_chain(PATCH_MUNMAP);
 	unsigned busy = gdrc_hooks_enter();
-	long ret = patch_syscall6(SYS_munmap, (long)addr, (long)len, 0, 0, 0,
-				  0);
+	long ret = chain ? patch_kret(chain(addr, len)) :
+			   patch_syscall6(SYS_munmap, (long)addr, (long)len,
+					  0, 0, 0, 0);
 
 	if (patch_may_have_lost(ret, addr))
 		gdrc_hooks_report((uintptr_t)addr, len);
@@ -162,6 +192,7 @@ GDRC_HOOK_CONTEXT
 static void *patch_mremap(void *old, size_t old_len, size_t new_len,
 			  int flags, ...)
 {
+	void *(*chain)(void *, size_t, size_t, int, void *) = patch_chain(PATCH_MREMAP);
 	void *want = NULL;
 	unsigned busy;
 	va_list ap;
@@ -173,9 +204,13 @@ static void *patch_mremap(void *old, size_t old_len, size_t new_len,
 		va_end(ap);
 	}
 	busy = gdrc_hooks_enter();
-	ret = patch_syscall6(SYS_mremap, (long)old, (long)old_len,
-			     (long)new_len, (long)(unsigned int)flags,
-			     (long)want, 0);
+	if (chain)
+		ret = patch_kret(
+			(long)chain(old, old_len, new_len, flags, want));
+	else
+		ret = patch_syscall6(SYS_mremap, (long)old, (long)old_len,
+				     (long)new_len, (long)(unsigned int)flags,
+				     (long)want, 0);
 	if (patch_failed(ret)) {
 		/* What may already be gone: the target, unmapped first, and
 		 * a shrink's tail (see patch_may_have_lost). */
@@ -214,9 +249,11 @@ static int patch_madvise(void *addr, size_t len, int advice)
 	int loses = advice == MADV_DONTNEED || advice == MADV_FREE ||
 		    advice == MADV_REMOVE || advice == MADV_DONTNEED_LOCKED ||
 		    advice == MADV_GUARD_INSTALL;
+	int (*chain)(void *, size_t, int) = patch_chain(PATCH_MADVISE);
 	unsigned busy = loses ? gdrc_hooks_enter() : 0;
-	long ret = patch_syscall6(SYS_madvise, (long)addr, (long)len,
-				  (long)advice, 0, 0, 0);
+	long ret = chain ? patch_kret(chain(addr, len, advice)) :
+			   patch_syscall6(SYS_madvise, (long)addr, (long)len,
+					  (long)advice, 0, 0, 0);
 
 	if (loses) {
 		if (patch_may_have_lost(ret, addr))
@@ -242,9 +279,23 @@ static int patch_brk(void *addr)
 	/* Only a shrink opens a window: the kernel never lowers the break
 	 * when asked to raise it.  old is 0 before glibc first asked. */
 	int shrink = (uintptr_t)addr < old;
+	int (*chain)(void *) = patch_chain(PATCH_BRK);
 	unsigned busy = shrink ? gdrc_hooks_enter() : 0;
-	long ret = patch_syscall6(SYS_brk, (long)addr, 0, 0, 0, 0, 0);
+	long ret;
 
+	if (chain) {
+		/* Open MPI's and libfabric's brk keep __curbrk themselves. */
+		int r = chain(addr), e = errno;
+
+		ret = (long)*patch_curbrk;
+		if (old && (uintptr_t)ret < old)
+			gdrc_hooks_report((uintptr_t)ret, old - (uintptr_t)ret);
+		if (shrink)
+			gdrc_hooks_leave(busy);
+		errno = e;
+		return r;
+	}
+	ret = patch_syscall6(SYS_brk, (long)addr, 0, 0, 0, 0, 0);
 	*patch_curbrk = (void *)ret;
 	/* Also a break found lower than glibc knew it (a raw brk). */
 	if (old && (uintptr_t)ret < old)
@@ -266,6 +317,7 @@ GDRC_HOOK_CONTEXT
 static void *patch_mmap(void *addr, size_t len, int prot, int flags, int fd,
 			off_t off)
 {
+	void *(*chain)(void *, size_t, int, int, int, off_t) = patch_chain(PATCH_MMAP);
 	int fixed = (flags & MAP_FIXED) != 0;
 	unsigned busy;
 	long ret;
@@ -276,9 +328,13 @@ static void *patch_mmap(void *addr, size_t len, int prot, int flags, int fd,
 		return MAP_FAILED;
 	}
 	busy = fixed ? gdrc_hooks_enter() : 0;
-	ret = patch_syscall6(SYS_mmap, (long)addr, (long)len,
-			     (long)(unsigned int)prot,
-			     (long)(unsigned int)flags, (long)fd, (long)off);
+	if (chain)
+		ret = patch_kret((long)chain(addr, len, prot, flags, fd, off));
+	else
+		ret = patch_syscall6(SYS_mmap, (long)addr, (long)len,
+				     (long)(unsigned int)prot,
+				     (long)(unsigned int)flags, (long)fd,
+				     (long)off);
 	/* A failed MAP_FIXED may already have unmapped the old range. */
 	if (fixed) {
 		gdrc_hooks_report((uintptr_t)addr, len);
@@ -291,9 +347,7 @@ static void *patch_mmap(void *addr, size_t len, int prot, int flags, int fd,
 	return (void *)ret;
 }
 
-enum { PATCH_MUNMAP, PATCH_MREMAP, PATCH_MADVISE, PATCH_BRK, PATCH_MMAP };
-
-static struct patch_site patch_sites[] = {
+static struct patch_site patch_sites[PATCH_COUNT] = {
 	[PATCH_MUNMAP] = { .name = "munmap", .repl = (void *)patch_munmap },
 	[PATCH_MREMAP] = { .name = "mremap", .repl = (void *)patch_mremap },
 	[PATCH_MADVISE] = { .name = "madvise", .repl = (void *)patch_madvise },
@@ -384,6 +438,36 @@ static int patch_redirected(const uint8_t *code, uintptr_t *target_p)
 	return 0;
 }
 
+/* The object our patch chains to ("" when none), for the log. */
+static char patch_chained_to[256];
+
+/*
+ * May our patch go over this foreign one, calling the function it jumps
+ * to?  Only over libraries whose replacements we have read to make the
+ * system call themselves, never returning into libc's entry (which would
+ * now lead back to us): Open MPI's memory patcher (libopen-pal, 4.x) and
+ * libfabric's memhooks (1.x), both of which write exactly our 13 bytes
+ * with their own target.  UCX's UCM is not chained: its events are used
+ * (ucm.c).
+ */
+static int patch_chainable(const uint8_t *code, const char *who)
+{
+	static const char *const owners[] = { "libopen-pal.so",
+					      "libfabric.so" };
+	uint8_t p[PATCH_LEN];
+	const char *base = strrchr(who, '/');
+
+	base = base ? base + 1 : who;
+	gdrc_code_read(p, code, sizeof(p));
+	if (p[0] != 0x49 || p[1] != 0xbb || p[PATCH_JMP_OFF] != 0x41 ||
+	    p[PATCH_JMP_OFF + 1] != 0xff || p[PATCH_JMP_OFF + 2] != 0xe3)
+		return 0;
+	for (size_t i = 0; i < GDRC_ARRAY_SIZE(owners); i++)
+		if (!strncmp(base, owners[i], strlen(owners[i])))
+			return 1;
+	return 0;
+}
+
 /*
  * Find libc's own definition (not a sanitizer's or preload's interposer,
  * which a handle lookup skips), check it can take the patch, and save its
@@ -423,6 +507,7 @@ static int patch_resolve(struct patch_site *site, void *libc,
 			 site->name, info.dli_fname ? info.dli_fname : "?");
 		return -1;
 	}
+	site->chain_next = NULL;
 	if (patch_redirected(addr, &target)) {
 		Dl_info owner;
 		const char *who = "an unknown object";
@@ -430,10 +515,16 @@ static int patch_resolve(struct patch_site *site, void *libc,
 		if (target && dladdr((void *)target, &owner) &&
 		    owner.dli_fname && owner.dli_fname[0])
 			who = owner.dli_fname;
-		snprintf(why, why_len,
-			 "libc's %s already jumps to %p in %s: another copy of libgdrcache or another hook library (ucx, libfabric, open mpi) owns it",
-			 site->name, (void *)target, who);
-		return -1;
+		if (patch_chainable(addr, who)) {
+			site->chain_next = (void *)target;
+			snprintf(patch_chained_to, sizeof(patch_chained_to),
+				 "%s", who);
+		} else {
+			snprintf(why, why_len,
+				 "libc's %s already jumps to %p in %s: another copy of libgdrcache or another hook library (ucx, libfabric, open mpi) owns it",
+				 site->name, (void *)target, who);
+			return -1;
+		}
 	}
 	site->addr = addr;
 	patch_read(site->orig, addr);
@@ -516,6 +607,7 @@ int gdrc_patch_apply(struct gdrc_patch_libc *libc, char *why,
 			 "libc.so.6 is not loaded (static link or another libc)");
 		return -1;
 	}
+	patch_chained_to[0] = '\0';
 	for (i = 0; i < GDRC_ARRAY_SIZE(patch_sites); i++) {
 		if (patch_resolve(&patch_sites[i], h, &base, why, why_len)) {
 			dlclose(h);
@@ -532,6 +624,9 @@ int gdrc_patch_apply(struct gdrc_patch_libc *libc, char *why,
 	for (i = 0; i < GDRC_ARRAY_SIZE(patch_sites); i++) {
 		struct patch_site *site = &patch_sites[i];
 
+		/* Before our jump goes in: its first caller must see it. */
+		atomic_store_explicit(&site->chain, site->chain_next,
+				      memory_order_release);
 		patch_encode(code, site->repl);
 		if (patch_write(site->addr, code)) {
 			err = errno;
@@ -549,6 +644,7 @@ int gdrc_patch_apply(struct gdrc_patch_libc *libc, char *why,
 	libc->path = "libc.so.6";
 	if (dladdr(patch_sites[PATCH_MUNMAP].addr, &info) && info.dli_fname)
 		libc->path = info.dli_fname;
+	libc->chained_to = patch_chained_to[0] ? patch_chained_to : NULL;
 	return 0;
 }
 
