@@ -33,8 +33,16 @@
  * The MR's handle field is not meaningful; ibv_rereg_mr of a cached MR
  * fails with IBV_REREG_MR_ERR_INPUT.
  *
- * Locks: preload_lock guards the PD and MR tables; it is never held
- * across a call into the cache or libibverbs.
+ * Scaling: a cached reg+dereg takes no lock and calls no malloc.  PDs
+ * sit in a fixed table read without a lock (a per-thread hint finds the
+ * last one at once).  Our MRs are carved from arenas of our own, 1 MiB
+ * aligned, so whether an MR handed to ibv_dereg_mr is ours is a lookup of
+ * its arena, not of a table every thread writes; freed ones go back to a
+ * per-thread list, and only its overflow (or a thread's exit) takes the
+ * lock.
+ *
+ * Locks: preload_lock guards PD slot changes, arena growth and the spare
+ * list; it is never held across a call into the cache or libibverbs.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -42,18 +50,15 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <infiniband/verbs.h>
 
 #include <gdrcache.h>
-
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(elt) (preload_oom = 1)
-static int preload_oom; /* under preload_lock */
-#include <uthash.h>
 
 /* rdma-core makes these macros that pick a function; we define both. */
 #undef ibv_reg_mr
@@ -64,25 +69,55 @@ static int preload_oom; /* under preload_lock */
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                  \
 	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 
+/* Protection domains with a cache at once; more pass through. */
+#define PRELOAD_MAX_PDS 64
+/* Arenas of MRs: size (also their alignment), and how many at most
+ * (PRELOAD_MAX_ARENAS * ~10,000 MRs held at once). */
+#define PRELOAD_ARENA (1UL << 20)
+#define PRELOAD_MAX_ARENAS 1024
+/* A thread's free MRs: fetched this many at a time, given back past
+ * twice that. */
+#define PRELOAD_BATCH 64
+
+#define PRELOAD_TLS __thread __attribute__((tls_model("initial-exec")))
+
 struct preload_pd {
-	struct ibv_pd *pd;       /* key */
+	struct ibv_pd *_Atomic pd; /* NULL: free; published after ctx */
 	struct gdrc_ctx *ctx;
-	unsigned long mrs;       /* our MRs on it, not yet deregistered */
-	UT_hash_handle hh;
 };
 
 struct preload_mr {
-	struct ibv_mr mr;        /* what the program holds */
-	struct ibv_mr *self;     /* key: &mr */
+	struct ibv_mr mr;          /* what the program holds: first */
+	atomic_int live;           /* handed out, not yet deregistered */
 	struct gdrc_mr *gmr;
 	struct preload_pd *ppd;
-	UT_hash_handle hh;
+	struct preload_mr *next;   /* on a free list */
 };
 
+struct preload_arena {
+	/* carved: objects handed out of this arena so far */
+	_Atomic unsigned long carved;
+};
+
+/* Objects start past the header, each at a multiple of their size. */
+#define PRELOAD_FIRST                                                        \
+	((sizeof(struct preload_arena) + sizeof(struct preload_mr) - 1) /    \
+	 sizeof(struct preload_mr) * sizeof(struct preload_mr))
+#define PRELOAD_PER_ARENA                                                    \
+	((PRELOAD_ARENA - PRELOAD_FIRST) / sizeof(struct preload_mr))
+
 static pthread_mutex_t preload_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct preload_pd *preload_pds;   /* under preload_lock */
-static struct preload_mr *preload_mrs;   /* under preload_lock */
+static struct preload_pd preload_pds[PRELOAD_MAX_PDS];
+static struct preload_arena *_Atomic preload_arenas[PRELOAD_MAX_ARENAS];
+static _Atomic unsigned preload_narenas;
+static struct preload_mr *preload_spare; /* under preload_lock */
 static int preload_mr_on;                /* fixed after the constructor */
+static pthread_key_t preload_key;        /* gives a thread's list back */
+
+static PRELOAD_TLS struct preload_pd *tls_pd;     /* last PD used */
+static PRELOAD_TLS struct preload_mr *tls_free;   /* free MRs */
+static PRELOAD_TLS unsigned tls_nfree;
+static PRELOAD_TLS int tls_keyed;                  /* destructor set */
 
 static struct {
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
@@ -100,21 +135,29 @@ static struct {
  * Tables.
  * ------------------------------------------------------------------ */
 
+static struct preload_pd *pd_find(struct ibv_pd *pd)
+{
+	for (int i = 0; i < PRELOAD_MAX_PDS; i++)
+		if (atomic_load_explicit(&preload_pds[i].pd,
+					 memory_order_acquire) == pd)
+			return &preload_pds[i];
+	return NULL;
+}
+
 /* The context of pd, made at its first use.  NULL: pass through. */
 static struct preload_pd *pd_get(struct ibv_pd *pd)
 {
 	struct gdrc_config cfg = { .field_mask = GDRC_CONFIG_FIELD_PD,
 				   .pd = pd };
-	struct preload_pd *ppd, *other = NULL;
+	struct preload_pd *ppd = tls_pd, *slot = NULL;
 	struct gdrc_ctx *ctx;
 	gdrc_status_t status;
-	int added = 0;
 
-	pthread_mutex_lock(&preload_lock);
-	HASH_FIND_PTR(preload_pds, &pd, ppd);
-	pthread_mutex_unlock(&preload_lock);
-	if (ppd)
+	if (ppd && atomic_load_explicit(&ppd->pd, memory_order_acquire) == pd)
 		return ppd;
+	ppd = pd_find(pd);
+	if (ppd)
+		return tls_pd = ppd;
 
 	status = gdrc_init(&cfg, &ctx);
 	if (status) {
@@ -124,25 +167,169 @@ static struct preload_pd *pd_get(struct ibv_pd *pd)
 				(void *)pd, gdrc_status_str(status));
 		return NULL;
 	}
-	ppd = calloc(1, sizeof(*ppd));
-	if (ppd) {
-		ppd->pd = pd;
-		ppd->ctx = ctx;
-		pthread_mutex_lock(&preload_lock);
-		/* Another thread may have made one meanwhile: use that. */
-		HASH_FIND_PTR(preload_pds, &pd, other);
-		if (!other) {
-			preload_oom = 0;
-			HASH_ADD_PTR(preload_pds, pd, ppd);
-			added = !preload_oom;
-		}
-		pthread_mutex_unlock(&preload_lock);
-		if (added)
-			return ppd;
-		free(ppd);
+	pthread_mutex_lock(&preload_lock);
+	/* Another thread may have made one meanwhile: use that. */
+	ppd = pd_find(pd);
+	if (!ppd && (slot = pd_find(NULL)) != NULL) {
+		slot->ctx = ctx;
+		atomic_store_explicit(&slot->pd, pd, memory_order_release);
 	}
+	pthread_mutex_unlock(&preload_lock);
+	if (slot)
+		return tls_pd = slot;
 	gdrc_fini(ctx);
-	return other;
+	if (!ppd)
+		gdrc_log_printf(GDRC_LOG_WARN,
+				"preload: more than %d protection domains: "
+				"pd %p's registrations pass through",
+				PRELOAD_MAX_PDS, (void *)pd);
+	return ppd ? (tls_pd = ppd) : NULL;
+}
+
+/* Is mr one of ours (an object in one of our arenas)?  No lock. */
+static struct preload_mr *mr_ours(struct ibv_mr *mr)
+{
+	uintptr_t base = (uintptr_t)mr & ~(PRELOAD_ARENA - 1);
+	uintptr_t off = (uintptr_t)mr - base;
+	unsigned n = atomic_load_explicit(&preload_narenas,
+					  memory_order_acquire);
+
+	if (!mr || off < PRELOAD_FIRST ||
+	    (off - PRELOAD_FIRST) % sizeof(struct preload_mr))
+		return NULL;
+	for (unsigned i = 0; i < n; i++)
+		if ((uintptr_t)atomic_load_explicit(&preload_arenas[i],
+						    memory_order_relaxed) ==
+		    base)
+			return (struct preload_mr *)mr;
+	return NULL;
+}
+
+/* A new arena, 1 MiB aligned.  Under preload_lock.  @return 0 or -1. */
+static int arena_grow(void)
+{
+	unsigned n = atomic_load(&preload_narenas);
+	uintptr_t p, a;
+
+	if (n == PRELOAD_MAX_ARENAS)
+		return -1;
+	p = (uintptr_t)mmap(NULL, 2 * PRELOAD_ARENA, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == (uintptr_t)MAP_FAILED)
+		return -1;
+	a = (p + PRELOAD_ARENA - 1) & ~(PRELOAD_ARENA - 1);
+	if (a > p)
+		munmap((void *)p, a - p);
+	if (a + PRELOAD_ARENA < p + 2 * PRELOAD_ARENA)
+		munmap((void *)(a + PRELOAD_ARENA),
+		       p + 2 * PRELOAD_ARENA - a - PRELOAD_ARENA);
+	atomic_store(&preload_arenas[n], (struct preload_arena *)a);
+	atomic_store_explicit(&preload_narenas, n + 1, memory_order_release);
+	return 0;
+}
+
+/* Under preload_lock: up to PRELOAD_BATCH free MRs onto this thread's
+ * list, from the spare list or a fresh part of an arena. */
+static void mr_refill(void)
+{
+	for (unsigned got = 0; got < PRELOAD_BATCH; got++) {
+		struct preload_mr *m = preload_spare;
+
+		if (m) {
+			preload_spare = m->next;
+		} else {
+			unsigned n = atomic_load(&preload_narenas);
+			struct preload_arena *a =
+				n ? atomic_load(&preload_arenas[n - 1]) : NULL;
+			unsigned long c;
+
+			if (!a || atomic_load(&a->carved) == PRELOAD_PER_ARENA) {
+				if (arena_grow())
+					return;
+				continue;
+			}
+			c = atomic_load(&a->carved);
+			m = (struct preload_mr *)((char *)a + PRELOAD_FIRST +
+						  c * sizeof(*m));
+			/* Counted after it is set up: dealloc_pd reads
+			 * carved objects without the lock. */
+			atomic_init(&m->live, 0);
+			atomic_store(&a->carved, c + 1);
+		}
+		m->next = tls_free;
+		tls_free = m;
+		tls_nfree++;
+	}
+}
+
+/* A thread's list goes back to the spare list (at its exit, or when it
+ * holds too many). */
+static void mr_give_back(unsigned keep)
+{
+	pthread_mutex_lock(&preload_lock);
+	while (tls_nfree > keep) {
+		struct preload_mr *m = tls_free;
+
+		tls_free = m->next;
+		tls_nfree--;
+		m->next = preload_spare;
+		preload_spare = m;
+	}
+	pthread_mutex_unlock(&preload_lock);
+}
+
+static void mr_thread_exit(void *arg)
+{
+	(void)arg;
+	mr_give_back(0);
+}
+
+static struct preload_mr *mr_alloc(void)
+{
+	struct preload_mr *m;
+
+	if (!tls_free) {
+		if (!tls_keyed) {
+			tls_keyed = 1;
+			pthread_setspecific(preload_key, (void *)1);
+		}
+		pthread_mutex_lock(&preload_lock);
+		mr_refill();
+		pthread_mutex_unlock(&preload_lock);
+		if (!tls_free)
+			return NULL;
+	}
+	m = tls_free;
+	tls_free = m->next;
+	tls_nfree--;
+	return m;
+}
+
+static void mr_free(struct preload_mr *m)
+{
+	m->next = tls_free;
+	tls_free = m;
+	if (++tls_nfree > 2 * PRELOAD_BATCH)
+		mr_give_back(PRELOAD_BATCH);
+}
+
+/* Does the program still hold an MR of ours on ppd?  No lock needed: an
+ * object is counted in carved only once it is set up. */
+static int pd_busy(const struct preload_pd *ppd)
+{
+	unsigned n = atomic_load(&preload_narenas);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct preload_arena *a = atomic_load(&preload_arenas[i]);
+		unsigned long c = atomic_load(&a->carved);
+		struct preload_mr *m =
+			(struct preload_mr *)((char *)a + PRELOAD_FIRST);
+
+		for (unsigned long k = 0; k < c; k++)
+			if (atomic_load(&m[k].live) && m[k].ppd == ppd)
+				return 1;
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------------
@@ -173,12 +360,12 @@ static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
 		gacc |= GDRC_ACCESS_REMOTE_READ;
 	if (access & IBV_ACCESS_REMOTE_ATOMIC)
 		gacc |= GDRC_ACCESS_REMOTE_ATOMIC;
-	pmr = malloc(sizeof(*pmr));
+	pmr = mr_alloc();
 	if (!pmr)
 		return NULL;
 	status = gdrc_mr_get(ppd->ctx, addr, len, gacc, 0, &gmr);
 	if (status) {
-		free(pmr);
+		mr_free(pmr);
 		return NULL;
 	}
 	memset(&pmr->mr, 0, sizeof(pmr->mr));
@@ -188,38 +375,10 @@ static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
 	pmr->mr.length = len;
 	pmr->mr.lkey = gdrc_mr_lkey(gmr);
 	pmr->mr.rkey = gdrc_mr_rkey(gmr);
-	pmr->self = &pmr->mr;
 	pmr->gmr = gmr;
 	pmr->ppd = ppd;
-	pthread_mutex_lock(&preload_lock);
-	preload_oom = 0;
-	HASH_ADD_PTR(preload_mrs, self, pmr);
-	if (!preload_oom)
-		ppd->mrs++;
-	pthread_mutex_unlock(&preload_lock);
-	if (preload_oom) {
-		gdrc_mr_put(ppd->ctx, gmr);
-		free(pmr);
-		return NULL;
-	}
+	atomic_store_explicit(&pmr->live, 1, memory_order_release);
 	return &pmr->mr;
-}
-
-/* Take mr out of the table if it is ours.  @return it, or NULL. */
-static struct preload_mr *mr_take(struct ibv_mr *mr)
-{
-	struct preload_mr *pmr = NULL;
-
-	if (!mr)
-		return NULL;
-	pthread_mutex_lock(&preload_lock);
-	HASH_FIND_PTR(preload_mrs, &mr, pmr);
-	if (pmr) {
-		HASH_DEL(preload_mrs, pmr);
-		pmr->ppd->mrs--;
-	}
-	pthread_mutex_unlock(&preload_lock);
-	return pmr;
 }
 
 GDRC_API struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,
@@ -254,25 +413,23 @@ GDRC_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 
 GDRC_API int ibv_dereg_mr(struct ibv_mr *mr)
 {
-	struct preload_mr *pmr = mr_take(mr);
+	struct preload_mr *pmr = mr_ours(mr);
+	int one = 1;
 
 	if (!pmr)
 		return real.dereg_mr(mr);
+	/* A second dereg of the same MR is the program's error. */
+	if (!atomic_compare_exchange_strong(&pmr->live, &one, 0))
+		return EINVAL;
 	gdrc_mr_put(pmr->ppd->ctx, pmr->gmr);
-	free(pmr);
+	mr_free(pmr);
 	return 0;
 }
 
 GDRC_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			  void *addr, size_t length, int access)
 {
-	struct preload_mr *pmr = NULL;
-
-	pthread_mutex_lock(&preload_lock);
-	if (mr)
-		HASH_FIND_PTR(preload_mrs, &mr, pmr);
-	pthread_mutex_unlock(&preload_lock);
-	if (pmr) {
+	if (mr_ours(mr)) {
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
 	}
@@ -283,22 +440,23 @@ GDRC_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
  * MRs of ours on it, the PD is busy, as it would be without us. */
 GDRC_API int ibv_dealloc_pd(struct ibv_pd *pd)
 {
-	struct preload_pd *ppd = NULL;
+	struct preload_pd *ppd;
+	struct gdrc_ctx *ctx = NULL;
 
 	pthread_mutex_lock(&preload_lock);
-	if (pd)
-		HASH_FIND_PTR(preload_pds, &pd, ppd);
-	if (ppd && ppd->mrs) {
+	ppd = pd ? pd_find(pd) : NULL;
+	if (ppd && pd_busy(ppd)) {
 		pthread_mutex_unlock(&preload_lock);
 		return EBUSY;
 	}
-	if (ppd)
-		HASH_DEL(preload_pds, ppd);
-	pthread_mutex_unlock(&preload_lock);
 	if (ppd) {
-		gdrc_fini(ppd->ctx);
-		free(ppd);
+		ctx = ppd->ctx;
+		atomic_store(&ppd->pd, NULL);
 	}
+	pthread_mutex_unlock(&preload_lock);
+	if (tls_pd == ppd)
+		tls_pd = NULL;
+	gdrc_fini(ctx);
 	return real.dealloc_pd(pd);
 }
 
@@ -317,6 +475,8 @@ __attribute__((constructor)) static void preload_init(void)
 	real.dereg_mr = dlsym(RTLD_NEXT, "ibv_dereg_mr");
 	real.rereg_mr = dlsym(RTLD_NEXT, "ibv_rereg_mr");
 	real.dealloc_pd = dlsym(RTLD_NEXT, "ibv_dealloc_pd");
+	if (pthread_key_create(&preload_key, mr_thread_exit))
+		return; /* nothing cached: every call passes through */
 	status = gdrc_install_hooks();
 	if (status == GDRC_ERR_INVALID_PARAM ||
 	    gdrc_knob_value("GDRC_PRELOAD_MR", on, sizeof(on))) {
