@@ -86,13 +86,15 @@ struct preload_pd {
 	struct gdrc_ctx *ctx;
 };
 
+/* Cache-line aligned: each thread writes its own MRs, never a line
+ * another thread's MR shares. */
 struct preload_mr {
 	struct ibv_mr mr;          /* what the program holds: first */
 	atomic_int live;           /* handed out, not yet deregistered */
 	struct gdrc_mr *gmr;
 	struct preload_pd *ppd;
 	struct preload_mr *next;   /* on a free list */
-};
+} __attribute__((aligned(64)));
 
 struct preload_arena {
 	/* carved: objects handed out of this arena so far */
@@ -368,13 +370,14 @@ static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
 		mr_free(pmr);
 		return NULL;
 	}
-	memset(&pmr->mr, 0, sizeof(pmr->mr));
-	pmr->mr.context = pd->context;
-	pmr->mr.pd = pd;
-	pmr->mr.addr = addr;
-	pmr->mr.length = len;
-	pmr->mr.lkey = gdrc_mr_lkey(gmr);
-	pmr->mr.rkey = gdrc_mr_rkey(gmr);
+	pmr->mr = (struct ibv_mr){
+		.context = pd->context,
+		.pd = pd,
+		.addr = addr,
+		.length = len,
+		.lkey = gdrc_mr_lkey(gmr),
+		.rkey = gdrc_mr_rkey(gmr),
+	};
 	pmr->gmr = gmr;
 	pmr->ppd = ppd;
 	atomic_store_explicit(&pmr->live, 1, memory_order_release);
@@ -414,13 +417,15 @@ GDRC_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 GDRC_API int ibv_dereg_mr(struct ibv_mr *mr)
 {
 	struct preload_mr *pmr = mr_ours(mr);
-	int one = 1;
 
 	if (!pmr)
 		return real.dereg_mr(mr);
-	/* A second dereg of the same MR is the program's error. */
-	if (!atomic_compare_exchange_strong(&pmr->live, &one, 0))
+	/* A second dereg of the same MR is the program's error: refused.
+	 * (Two threads deregistering it at once are not told apart: no
+	 * atomic exchange on every dereg for a program that races itself.) */
+	if (!atomic_load_explicit(&pmr->live, memory_order_relaxed))
 		return EINVAL;
+	atomic_store_explicit(&pmr->live, 0, memory_order_relaxed);
 	gdrc_mr_put(pmr->ppd->ctx, pmr->gmr);
 	mr_free(pmr);
 	return 0;
