@@ -120,6 +120,7 @@ typedef enum gdrc_status {
 	GDRC_ERR_KMOD = -8,          /* the gdrcache kernel module failed */
 	GDRC_ERR_BUSY = -9,          /* resource in use */
 	GDRC_ERR_FORK = -10,         /* context belongs to the parent process */
+	GDRC_ERR_STALE = -11,        /* gdrc_mr_reget: put it and get again */
 } gdrc_status_t;
 
 /**
@@ -272,6 +273,30 @@ GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *ctx,
 GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
 				   size_t len, uint32_t access, uint32_t flags,
 				   struct gdrc_mr **mr_p);
+
+/**
+ * Serve a get from a registration the caller already holds, without
+ * taking another reference: for a layer that keeps its last registration
+ * between a "deregister" and the next "register" of the same buffer, as
+ * libgdrcache-preload.so does per thread.  mr must come from a
+ * gdrc_mr_get of ctx by this thread (which remembers it), cover [addr,
+ * addr + len) with access, and pass every check a cached get makes (its
+ * memory not freed, no unmap of it under way, its BUFFER_IDs where it is
+ * tag checked).  Counted as a hit.  Hook-free, lock-free, allocates
+ * nothing.
+ *
+ * @return GDRC_OK: use mr again (one gdrc_mr_put still drops the one
+ *         reference held); GDRC_ERR_STALE: it does not serve this get
+ *         now (freed, another thread's, evicted from this thread's
+ *         memory, too small, or a check must run first): put it and
+ *         call gdrc_mr_get; GDRC_ERR_INVALID_PARAM for a NULL ctx or mr,
+ *         len 0, a range that wraps, or unknown access bits (nothing
+ *         changes).  Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_mr_reget(struct gdrc_ctx *ctx,
+				     const struct gdrc_mr *mr,
+				     const void *addr, size_t len,
+				     uint32_t access);
 
 /**
  * Drop a reference taken by gdrc_mr_get.  The registration stays cached

@@ -685,6 +685,24 @@ GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
 	return mr_get_slow(ctx, start, end, access, flags, mr_p);
 }
 
+GDRC_API gdrc_status_t gdrc_mr_reget(struct gdrc_ctx *ctx,
+				     const struct gdrc_mr *mr,
+				     const void *addr, size_t len,
+				     uint32_t access)
+{
+	uintptr_t start = (uintptr_t)addr;
+
+	if (gdrc_unlikely(!ctx || !mr || !range_ok(addr, len) ||
+			  (access & ~GDRC_ACCESS_ALL)))
+		return GDRC_ERR_INVALID_PARAM;
+	if (access & (GDRC_ACCESS_REMOTE_WRITE | GDRC_ACCESS_REMOTE_ATOMIC))
+		access |= GDRC_ACCESS_LOCAL_WRITE;
+	return gdrc_cache_reget(&ctx->cache, mr, start, start + len, access,
+				hooks_trusted) ?
+		       GDRC_OK :
+		       GDRC_ERR_STALE;
+}
+
 GDRC_API void gdrc_mr_put(struct gdrc_ctx *ctx, struct gdrc_mr *mr)
 {
 	if (gdrc_unlikely(!ctx || !mr))

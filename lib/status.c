@@ -19,6 +19,7 @@ static const char *const status_str[] = {
 	[-GDRC_ERR_KMOD] = "kernel module error",
 	[-GDRC_ERR_BUSY] = "busy",
 	[-GDRC_ERR_FORK] = "context belongs to the parent process",
+	[-GDRC_ERR_STALE] = "registration no longer serves this get",
 };
 
 GDRC_API const char *gdrc_status_str(gdrc_status_t status)

@@ -562,7 +562,8 @@ static inline int gdrc_region_tags_ok(const struct gdrc_cache *c,
 }
 
 /*
- * The fast path: a hit on one of this thread's remembered handles.
+ * The checks of a fast hit on r for [start, end), by this thread (whose
+ * shard t->shard is set).
  * host_ok: whether the free interception can be trusted right now (the
  * hooks intact and no unmap between its system call and its event); it
  * is asked only for a region without a tag check.  A tag-checked region
@@ -571,8 +572,60 @@ static inline int gdrc_region_tags_ok(const struct gdrc_cache *c,
  * It still goes slow while an event is queued, so that what the CUDA
  * hooks saw (a segment the request does not touch unmapped, say)
  * removes it in every GDRC_VALIDATE mode; that is one load of a line
- * this get reads anyway.  (A fork child never gets here: its entries
- * are forgotten.)
+ * this get reads anyway.
+ * @return the shard counter to count the hit in, or NULL (go slow).
+ */
+static inline __attribute__((always_inline)) _Atomic uint64_t *
+gdrc_cache_hit_ok(struct gdrc_cache *c, struct gdrc_region *r,
+		  const struct gdrc_tls *t, uintptr_t start, uintptr_t end,
+		  int (*host_ok)(void))
+{
+	struct gdrc_shard *s;
+
+	/* Without a tag check, trust the hooks: no unmap in its window,
+	 * then no event queued.  The order is the proof.  An unmap counts
+	 * itself busy until its event is queued, so seeing it idle first
+	 * means pending shows its event; a drain marks r INVALID before it
+	 * clears pending, so seeing pending clear means the word below
+	 * shows the mark.  Read the other way round, an event queued (or a
+	 * drain finished) between two loads served a registration of
+	 * memory that was already unmapped. */
+	if ((!r->tag_check && !host_ok()) ||
+	    atomic_load_explicit(&c->invq.pending, memory_order_acquire))
+		return NULL;
+	/* Our pin keeps r registered; INVALID says it left the cache, and
+	 * the slow path lets go of the handle. */
+	if (atomic_load_explicit(&r->word, memory_order_acquire) &
+	    REGION_INVALID)
+		return NULL;
+	if (gdrc_region_kstale(c, r))
+		return NULL; /* the kernel saw it go: slow path */
+	s = &c->shards[t->shard];
+	if (!r->tag_check)
+		return &s->hits;
+	if (!gdrc_region_tags_ok(c, r, start, end)) {
+		gdrc_shard_inc(&s->tag_checks, t->shard);
+		return NULL; /* the slow path drops it */
+	}
+	return &s->tag_hits;
+}
+
+/* A hit on r: its LRU stamp, and the counter. */
+static inline __attribute__((always_inline)) void
+gdrc_cache_hit_count(struct gdrc_cache *c, struct gdrc_region *r,
+		     const struct gdrc_tls *t, _Atomic uint64_t *count)
+{
+	uint64_t tick = atomic_load_explicit(&c->tick, memory_order_relaxed);
+
+	if (atomic_load_explicit(&r->stamp, memory_order_relaxed) != tick)
+		atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
+	gdrc_shard_inc(count, t->shard);
+}
+
+/*
+ * The fast path: a hit on one of this thread's remembered handles (the
+ * checks: gdrc_cache_hit_ok).  (A fork child never gets here: its
+ * entries are forgotten.)
  * @return the handle with the get counted, or NULL (go slow).
  */
 static inline __attribute__((always_inline)) struct gdrc_mr *
@@ -583,57 +636,50 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
 		struct gdrc_tls_entry *e = &t->e[i];
-		struct gdrc_handle *h;
-		struct gdrc_region *r;
-		struct gdrc_shard *s;
 		_Atomic uint64_t *count;
-		uint64_t tick;
 
 		if (e->uid != c->uid || start < e->start || end > e->end ||
 		    (access & ~e->access))
 			continue;
-		h = e->h;
-		r = e->r;
-		/* Without a tag check, trust the hooks: no unmap in its
-		 * window, then no event queued.  The order is the proof.
-		 * An unmap counts itself busy until its event is queued,
-		 * so seeing it idle first means pending shows its event;
-		 * a drain marks r INVALID before it clears pending, so
-		 * seeing pending clear means the word below shows the
-		 * mark.  Read the other way round, an event queued (or a
-		 * drain finished) between two loads served a registration
-		 * of memory that was already unmapped. */
-		if ((!r->tag_check && !host_ok()) ||
-		    atomic_load_explicit(&c->invq.pending,
-					 memory_order_acquire))
+		count = gdrc_cache_hit_ok(c, e->r, t, start, end, host_ok);
+		if (!count)
 			return NULL;
-		/* Our pin keeps r registered; INVALID says it left the
-		 * cache, and the slow path lets go of the handle. */
-		if (atomic_load_explicit(&r->word, memory_order_acquire) &
-		    REGION_INVALID)
-			return NULL;
-		if (gdrc_region_kstale(c, r))
-			return NULL; /* the kernel saw it go: slow path */
-		s = &c->shards[t->shard];
-		if (r->tag_check) {
-			if (!gdrc_region_tags_ok(c, r, start, end)) {
-				gdrc_shard_inc(&s->tag_checks, t->shard);
-				return NULL; /* the slow path drops it */
-			}
-			count = &s->tag_hits;
-		} else {
-			count = &s->hits;
-		}
-		gdrc_owned_add(&h->held, 1);
-		tick = atomic_load_explicit(&c->tick, memory_order_relaxed);
-		if (atomic_load_explicit(&r->stamp, memory_order_relaxed) !=
-		    tick)
-			atomic_store_explicit(&r->stamp, tick,
-					      memory_order_relaxed);
-		gdrc_shard_inc(count, t->shard);
-		return &h->pub;
+		gdrc_owned_add(&e->h->held, 1);
+		gdrc_cache_hit_count(c, e->r, t, count);
+		return &e->h->pub;
 	}
 	return NULL;
+}
+
+/*
+ * A get of [start, end) with access served by mr, which this thread
+ * already holds, without another reference: mr must be one of this
+ * thread's remembered handles of c covering the request, and pass the
+ * checks of a fast hit.  Counted as a hit.
+ * @return 1 served; 0 not (the caller puts mr and gets anew).
+ */
+static inline __attribute__((always_inline)) int
+gdrc_cache_reget(struct gdrc_cache *c, const struct gdrc_mr *mr,
+		 uintptr_t start, uintptr_t end, uint32_t access,
+		 int (*host_ok)(void))
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
+		struct gdrc_tls_entry *e = &t->e[i];
+		_Atomic uint64_t *count;
+
+		if (e->h != mr->h || !mr->h || e->uid != c->uid)
+			continue;
+		if (start < e->start || end > e->end || (access & ~e->access))
+			return 0;
+		count = gdrc_cache_hit_ok(c, e->r, t, start, end, host_ok);
+		if (!count)
+			return 0;
+		gdrc_cache_hit_count(c, e->r, t, count);
+		return 1;
+	}
+	return 0;
 }
 
 /*
