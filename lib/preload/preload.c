@@ -84,6 +84,9 @@
 struct preload_pd {
 	struct ibv_pd *_Atomic pd; /* NULL: free; published after ctx */
 	struct gdrc_ctx *ctx;
+	/* Bumped (under preload_lock) when the PD goes: a parked MR of an
+	 * older generation lost its context and is dropped, never put. */
+	_Atomic unsigned gen;
 };
 
 /* Cache-line aligned: each thread writes its own MRs, never a line
@@ -91,6 +94,8 @@ struct preload_pd {
 struct preload_mr {
 	struct ibv_mr mr;          /* what the program holds: first */
 	atomic_int live;           /* handed out, not yet deregistered */
+	unsigned int access;       /* as the program asked */
+	unsigned gen;              /* ppd->gen when parked */
 	struct gdrc_mr *gmr;
 	struct preload_pd *ppd;
 	struct preload_mr *next;   /* on a free list */
@@ -120,6 +125,10 @@ static PRELOAD_TLS struct preload_pd *tls_pd;     /* last PD used */
 static PRELOAD_TLS struct preload_mr *tls_free;   /* free MRs */
 static PRELOAD_TLS unsigned tls_nfree;
 static PRELOAD_TLS int tls_keyed;                  /* destructor set */
+/* The MR this thread deregistered last, its reference still held, for
+ * the next reg of the same buffer (gdrc_mr_reget): the pattern of a
+ * library that registers around every message costs no get and put. */
+static PRELOAD_TLS struct preload_mr *tls_parked;
 
 static struct {
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
@@ -280,9 +289,30 @@ static void mr_give_back(unsigned keep)
 	pthread_mutex_unlock(&preload_lock);
 }
 
+static void mr_free(struct preload_mr *m);
+
+/* Let go of the parked MR (not its context's, if its PD went). */
+static void mr_unpark_locked(void)
+{
+	struct preload_mr *m = tls_parked;
+
+	tls_parked = NULL;
+	if (!m)
+		return;
+	if (m->gen == atomic_load(&m->ppd->gen))
+		gdrc_mr_put(m->ppd->ctx, m->gmr);
+	m->next = preload_spare;
+	preload_spare = m;
+}
+
+/* Thread exit.  Under preload_lock, so that ibv_dealloc_pd, which bumps
+ * the generation under it, never frees a context under our put. */
 static void mr_thread_exit(void *arg)
 {
 	(void)arg;
+	pthread_mutex_lock(&preload_lock);
+	mr_unpark_locked();
+	pthread_mutex_unlock(&preload_lock);
 	mr_give_back(0);
 }
 
@@ -362,6 +392,25 @@ static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
 		gacc |= GDRC_ACCESS_REMOTE_READ;
 	if (access & IBV_ACCESS_REMOTE_ATOMIC)
 		gacc |= GDRC_ACCESS_REMOTE_ATOMIC;
+	/* The MR this thread deregistered last, on this PD: its reference
+	 * is still held; reget checks it still serves this get.  (A PD the
+	 * program deallocated under a registration of its own is its
+	 * error.) */
+	pmr = tls_parked;
+	if (pmr && pmr->ppd == ppd && pmr->access == access &&
+	    pmr->gen == atomic_load_explicit(&ppd->gen, memory_order_relaxed)) {
+		tls_parked = NULL;
+		if (gdrc_mr_reget(ppd->ctx, pmr->gmr, addr, len, gacc) ==
+		    GDRC_OK) {
+			pmr->mr.addr = addr;
+			pmr->mr.length = len;
+			atomic_store_explicit(&pmr->live, 1,
+					      memory_order_relaxed);
+			return &pmr->mr;
+		}
+		gdrc_mr_put(ppd->ctx, pmr->gmr);
+		mr_free(pmr);
+	}
 	pmr = mr_alloc();
 	if (!pmr)
 		return NULL;
@@ -380,6 +429,7 @@ static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
 	};
 	pmr->gmr = gmr;
 	pmr->ppd = ppd;
+	pmr->access = access;
 	atomic_store_explicit(&pmr->live, 1, memory_order_release);
 	return &pmr->mr;
 }
@@ -416,7 +466,7 @@ GDRC_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 
 GDRC_API int ibv_dereg_mr(struct ibv_mr *mr)
 {
-	struct preload_mr *pmr = mr_ours(mr);
+	struct preload_mr *pmr = mr_ours(mr), *old;
 
 	if (!pmr)
 		return real.dereg_mr(mr);
@@ -426,8 +476,23 @@ GDRC_API int ibv_dereg_mr(struct ibv_mr *mr)
 	if (!atomic_load_explicit(&pmr->live, memory_order_relaxed))
 		return EINVAL;
 	atomic_store_explicit(&pmr->live, 0, memory_order_relaxed);
-	gdrc_mr_put(pmr->ppd->ctx, pmr->gmr);
-	mr_free(pmr);
+	/* Parked, reference held, for the next reg of this buffer.  A
+	 * parked MR of another PD stays: it is let go of only while its
+	 * own PD is in use (or, under the lock, at thread exit). */
+	if (tls_parked && tls_parked->ppd != pmr->ppd) {
+		gdrc_mr_put(pmr->ppd->ctx, pmr->gmr);
+		mr_free(pmr);
+		return 0;
+	}
+	old = tls_parked;
+	pmr->gen = atomic_load_explicit(&pmr->ppd->gen, memory_order_relaxed);
+	tls_parked = pmr;
+	if (old) {
+		/* The same PD: gone only if the program deallocated it. */
+		if (old->gen == pmr->gen)
+			gdrc_mr_put(old->ppd->ctx, old->gmr);
+		mr_free(old);
+	}
 	return 0;
 }
 
@@ -456,6 +521,7 @@ GDRC_API int ibv_dealloc_pd(struct ibv_pd *pd)
 	}
 	if (ppd) {
 		ctx = ppd->ctx;
+		atomic_fetch_add(&ppd->gen, 1);
 		atomic_store(&ppd->pd, NULL);
 	}
 	pthread_mutex_unlock(&preload_lock);
