@@ -613,6 +613,8 @@ enum gdrc_stat {
 	GDRC_STAT_CUDA_EVENTS,       /* CUDA free events received */
 	GDRC_STAT_OOM_RETRIES,       /* registrations that ran out, retried
 				      * once after releasing unused ones */
+	GDRC_STAT_UCM_EVENTS,        /* of MEM_EVENTS, those that came from
+					UCX's UCM (docs/hooks.md) */
 	GDRC_STAT_COUNT
 };
 

@@ -91,6 +91,9 @@ static void ctx_mem_event(uintptr_t start, uintptr_t end, int source,
 {
 	struct gdrc_ctx *ctx = arg;
 
+	if (source == GDRC_HOOKS_SRC_UCM)
+		atomic_fetch_add_explicit(&ctx->ucm_events, 1,
+					  memory_order_relaxed);
 	gdrc_cache_post_event(&ctx->cache, start, end,
 			      source == GDRC_HOOKS_SRC_CUDA ? GDRC_INVQ_CUDA :
 							      GDRC_INVQ_HOST);
@@ -396,12 +399,20 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 	return gdrc_cache_init(&ctx->cache, &p);
 }
 
+/* The cache's counters, and the context's own. */
+static void ctx_stats(struct gdrc_ctx *ctx, uint64_t *v)
+{
+	gdrc_cache_stats(&ctx->cache, v);
+	v[GDRC_STAT_UCM_EVENTS] =
+		atomic_load_explicit(&ctx->ucm_events, memory_order_relaxed);
+}
+
 static void print_stats(struct gdrc_ctx *ctx)
 {
 	uint64_t v[GDRC_STAT_COUNT];
 	char buf[2048];
 
-	gdrc_cache_stats(&ctx->cache, v);
+	ctx_stats(ctx, v);
 	gdrc_stats_format(v, GDRC_DUMP_JSON, buf, sizeof(buf), NULL);
 	gdrc_log_write(GDRC_LOG_INFO, "stats %s", buf);
 }
@@ -1022,7 +1033,7 @@ GDRC_API gdrc_status_t gdrc_stat_get(struct gdrc_ctx *ctx, enum gdrc_stat stat,
 		return GDRC_ERR_INVALID_PARAM;
 	if (atomic_load_explicit(&ctx->cache.forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
-	gdrc_cache_stats(&ctx->cache, v);
+	ctx_stats(ctx, v);
 	*value_p = v[stat];
 	return GDRC_OK;
 }
@@ -1038,6 +1049,6 @@ GDRC_API gdrc_status_t gdrc_stats_dump(struct gdrc_ctx *ctx,
 		return GDRC_ERR_INVALID_PARAM;
 	if (atomic_load_explicit(&ctx->cache.forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
-	gdrc_cache_stats(&ctx->cache, v);
+	ctx_stats(ctx, v);
 	return gdrc_stats_format(v, format, buf, buflen, needed_p);
 }

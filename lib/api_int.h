@@ -28,6 +28,7 @@ struct gdrc_ctx {
 	char kmod_why[256];       /* why kchan is NULL */
 	int cuda_hooks;           /* GDRC_MEM_HOOKS=auto with a driver */
 	int hooks_slot;           /* subscription, or -1 */
+	_Atomic uint64_t ucm_events; /* host events from UCX's UCM (hook context) */
 	int registry_slot;        /* index in registry[] */
 	/* Backends, fixed after init: used (1) or why not. */
 	int be_used[GDRC_BACKENDS];

@@ -189,6 +189,13 @@ static void hooks_dispatch(uintptr_t start, uintptr_t end, int source)
 GDRC_HOOK_CONTEXT
 void gdrc_hooks_report(uintptr_t addr, size_t len)
 {
+	gdrc_hooks_report_src(addr, len, GDRC_HOOKS_SRC_HOST);
+}
+
+/* Hook context: from patch_x86_64.c (HOST) or ucm.c (UCM). */
+GDRC_HOOK_CONTEXT
+void gdrc_hooks_report_src(uintptr_t addr, size_t len, int src)
+{
 	uintptr_t mask = atomic_load_explicit(&hooks_page_mask,
 					      memory_order_relaxed);
 	uintptr_t start, end, last;
@@ -203,7 +210,7 @@ void gdrc_hooks_report(uintptr_t addr, size_t len)
 	end = (last | mask) + 1;
 
 	atomic_fetch_add_explicit(&hooks_events, 1, memory_order_relaxed);
-	hooks_dispatch(start, end, GDRC_HOOKS_SRC_HOST);
+	hooks_dispatch(start, end, src);
 }
 
 /* Hook context, from the replacements in cuhooks.c. */

@@ -41,6 +41,7 @@ enum gdrc_hooks_source {
 	GDRC_HOOKS_SRC_CUDA, /* a CUDA free: every allocation overlapping
 			      * [start, end) is gone (a free by base
 			      * address reports [base, base + 1)) */
+	GDRC_HOOKS_SRC_UCM,  /* as HOST, received from UCX's UCM */
 };
 
 /* Hook-context callback: start < end; source: enum gdrc_hooks_source. */

@@ -22,6 +22,10 @@
  */
 void gdrc_hooks_report(uintptr_t addr, size_t len);
 
+/* The same, from a host source other than our patch (src: enum
+ * gdrc_hooks_source, GDRC_HOOKS_SRC_UCM). */
+void gdrc_hooks_report_src(uintptr_t addr, size_t len, int src);
+
 /*
  * Hook context: bracket a replacement's system call and its report (see
  * gdrc_hooks_busy).  enter returns the stripe to hand to leave.

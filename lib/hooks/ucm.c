@@ -211,7 +211,8 @@ GDRC_HOOK_CONTEXT
 static void ucm_report_aligned(const void *addr, size_t len)
 {
 	if (!((uintptr_t)addr & ucm_page_mask))
-		gdrc_hooks_report((uintptr_t)addr, len);
+		gdrc_hooks_report_src((uintptr_t)addr, len,
+				      GDRC_HOOKS_SRC_UCM);
 }
 
 /*
@@ -230,11 +231,12 @@ static void ucm_post_mremap(const union ucm_ev *ev)
 	if (old & ucm_page_mask)
 		return; /* refused before anything was done */
 	if (ret != MAP_FAILED && (uintptr_t)ret != old)
-		gdrc_hooks_report(old, old_len);
+		ucm_report_aligned((void *)old, old_len);
 	else if (new_len < old_len)
-		gdrc_hooks_report(old + new_len, old_len - new_len);
+		ucm_report_aligned((void *)(old + new_len), old_len - new_len);
 	if ((ev->mremap.flags & MREMAP_FIXED) && ret != MAP_FAILED)
-		gdrc_hooks_report((uintptr_t)ret, new_len);
+		gdrc_hooks_report_src((uintptr_t)ret, new_len,
+				      GDRC_HOOKS_SRC_UCM);
 }
 
 /* Hook context: VM_UNMAPPED, before the native handlers.  Only remembers
@@ -300,7 +302,8 @@ static void ucm_post_cb(int type, union ucm_ev *ev, void *arg)
 		break;
 	default: /* brk, sbrk, shmat, shmdt */
 		if (vm.end > vm.start)
-			gdrc_hooks_report(vm.start, vm.end - vm.start);
+			gdrc_hooks_report_src(vm.start, vm.end - vm.start,
+					      GDRC_HOOKS_SRC_UCM);
 		break;
 	}
 	gdrc_hooks_leave(gdrc_hooks_stripe());

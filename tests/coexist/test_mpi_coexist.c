@@ -106,6 +106,12 @@ int main(int argc, char **argv)
 	watch_ucm();
 	coexist_check_source(argc > 2 ? argv[2] : "glibc patched");
 	coexist_probes();
+	/* Our own patch (chained or not) reports: nothing came from UCM. */
+	CHECK(coexist_stat(GDRC_STAT_UCM_EVENTS) == 0 &&
+		      coexist_stat(GDRC_STAT_MEM_EVENTS) > 0,
+	      "ucm_events %llu, mem_events %llu",
+	      (unsigned long long)coexist_stat(GDRC_STAT_UCM_EVENTS),
+	      (unsigned long long)coexist_stat(GDRC_STAT_MEM_EVENTS));
 	rc = coexist_end();
 	gdrc_fini(coexist_ctx);
 	MPI_Finalize();

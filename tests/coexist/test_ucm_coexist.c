@@ -162,6 +162,13 @@ int main(int argc, char **argv)
 	coexist_other = &ucx_side;
 	coexist_check_source(argc > 2 ? argv[2] : "ucx ucm");
 	coexist_probes();
+	/* The events came from UCM, and say so. */
+	CHECK(coexist_stat(GDRC_STAT_UCM_EVENTS) > 0 &&
+		      coexist_stat(GDRC_STAT_UCM_EVENTS) <=
+			      coexist_stat(GDRC_STAT_MEM_EVENTS),
+	      "ucm_events %llu of mem_events %llu",
+	      (unsigned long long)coexist_stat(GDRC_STAT_UCM_EVENTS),
+	      (unsigned long long)coexist_stat(GDRC_STAT_MEM_EVENTS));
 	ret = coexist_end();
 	p_destroy(rc);
 	gdrc_fini(coexist_ctx);

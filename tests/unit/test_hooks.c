@@ -791,7 +791,7 @@ static void win_fn(uintptr_t start, uintptr_t end, int source, void *arg)
 	struct win *w = arg;
 	struct timespec t0, t;
 
-	if (source != GDRC_HOOKS_SRC_HOST || start != w->page ||
+	if (source == GDRC_HOOKS_SRC_CUDA || start != w->page ||
 	    end != w->page + page)
 		return;
 	atomic_store(&w->idle_inside, gdrc_hooks_idle());
