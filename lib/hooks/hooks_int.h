@@ -10,9 +10,34 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 
+#include "gdrc_int.h"
 #include "hooks.h"
+
+/* Advice older headers lack. */
+#ifndef MADV_FREE
+#define MADV_FREE 8
+#endif
+#ifndef MADV_REMOVE
+#define MADV_REMOVE 9
+#endif
+#ifndef MADV_DONTNEED_LOCKED
+#define MADV_DONTNEED_LOCKED 24
+#endif
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102 /* Linux 6.13: zaps the pages it guards */
+#endif
+
+/* Hook context: does madvise(advice) throw a range's contents away? */
+GDRC_HOOK_CONTEXT
+static inline int gdrc_hooks_advice_loses(int advice)
+{
+	return advice == MADV_DONTNEED || advice == MADV_FREE ||
+	       advice == MADV_REMOVE || advice == MADV_DONTNEED_LOCKED ||
+	       advice == MADV_GUARD_INSTALL;
+}
 
 /*
  * Hook context (called by the replacement functions, after their system

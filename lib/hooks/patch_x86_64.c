@@ -57,18 +57,6 @@
 #ifndef MREMAP_DONTUNMAP
 #define MREMAP_DONTUNMAP 4
 #endif
-#ifndef MADV_FREE
-#define MADV_FREE 8
-#endif
-#ifndef MADV_REMOVE
-#define MADV_REMOVE 9
-#endif
-#ifndef MADV_DONTNEED_LOCKED
-#define MADV_DONTNEED_LOCKED 24
-#endif
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102 /* Linux 6.13: zaps the pages it guards */
-#endif
 
 /* movabs $target, %r11 ; jmp *%r11 */
 #define PATCH_LEN 13
@@ -246,9 +234,7 @@ static void *patch_mremap(void *old, size_t old_len, size_t new_len,
 GDRC_HOOK_CONTEXT
 static int patch_madvise(void *addr, size_t len, int advice)
 {
-	int loses = advice == MADV_DONTNEED || advice == MADV_FREE ||
-		    advice == MADV_REMOVE || advice == MADV_DONTNEED_LOCKED ||
-		    advice == MADV_GUARD_INSTALL;
+	int loses = gdrc_hooks_advice_loses(advice);
 	int (*chain)(void *, size_t, int) = patch_chain(PATCH_MADVISE);
 	unsigned busy = loses ? gdrc_hooks_enter() : 0;
 	long ret = chain ? patch_kret(chain(addr, len, advice)) :

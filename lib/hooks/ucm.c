@@ -56,18 +56,6 @@
 
 #ifdef __x86_64__
 
-#ifndef MADV_FREE
-#define MADV_FREE 8
-#endif
-#ifndef MADV_REMOVE
-#define MADV_REMOVE 9
-#endif
-#ifndef MADV_DONTNEED_LOCKED
-#define MADV_DONTNEED_LOCKED 24
-#endif
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#endif
 #ifndef SHM_REMAP
 #define SHM_REMAP 040000
 #endif
@@ -170,13 +158,6 @@ static uint8_t ucm_watch_code[GDRC_ARRAY_SIZE(ucm_watch)][UCM_SNAP];
  * Hook context.
  * ------------------------------------------------------------------ */
 
-GDRC_HOOK_CONTEXT
-static int ucm_advice_loses(int advice)
-{
-	return advice == MADV_DONTNEED || advice == MADV_FREE ||
-	       advice == MADV_REMOVE || advice == MADV_DONTNEED_LOCKED ||
-	       advice == MADV_GUARD_INSTALL;
-}
 
 /*
  * Hook context.  Can this call lose memory?  Must give the same answer
@@ -195,7 +176,7 @@ static int ucm_loses(int type, const union ucm_ev *ev)
 	case UCM_EV_MMAP:
 		return !!(ev->mmap.flags & MAP_FIXED);
 	case UCM_EV_MADVISE:
-		return ucm_advice_loses(ev->madvise.advice);
+		return gdrc_hooks_advice_loses(ev->madvise.advice);
 	case UCM_EV_SBRK:
 		return ev->sbrk.increment < 0;
 	case UCM_EV_SHMAT:

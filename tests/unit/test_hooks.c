@@ -337,6 +337,8 @@ static void test_hooks_madvise_over_hole_failed_reported(void **state)
 
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102
+#endif
+#ifndef MADV_GUARD_REMOVE
 #define MADV_GUARD_REMOVE 103
 #endif
 
