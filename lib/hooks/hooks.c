@@ -416,8 +416,9 @@ static int hooks_try_ucm(void **munmap_p, char *why, size_t why_len)
 	if (ret > 0)
 		return 1; /* not UCM */
 	if (ret < 0) {
+		/* Both bounded: the reason buffer is 256 bytes. */
 		snprintf(why, why_len,
-			 "libc's munmap already jumps into %s (ucx's ucm), whose events do not reach us: %s",
+			 "libc's munmap already jumps into %.100s (ucx's ucm), whose events do not reach us: %.80s",
 			 owner, ucm_why);
 		return -1;
 	}
