@@ -418,7 +418,7 @@ static int hooks_try_ucm(void **munmap_p, char *why, size_t why_len)
 	if (ret < 0) {
 		/* Both bounded: the reason buffer is 256 bytes. */
 		snprintf(why, why_len,
-			 "libc's munmap already jumps into %.100s (ucx's ucm), whose events do not reach us: %.80s",
+			 "libc's munmap already jumps into %.80s (ucx's ucm), whose events do not reach us: %.60s",
 			 owner, ucm_why);
 		return -1;
 	}
