@@ -468,6 +468,8 @@ static void vmm_check(const struct gdrc_mr_info *info, uintptr_t s,
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static int said_source;
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct gdrc_mr *held[HELD] = { 0 };
@@ -505,6 +507,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	nids = 0;
 	clock_now = 1;
 	CHECK(gdrc_init(NULL, &ctx) == GDRC_OK, "gdrc_init");
+	if (!said_source) {
+		/* Which host source this run trusts (scripts/fuzz.sh runs
+		 * it again with UCX's UCM owning glibc and checks). */
+		const char *src = NULL;
+
+		said_source = 1;
+		gdrc_hooks_status(ctx, &src);
+		fprintf(stderr, "fuzz_cache: host events: %s\n",
+			src ? src : "none");
+	}
 
 	for (size_t i = 0; i + 3 <= size; i += 3) {
 		unsigned op = data[i] < VMM_OP_BASE ?
