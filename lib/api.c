@@ -609,6 +609,15 @@ static gdrc_status_t req_gpu(struct gdrc_ctx *ctx, const struct gdrc_class *cls,
 	return GDRC_OK;
 }
 
+/* What a registration must allow for access: remote writes and atomics
+ * need local write too (the verbs rule). */
+static inline uint32_t access_needed(uint32_t access)
+{
+	if (access & (GDRC_ACCESS_REMOTE_WRITE | GDRC_ACCESS_REMOTE_ATOMIC))
+		access |= GDRC_ACCESS_LOCAL_WRITE;
+	return access;
+}
+
 /* The fast path's host_ok: one load while nothing is unmapping, plus
  * the probe of the patched code (see gdrc_hooks_probe_ok). */
 static inline int hooks_trusted(void)
@@ -683,8 +692,7 @@ GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
 			  (access & ~GDRC_ACCESS_ALL) ||
 			  (flags & ~GDRC_GET_ALL)))
 		return GDRC_ERR_INVALID_PARAM;
-	if (access & (GDRC_ACCESS_REMOTE_WRITE | GDRC_ACCESS_REMOTE_ATOMIC))
-		access |= GDRC_ACCESS_LOCAL_WRITE;
+	access = access_needed(access);
 	if (gdrc_likely(!flags)) {
 		r = gdrc_cache_get_fast(&ctx->cache, start, end, access,
 					hooks_trusted);
@@ -706,8 +714,7 @@ GDRC_API gdrc_status_t gdrc_mr_reget(struct gdrc_ctx *ctx,
 	if (gdrc_unlikely(!ctx || !mr || !range_ok(addr, len) ||
 			  (access & ~GDRC_ACCESS_ALL)))
 		return GDRC_ERR_INVALID_PARAM;
-	if (access & (GDRC_ACCESS_REMOTE_WRITE | GDRC_ACCESS_REMOTE_ATOMIC))
-		access |= GDRC_ACCESS_LOCAL_WRITE;
+	access = access_needed(access);
 	return gdrc_cache_reget(&ctx->cache, mr, start, start + len, access,
 				hooks_trusted) ?
 		       GDRC_OK :

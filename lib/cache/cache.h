@@ -665,11 +665,13 @@ gdrc_cache_reget(struct gdrc_cache *c, const struct gdrc_mr *mr,
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 
+	if (!mr->h)
+		return 0; /* a direct reference: never remembered */
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
 		struct gdrc_tls_entry *e = &t->e[i];
 		_Atomic uint64_t *count;
 
-		if (e->h != mr->h || !mr->h || e->uid != c->uid)
+		if (e->h != mr->h || e->uid != c->uid)
 			continue;
 		if (start < e->start || end > e->end || (access & ~e->access))
 			return 0;

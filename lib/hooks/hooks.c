@@ -412,7 +412,7 @@ static int hooks_try_ucm(void **munmap_p, char *why, size_t why_len)
 	if (gdrc_patch_owner("munmap", &fn, owner, sizeof(owner)) != 1 ||
 	    !owner[0])
 		return 1; /* not redirected, or to no object */
-	ret = gdrc_ucm_start(owner, ucm_why, sizeof(ucm_why));
+	ret = gdrc_ucm_start(owner, fn, ucm_why, sizeof(ucm_why));
 	if (ret > 0)
 		return 1; /* not UCM */
 	if (ret < 0) {

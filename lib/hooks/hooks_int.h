@@ -64,12 +64,14 @@ unsigned gdrc_hooks_stripe(void);
 /*
  * ucm.c: UCX's UCM events as the host event source, for when UCM's
  * bistro patches own libc's functions.  Install time (serialised by
- * hooks.c).  owner: the object libc's munmap jumps into.
+ * hooks.c).  owner: the object libc's munmap (libc_munmap, which the
+ * self test calls) jumps into.
  * @return 0 subscribed and self-tested; 1 owner is not UCM (why
  *         untouched); -1 owner is UCM but its events do not reach us,
  *         with why (nothing left subscribed).
  */
-int gdrc_ucm_start(const char *owner, char *why, size_t why_len);
+int gdrc_ucm_start(const char *owner, void *libc_munmap, char *why,
+		   size_t why_len);
 
 /* @return 1 while libc's functions still hold what they held when
  * gdrc_ucm_start() subscribed (UCM's jumps), else 0.  Reads memory. */

@@ -34,7 +34,7 @@
  * Never, in the handlers (hook context): allocate, log, take a lock; they
  * run with UCM's event lock held, possibly inside glibc's free.
  *
- * Locks: none of ours.  gdrc_ucm_start() and gdrc_ucm_stop() run under
+ * Locks: none of ours.  gdrc_ucm_start() runs under
  * hooks.c's install serialisation; UCM's handler list changes under its
  * own lock, which also means no wrapper is half-way through while a
  * handler is added or removed.
@@ -361,18 +361,12 @@ static int ucm_subscribe(char *why, size_t why_len)
 }
 
 /* Does an unmap through libc's own munmap reach us, window closed? */
-static int ucm_self_test(char *why, size_t why_len)
+static int ucm_self_test(int (*libc_munmap)(void *, size_t), char *why,
+			 size_t why_len)
 {
-	int (*libc_munmap)(void *, size_t);
 	uint64_t before = gdrc_hooks_event_count();
-	char owner[8];
-	void *fn, *p;
+	void *p;
 
-	if (gdrc_patch_owner("munmap", &fn, owner, sizeof(owner)) < 0) {
-		snprintf(why, why_len, "self test: no libc munmap");
-		return -1;
-	}
-	libc_munmap = (int (*)(void *, size_t))fn;
 	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
@@ -410,7 +404,8 @@ static void *ucm_open(const char *owner)
 	return NULL;
 }
 
-int gdrc_ucm_start(const char *owner, char *why, size_t why_len)
+int gdrc_ucm_start(const char *owner, void *libc_munmap, char *why,
+		   size_t why_len)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	void *h;
@@ -424,7 +419,8 @@ int gdrc_ucm_start(const char *owner, char *why, size_t why_len)
 	ucm_unset = (ucm_unset_t)dlsym(h, "ucm_unset_event_handler");
 	if (ucm_subscribe(why, why_len))
 		goto fail;
-	if (ucm_self_test(why, why_len)) {
+	if (ucm_self_test((int (*)(void *, size_t))libc_munmap, why,
+			  why_len)) {
 		ucm_unsubscribe();
 		goto fail;
 	}

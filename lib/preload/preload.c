@@ -243,7 +243,9 @@ static int arena_grow(void)
  * list, from the spare list or a fresh part of an arena. */
 static void mr_refill(void)
 {
-	for (unsigned got = 0; got < PRELOAD_BATCH; got++) {
+	unsigned got = 0;
+
+	while (got < PRELOAD_BATCH) {
 		struct preload_mr *m = preload_spare;
 
 		if (m) {
@@ -252,14 +254,13 @@ static void mr_refill(void)
 			unsigned n = atomic_load(&preload_narenas);
 			struct preload_arena *a =
 				n ? atomic_load(&preload_arenas[n - 1]) : NULL;
-			unsigned long c;
+			unsigned long c = a ? atomic_load(&a->carved) : 0;
 
-			if (!a || atomic_load(&a->carved) == PRELOAD_PER_ARENA) {
+			if (!a || c == PRELOAD_PER_ARENA) {
 				if (arena_grow())
 					return;
-				continue;
+				continue; /* carve from the new one */
 			}
-			c = atomic_load(&a->carved);
 			m = (struct preload_mr *)((char *)a + PRELOAD_FIRST +
 						  c * sizeof(*m));
 			/* Counted after it is set up: dealloc_pd reads
@@ -270,6 +271,7 @@ static void mr_refill(void)
 		m->next = tls_free;
 		tls_free = m;
 		tls_nfree++;
+		got++;
 	}
 }
 
