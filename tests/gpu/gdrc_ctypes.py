@@ -37,6 +37,27 @@ GDRC_DUMP_JSON = 1
 SKIPPED = 77  # ctest's SKIP_RETURN_CODE
 
 
+def load_gdrcache(path):
+    """libgdrcache at path, with the argument types of the calls the
+    tests make declared (a pointer passed without them is truncated)."""
+    lib = ctypes.CDLL(path)
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    lib.gdrc_init.argtypes = [vp, ctypes.POINTER(vp)]
+    lib.gdrc_mr_get.argtypes = [vp, vp, sz, ctypes.c_uint32,
+                                ctypes.c_uint32, ctypes.POINTER(vp)]
+    lib.gdrc_mr_put.argtypes = [vp, vp]
+    lib.gdrc_mr_query.argtypes = [vp, ctypes.POINTER(MrInfo)]
+    lib.gdrc_ptr_query.argtypes = [vp, vp, ctypes.POINTER(PtrInfo)]
+    lib.gdrc_stats_dump.argtypes = [vp, ctypes.c_int, ctypes.c_char_p, sz,
+                                    ctypes.POINTER(sz)]
+    lib.gdrc_cuda_hooks_status.argtypes = [vp,
+                                           ctypes.POINTER(ctypes.c_char_p)]
+    lib.gdrc_status_str.argtypes = [ctypes.c_int]
+    lib.gdrc_status_str.restype = ctypes.c_char_p
+    lib.gdrc_fini.argtypes = [vp]
+    return lib
+
+
 def torch_on_gpu():
     """torch, or None (after saying why) without torch or a GPU."""
     try:

@@ -109,19 +109,25 @@ static inline void print_mr(const char *what, const struct gdrc_mr_info *i)
 		      i->flags);
 }
 
+/* Knobs the tests depend on; tests set them one context at a time. */
+static const char *const gpu_test_knobs[] = {
+	"GDRC_VALIDATE",    "GDRC_WHOLE_ALLOC_MAX", "GDRC_MEM_HOOKS",
+	"GDRC_BACKEND",     "GDRC_CUDA_LIBRARY",    "GDRC_MAX_REGIONS",
+	"GDRC_MAX_BYTES",
+};
+
 /*
- * Before the tests: clear the knobs they depend on (so that the caller's
+ * Before the tests: clear gpu_test_knobs (so that the caller's
  * environment cannot change what is asserted) and find the devices.
  * @return 0, or 77 (skipped: printed why) without a driver or a GPU.
  */
-static inline int gpu_test_start(const char *const *knobs, size_t nknobs,
-				 int *ndevices_p)
+static inline int gpu_test_start(int *ndevices_p)
 {
 	CUresult res;
 	int n = 0;
 
-	for (size_t i = 0; i < nknobs; i++)
-		unsetenv(knobs[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(gpu_test_knobs); i++)
+		unsetenv(gpu_test_knobs[i]);
 	res = cuInit(0);
 	if (res == CUDA_SUCCESS)
 		res = cuDeviceGetCount(&n);
@@ -159,6 +165,16 @@ static inline int gpu_test_ctx0(CUdevice *dev_p, CUcontext *ctx_p,
 			    cu_name(res));
 		return -1;
 	}
+	return 0;
+}
+
+/* After the tests: let go of what gpu_test_ctx0 retained.
+ * @return 0, or -1. */
+static inline int gpu_test_ctx0_release(CUdevice dev, CUcontext ctx)
+{
+	if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS ||
+	    cuDevicePrimaryCtxRelease(dev) != CUDA_SUCCESS)
+		return -1;
 	return 0;
 }
 

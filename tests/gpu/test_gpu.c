@@ -85,15 +85,6 @@ static CUdevice dev0;
 static CUcontext pctx0;
 static int ndevices;
 
-/* Knobs these tests depend on: cleared at start, so that the caller's
- * environment cannot change what is asserted.  Tests set them one
- * context at a time (ctx_open_env). */
-static const char *const knobs_cleared[] = {
-	"GDRC_VALIDATE",    "GDRC_WHOLE_ALLOC_MAX", "GDRC_MEM_HOOKS",
-	"GDRC_BACKEND",     "GDRC_CUDA_LIBRARY",    "GDRC_MAX_REGIONS",
-	"GDRC_MAX_BYTES",
-};
-
 /* GDRC_MEM_HOOKS=none: the context sees no host unmap event, so only
  * the BUFFER_ID check can notice a GPU free. */
 static const char *const env_hooks_none[] = { "GDRC_MEM_HOOKS", "none",
@@ -1517,10 +1508,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	(void)state;
-	if (cuCtxSetCurrent(pctx0) != CUDA_SUCCESS ||
-	    cuDevicePrimaryCtxRelease(dev0) != CUDA_SUCCESS)
-		return -1;
-	return 0;
+	return gpu_test_ctx0_release(dev0, pctx0);
 }
 
 int main(void)
@@ -1565,8 +1553,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_gpu_driver_context_cumem,
 					  restore_ctx0),
 	};
-	int skip = gpu_test_start(knobs_cleared, ARRAY_SIZE(knobs_cleared),
-				  &ndevices);
+	int skip = gpu_test_start(&ndevices);
 
 	if (skip)
 		return skip;

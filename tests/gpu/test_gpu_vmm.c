@@ -80,14 +80,6 @@ static CUdevice dev0;
 static CUcontext pctx0;
 static int ndevices;
 
-/* Knobs these tests depend on: cleared at start, so that the caller's
- * environment cannot change what is asserted (as test_gpu.c). */
-static const char *const knobs_cleared[] = {
-	"GDRC_VALIDATE",    "GDRC_WHOLE_ALLOC_MAX", "GDRC_MEM_HOOKS",
-	"GDRC_BACKEND",     "GDRC_CUDA_LIBRARY",    "GDRC_MAX_REGIONS",
-	"GDRC_MAX_BYTES",
-};
-
 struct mode {
 	const char *validate; /* GDRC_VALIDATE */
 	const char *hooks;    /* GDRC_MEM_HOOKS */
@@ -866,10 +858,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	(void)state;
-	if (cuCtxSetCurrent(pctx0) != CUDA_SUCCESS ||
-	    cuDevicePrimaryCtxRelease(dev0) != CUDA_SUCCESS)
-		return -1;
-	return 0;
+	return gpu_test_ctx0_release(dev0, pctx0);
 }
 
 #define T(fn) cmocka_unit_test_teardown(fn, restore_ctx0)
@@ -886,8 +875,7 @@ int main(void)
 		T(test_gpu_vmm_no_context),
 		T(test_gpu_vmm_mode_stats),
 	};
-	int skip = gpu_test_start(knobs_cleared, ARRAY_SIZE(knobs_cleared),
-				  &ndevices);
+	int skip = gpu_test_start(&ndevices);
 
 	if (skip)
 		return skip;

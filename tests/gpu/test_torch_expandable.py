@@ -35,7 +35,7 @@ import sys  # noqa: E402
 
 from gdrc_ctypes import (GDRC_DUMP_JSON, GDRC_ERR_UNSUPPORTED,  # noqa: E402
                          GDRC_OK, GDRC_PTR_VMM, SKIPPED, MrInfo, PtrInfo,
-                         torch_on_gpu)
+                         load_gdrcache, torch_on_gpu)
 
 MIB = 1 << 20
 FIRST_SIZE = 8 * MIB     # inside the first 20 MiB piece
@@ -62,23 +62,6 @@ def check(cond, msg):
         raise Failure(msg)
 
 
-def load(path):
-    lib = ctypes.CDLL(path)
-    vp, sz = ctypes.c_void_p, ctypes.c_size_t
-    lib.gdrc_init.argtypes = [vp, ctypes.POINTER(vp)]
-    lib.gdrc_mr_get.argtypes = [vp, vp, sz, ctypes.c_uint32,
-                                ctypes.c_uint32, ctypes.POINTER(vp)]
-    lib.gdrc_mr_put.argtypes = [vp, vp]
-    lib.gdrc_mr_query.argtypes = [vp, ctypes.POINTER(MrInfo)]
-    lib.gdrc_ptr_query.argtypes = [vp, vp, ctypes.POINTER(PtrInfo)]
-    lib.gdrc_stats_dump.argtypes = [vp, ctypes.c_int, ctypes.c_char_p, sz,
-                                    ctypes.POINTER(sz)]
-    lib.gdrc_cuda_hooks_status.argtypes = [vp,
-                                           ctypes.POINTER(ctypes.c_char_p)]
-    lib.gdrc_status_str.argtypes = [ctypes.c_int]
-    lib.gdrc_status_str.restype = ctypes.c_char_p
-    lib.gdrc_fini.argtypes = [vp]
-    return lib
 
 
 class Ctx:
@@ -310,7 +293,7 @@ def main():
         return SKIPPED
     print("PYTORCH_CUDA_ALLOC_CONF=%s, torch %s" %
           (os.environ.get("PYTORCH_CUDA_ALLOC_CONF"), torch.__version__))
-    lib = load(sys.argv[1])
+    lib = load_gdrcache(sys.argv[1])
     try:
         return run(torch, lib)
     except Failure as e:

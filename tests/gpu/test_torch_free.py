@@ -20,7 +20,7 @@ import os
 import sys
 
 from gdrc_ctypes import (GDRC_DUMP_JSON, GDRC_MR_INFO_TAG_CHECKED, SKIPPED,
-                         MrInfo, torch_on_gpu)
+                         MrInfo, load_gdrcache, torch_on_gpu)
 
 SIZE = 64 << 20  # its own segment: cudaMalloc of exactly this
 
@@ -31,17 +31,8 @@ def main():
         return SKIPPED
     torch.zeros(1, device="cuda")  # the runtime and its context first
     os.environ["GDRC_VALIDATE"] = "hooks"
-    lib = ctypes.CDLL(sys.argv[1])
-    vp, sz = ctypes.c_void_p, ctypes.c_size_t
-    lib.gdrc_init.argtypes = [vp, ctypes.POINTER(vp)]
-    lib.gdrc_mr_get.argtypes = [vp, vp, sz, ctypes.c_uint32,
-                                ctypes.c_uint32, ctypes.POINTER(vp)]
-    lib.gdrc_mr_put.argtypes = [vp, vp]
-    lib.gdrc_mr_query.argtypes = [vp, ctypes.POINTER(MrInfo)]
-    lib.gdrc_stats_dump.argtypes = [vp, ctypes.c_int, ctypes.c_char_p, sz,
-                                    ctypes.POINTER(sz)]
-    lib.gdrc_cuda_hooks_status.argtypes = [vp, ctypes.POINTER(ctypes.c_char_p)]
-    lib.gdrc_fini.argtypes = [vp]
+    lib = load_gdrcache(sys.argv[1])
+    vp = ctypes.c_void_p
 
     ctx = vp()
     assert lib.gdrc_init(None, ctypes.byref(ctx)) == 0, "gdrc_init"
