@@ -10,15 +10,44 @@
  *   pin-each  ibv_reg_mr / ibv_dereg_mr around every message: a naive
  *             library
  *
- * For each size of a sweep, each mode in turn (ROUNDS times over, best
- * kept), the client sends a message, the server receives it and sends it
- * back, ITERS times; the client prints the time per round trip and the
- * bandwidth.  Data is checked end to
- * end: every message stamps its first and last bytes, and after each
- * size the whole buffer that came back is compared with what was sent.
+ * For each size of a sweep, each mode in turn (ROUNDS times over), the
+ * client sends a message, the server receives it and sends it back,
+ * ITERS times; the client prints, per mode and size, the median over the
+ * rounds (with the fastest and slowest round) of each round's median
+ * message: the time per round trip, and the time spent registering per
+ * round trip: inside gdrc_mr_get + gdrc_mr_put (cache) or ibv_reg_mr +
+ * ibv_dereg_mr (pin-each) for the send and the receive buffer, nothing
+ * for prereg.  Then the same registering again, back to back with no
+ * transfer in between ("reg b2b", the median of 15): where the CPU moves
+ * the bytes (soft-RoCE, above all in an emulated guest), each transfer
+ * leaves the caches cold for the registration after it.
+ * Data is checked end to end: every message stamps its first and last
+ * bytes, and after each size the whole buffer that came back is compared
+ * with what was sent.
+ *
+ * The workload (--workload N) follows the sweep: N messages, in cache and
+ * pin-each mode, sent from BUFS buffers of the sweep's sizes (MIN to MAX,
+ * doubling, mixed) with the cache limited to BUFS/2 registrations:
+ * three messages of four come from a hot quarter of the buffers, the
+ * fourth from the cold rest in turn, and every eighth message first frees
+ * its buffer and allocates it again (munmap + mmap for host memory, which
+ * tends to give the same address back: a cache that missed the unmap
+ * would send the old pages).  Every byte of every message is written
+ * anew and checked when it comes back.  The client prints the cache's
+ * hits, evictions and invalidations over the run.
+ *
  * Buffers are host memory or, with --mem cuda, GPU memory (cuMemAlloc on
  * device 0; the CUDA driver is loaded at run time, nothing is needed at
  * build time; the NIC must reach GPU memory: nvidia-peermem or dma-buf).
+ *
+ * --local --mem cuda needs no RDMA device and no peer: one process, the
+ * "message" a device-to-device copy there and back, so that what the
+ * registration of GPU memory costs per message shows without a NIC:
+ * pin-each does what a library without a cache does to hand GPU memory to
+ * a NIC (classify with cuPointerGetAttributes, set SYNC_MEMOPS, export a
+ * dma-buf with cuMemGetHandleForAddressRange, close it; the ibv_reg_dmabuf_mr
+ * that would follow needs a NIC), cache does gdrc_mr_get + gdrc_mr_put
+ * (a hit, checked against the buffer's BUFFER_ID).
  *
  * Build (installed package):
  *   cc gdrc-pingpong.c $(pkg-config --cflags --libs gdrcache) -libverbs -ldl
@@ -27,21 +56,27 @@
  *   client:  gdrc-pingpong -d rxe0 SERVER_IP
  *   or, built with MPI (-DGDRC_PINGPONG_MPI, mpicc), rank 0 the server:
  *            mpirun -np 2 gdrc-pingpong --mpi -d rxe0
+ *   or, GPU memory without a NIC:  gdrc-pingpong --local --mem cuda
  * Options (the client's are sent to the server):
  *   -d DEV     RDMA device (default: the first)     -g N   GID index (1)
  *   -p PORT    TCP port of the bootstrap (18515)    -n N   iterations (50)
  *   -s MIN:MAX sizes, doubling (4K:4M)              -w N   warm-up (5)
  *   -m MODES   prereg,cache,pin-each (all three)    --mem host|cuda
- *   -r N       rounds: per size the modes take turns N times, the best
- *              round of each is printed (1)
- *   -o FILE    also write the table as CSV (mode,size,usec,mbps)
+ *   -r N       rounds: per size the modes take turns N times; medians (1)
+ *   -o FILE    also write the table as CSV (mode,bytes,usec,mbps,reg_usec,
+ *              usec_min,usec_max,reg_b2b_usec)
+ *   --workload N  then N messages of the workload above (0: none)
+ *   --bufs N      the workload's buffers (16; at least 4)
  *   --mpi      bootstrap through MPI instead of TCP (MPI builds only)
+ *   --local    one process, no NIC (with --mem cuda only)
+ *   -h, --help this text
  * Exit 0 when every check passed.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -49,9 +84,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include <infiniband/verbs.h>
 #ifdef GDRC_PINGPONG_MPI
@@ -71,6 +110,8 @@ struct pp_plan {
 	uint32_t warmup;
 	uint32_t rounds;     /* best of, per size and mode */
 	uint32_t cuda;
+	uint32_t wl_msgs;    /* --workload: messages (0: none) */
+	uint32_t wl_bufs;    /* --bufs */
 	uint64_t min_size;
 	uint64_t max_size;
 };
@@ -95,6 +136,15 @@ struct pp {
 	struct gdrc_ctx *gdrc;
 	struct ibv_mr *pre_s, *pre_r;  /* prereg */
 	int done[2];                   /* completions seen: send, recv */
+	int local;                     /* --local: no NIC, no peer */
+	int timing;                    /* reg_get/reg_put add to reg_ticks */
+	uint64_t reg_ticks;            /* registering, this message */
+};
+
+/* One round of one mode at one size, as the client saw it. */
+struct sample {
+	double rt_us;  /* per round trip */
+	double reg_us; /* registering, per round trip */
 };
 
 #define ACCESS (IBV_ACCESS_LOCAL_WRITE)
@@ -113,6 +163,46 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/*
+ * The registration timer: the time-stamp counter where there is one (a
+ * read costs 11 ns in a TCG guest, clock_gettime 48, and a cache hit
+ * costs about 80), converted to microseconds at the rate measured against
+ * now_us() over each timed run.
+ */
+static inline uint64_t ticks(void)
+{
+#if defined(__x86_64__)
+	return __rdtsc();
+#else
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+/* The timer's clock over a timed run. */
+struct clock_pair {
+	double us;
+	uint64_t ticks;
+};
+
+static struct clock_pair clock_now(void)
+{
+	struct clock_pair c = { now_us(), ticks() };
+
+	return c;
+}
+
+/* Ticks per microsecond since c0. */
+static double tick_rate(struct clock_pair c0)
+{
+	struct clock_pair c1 = clock_now();
+	double us = c1.us - c0.us;
+
+	return us > 0 ? (double)(c1.ticks - c0.ticks) / us : 1.0;
+}
+
 /* ---- GPU memory through the driver, loaded at run time ---- */
 
 static struct {
@@ -123,6 +213,15 @@ static struct {
 	int (*memset8)(unsigned long long, unsigned char, size_t);
 	int (*htod)(unsigned long long, const void *, size_t);
 	int (*dtoh)(void *, unsigned long long, size_t);
+	int (*free)(unsigned long long);
+	/* --local: what a library without a cache does per message, and the
+	 * copy that stands for the transfer */
+	int (*get_attrs)(unsigned, int *, void **, unsigned long long);
+	int (*set_attr)(const void *, int, unsigned long long);
+	int (*export)(void *, unsigned long long, size_t, int,
+		      unsigned long long);
+	int (*dtod)(unsigned long long, unsigned long long, size_t);
+	int (*sync)(void);
 } cu;
 
 static void cuda_open(void)
@@ -146,8 +245,21 @@ static void cuda_open(void)
 		h, "cuMemcpyHtoD_v2");
 	cu.dtoh = (int (*)(void *, unsigned long long, size_t))dlsym(
 		h, "cuMemcpyDtoH_v2");
+	cu.free = (int (*)(unsigned long long))dlsym(h, "cuMemFree_v2");
+	cu.get_attrs = (int (*)(unsigned, int *, void **, unsigned long long))
+		dlsym(h, "cuPointerGetAttributes");
+	cu.set_attr = (int (*)(const void *, int, unsigned long long))dlsym(
+		h, "cuPointerSetAttribute");
+	cu.export = (int (*)(void *, unsigned long long, size_t, int,
+			     unsigned long long))
+		dlsym(h, "cuMemGetHandleForAddressRange");
+	cu.dtod = (int (*)(unsigned long long, unsigned long long, size_t))
+		dlsym(h, "cuMemcpyDtoD_v2");
+	cu.sync = (int (*)(void))dlsym(h, "cuCtxSynchronize");
 	if (!cu.init || !cu.retain || !cu.set_current || !cu.alloc ||
-	    !cu.memset8 || !cu.htod || !cu.dtoh || cu.init(0) ||
+	    !cu.memset8 || !cu.htod || !cu.dtoh || !cu.free ||
+	    !cu.get_attrs || !cu.set_attr || !cu.export || !cu.dtod ||
+	    !cu.sync || cu.init(0) ||
 	    cu.retain(&pctx, 0) || cu.set_current(pctx)) {
 		fprintf(stderr, "--mem cuda: no usable CUDA device 0\n");
 		exit(1);
@@ -168,6 +280,32 @@ static char *buf_alloc(const struct pp *p, size_t len)
 		die("posix_memalign");
 	memset(h, 0, len);
 	return h;
+}
+
+/* The workload's buffers: freed for real (munmap, cuMemFree), so that a
+ * new one may take the old address. */
+static char *wl_alloc(const struct pp *p, size_t len)
+{
+	unsigned long long d;
+	void *h;
+
+	if (p->plan.cuda) {
+		if (cu.alloc(&d, len))
+			die("cuMemAlloc");
+		return (char *)(uintptr_t)d;
+	}
+	h = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (h == MAP_FAILED)
+		die("mmap");
+	return h;
+}
+
+static void wl_free(const struct pp *p, char *buf, size_t len)
+{
+	if (p->plan.cuda ? cu.free((uintptr_t)buf) != 0 :
+			   munmap(buf, len) != 0)
+		die("free");
 }
 
 static void buf_put(const struct pp *p, char *dst, const void *src, size_t n)
@@ -278,6 +416,8 @@ static void barrier(struct pp *p)
 {
 	char c = 0;
 
+	if (p->local)
+		return;
 #ifdef GDRC_PINGPONG_MPI
 	if (p->mpi) {
 		MPI_Barrier(MPI_COMM_WORLD);
@@ -331,6 +471,25 @@ static void qp_up(struct pp *p, const struct pp_dest *me,
 		die("modify QP to RTS");
 }
 
+/* The message buffers and the cache, once the plan is known.  The
+ * workload gets half as many registrations as it has buffers, so that it
+ * cannot keep them all. */
+static void buffers_up(struct pp *p, struct gdrc_config *cfg)
+{
+	if (p->plan.cuda)
+		cuda_open();
+	p->sbuf = buf_alloc(p, p->plan.max_size);
+	p->rbuf = buf_alloc(p, 2 * p->plan.max_size); /* two on the server */
+	if (p->plan.wl_msgs) {
+		cfg->field_mask |= GDRC_CONFIG_FIELD_MAX_REGIONS;
+		cfg->max_regions = p->plan.wl_bufs / 2;
+	}
+	if (gdrc_init(cfg, &p->gdrc) != GDRC_OK) {
+		fprintf(stderr, "gdrc_init failed\n");
+		exit(1);
+	}
+}
+
 static void setup(struct pp *p, const char *dev, const char *host, int port)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
@@ -382,15 +541,8 @@ static void setup(struct pp *p, const char *dev, const char *host, int port)
 	}
 	qp_up(p, &me, &peer);
 
-	if (p->plan.cuda)
-		cuda_open();
-	p->sbuf = buf_alloc(p, p->plan.max_size);
-	p->rbuf = buf_alloc(p, 2 * p->plan.max_size); /* two on the server */
 	cfg.pd = p->pd;
-	if (gdrc_init(&cfg, &p->gdrc) != GDRC_OK) {
-		fprintf(stderr, "gdrc_init failed\n");
-		exit(1);
-	}
+	buffers_up(p, &cfg);
 	barrier(p);
 }
 
@@ -398,17 +550,54 @@ static void setup(struct pp *p, const char *dev, const char *host, int port)
 struct reg {
 	struct ibv_mr *mr;      /* pin-each */
 	struct gdrc_mr *gmr;    /* cache */
+	int dmabuf_fd;          /* pin-each, --local: the exported dma-buf */
 	uint32_t lkey;
 };
+
+enum { CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD = 1 };
+
+/*
+ * --local pin-each: what a library without a cache does to hand GPU
+ * memory to a NIC: classify the pointer (the attributes libgdrcache asks
+ * for on a miss), set SYNC_MEMOPS, export the range as a dma-buf.  The
+ * ibv_reg_dmabuf_mr that would take the fd needs a NIC.
+ */
+static int gpu_export(char *buf, size_t len)
+{
+	int attrs[] = { 2 /* MEMORY_TYPE */, 7 /* BUFFER_ID */,
+			9 /* DEVICE_ORDINAL */, 11 /* RANGE_START_ADDR */,
+			12 /* RANGE_SIZE */ };
+	unsigned int type = 0;
+	unsigned long long id = 0, start = 0, size = 0;
+	int ordinal = -1, fd = -1, one = 1;
+	void *vals[] = { &type, &id, &ordinal, &start, &size };
+
+	if (cu.get_attrs(5, attrs, vals, (uintptr_t)buf) ||
+	    type != 2 /* CU_MEMORYTYPE_DEVICE */ ||
+	    cu.set_attr(&one, 6 /* SYNC_MEMOPS */, (uintptr_t)buf) ||
+	    cu.export(&fd, (uintptr_t)buf, len,
+		      CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0)) {
+		fprintf(stderr, "--local: classifying or exporting %p failed\n",
+			(void *)buf);
+		exit(1);
+	}
+	return fd;
+}
 
 static void reg_get(struct pp *p, int mode, char *buf, size_t len,
 		    struct reg *r)
 {
+	uint64_t t;
+
 	memset(r, 0, sizeof(*r));
-	if (mode == MODE_PREREG) {
-		r->lkey = (buf == p->sbuf ? p->pre_s : p->pre_r)->lkey;
+	r->dmabuf_fd = -1;
+	if (mode == MODE_PREREG) { /* nothing to do: not timed */
+		if (!p->local)
+			r->lkey = (buf == p->sbuf ? p->pre_s : p->pre_r)->lkey;
 		return;
-	} else if (mode == MODE_CACHE) {
+	}
+	t = p->timing ? ticks() : 0;
+	if (mode == MODE_CACHE) {
 		gdrc_status_t s = gdrc_mr_get(p->gdrc, buf, len,
 					      GDRC_ACCESS_LOCAL_WRITE, 0,
 					      &r->gmr);
@@ -419,20 +608,30 @@ static void reg_get(struct pp *p, int mode, char *buf, size_t len,
 			exit(1);
 		}
 		r->lkey = gdrc_mr_lkey(r->gmr);
+	} else if (p->local) {
+		r->dmabuf_fd = gpu_export(buf, len);
 	} else {
 		r->mr = ibv_reg_mr(p->pd, buf, len, ACCESS);
 		if (!r->mr)
 			die("ibv_reg_mr");
 		r->lkey = r->mr->lkey;
 	}
+	if (p->timing)
+		p->reg_ticks += ticks() - t;
 }
 
 static void reg_put(struct pp *p, struct reg *r)
 {
+	uint64_t t = p->timing ? ticks() : 0;
+
 	if (r->gmr)
 		gdrc_mr_put(p->gdrc, r->gmr);
 	if (r->mr && ibv_dereg_mr(r->mr))
 		die("ibv_dereg_mr");
+	if (r->dmabuf_fd >= 0)
+		close(r->dmabuf_fd);
+	if (p->timing && (r->gmr || r->mr || r->dmabuf_fd >= 0))
+		p->reg_ticks += ticks() - t;
 }
 
 static void post(struct pp *p, int send, char *buf, size_t len,
@@ -476,29 +675,37 @@ static void wait_wc(struct pp *p, int recv)
 }
 
 /*
- * Client: one round trip of len bytes: receive posted first, then sbuf
- * sent, back into rbuf.  Every registration is made and dropped per
- * message, as the mode says.
+ * Client: one round trip of len bytes of sbuf: receive posted first, then
+ * sbuf sent, back into rbuf (--local: copied into rbuf).  Every
+ * registration is made and dropped per message, as the mode says.
  */
-static void round_trip(struct pp *p, int mode, size_t len)
+static void round_trip(struct pp *p, int mode, char *sbuf, size_t len)
 {
 	struct reg rs, rr;
 
 	reg_get(p, mode, p->rbuf, len, &rr);
-	post(p, 0, p->rbuf, len, rr.lkey);
-	reg_get(p, mode, p->sbuf, len, &rs);
-	post(p, 1, p->sbuf, len, rs.lkey);
-	wait_wc(p, 0);
-	wait_wc(p, 1);
+	if (!p->local)
+		post(p, 0, p->rbuf, len, rr.lkey);
+	reg_get(p, mode, sbuf, len, &rs);
+	if (p->local) {
+		if (cu.dtod((uintptr_t)p->rbuf, (uintptr_t)sbuf, len) ||
+		    cu.sync())
+			die("cuMemcpyDtoD");
+	} else {
+		post(p, 1, sbuf, len, rs.lkey);
+		wait_wc(p, 0);
+		wait_wc(p, 1);
+	}
 	reg_put(p, &rs);
 	reg_put(p, &rr);
 }
 
 /*
- * Server: echo n messages of len.  Two receive buffers take turns, so
- * that the next receive is posted before this message goes back and the
- * client never meets a receiver not ready (an RNR wait costs a timer
- * tick).  The first receive is posted before the caller's barrier.
+ * Server: echo n messages, the k-th of lens[k] bytes.  Two receive
+ * buffers take turns, so that the next receive is posted before this
+ * message goes back and the client never meets a receiver not ready (an
+ * RNR wait costs a timer tick).  The first receive is posted before the
+ * caller's barrier.
  */
 static void serve_post_first(struct pp *p, int mode, size_t len,
 			     struct reg *r)
@@ -507,7 +714,7 @@ static void serve_post_first(struct pp *p, int mode, size_t len,
 	post(p, 0, p->rbuf, len, r[0].lkey);
 }
 
-static void serve(struct pp *p, int mode, size_t len, unsigned n,
+static void serve(struct pp *p, int mode, const size_t *lens, unsigned n,
 		  struct reg *r)
 {
 	char *b[2] = { p->rbuf, p->rbuf + p->plan.max_size };
@@ -517,10 +724,10 @@ static void serve(struct pp *p, int mode, size_t len, unsigned n,
 
 		wait_wc(p, 1);
 		if (k + 1 < n) {
-			reg_get(p, mode, b[y], len, &r[y]);
-			post(p, 0, b[y], len, r[y].lkey);
+			reg_get(p, mode, b[y], lens[k + 1], &r[y]);
+			post(p, 0, b[y], lens[k + 1], r[y].lkey);
 		}
-		post(p, 1, b[x], len, r[x].lkey);
+		post(p, 1, b[x], lens[k], r[x].lkey);
 		wait_wc(p, 0);
 		reg_put(p, &r[x]);
 	}
@@ -568,86 +775,319 @@ static int check(struct pp *p, size_t len, unsigned k, int full,
 	return 0;
 }
 
-/* One timed run of n round trips of len in mode m (client); the server
- * echoes.  @return usec per round trip (client), 0 (server). */
-static double measure(struct pp *p, int m, size_t len,
-		      unsigned char *scratch, int *bad)
+static size_t *lens_alloc(unsigned n)
+{
+	size_t *lens = calloc(n, sizeof(*lens));
+
+	if (!lens)
+		die("calloc");
+	return lens;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of v[0, n), which it sorts. */
+static double median(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* One timed run of n round trips of len in mode m (client; the server
+ * echoes and returns zeros): the medians of the messages' round trips
+ * and registration times (an interrupt, a host thread that takes the
+ * CPU, lands in one message, not in all). */
+static struct sample measure(struct pp *p, int m, size_t len,
+			     unsigned char *scratch, int *bad)
 {
 	unsigned n = p->plan.iters, w = p->plan.warmup;
+	struct sample s = { 0, 0 };
 	struct reg r[2];
-	double t0 = 0;
+	struct clock_pair t0 = { 0, 0 };
+	uint64_t t = 0;
+	double *reg, *rt;
 
 	if (p->server) {
+		size_t *lens = lens_alloc(w + n);
+
+		for (unsigned k = 0; k < w + n; k++)
+			lens[k] = len;
 		serve_post_first(p, m, len, r);
 		barrier(p);
-		serve(p, m, len, w + n, r);
-		return 0;
+		serve(p, m, lens, w + n, r);
+		free(lens);
+		return s;
 	}
+	reg = calloc(n, sizeof(*reg));
+	rt = calloc(n, sizeof(*rt));
+	if (!reg || !rt)
+		die("calloc");
 	for (size_t i = 0; i < len; i++)
 		scratch[i] = pattern(i, len, 0);
 	buf_put(p, p->sbuf, scratch, len);
 	barrier(p);
 	for (unsigned k = 0; k < w + n; k++) {
-		if (k == w)
-			t0 = now_us();
+		if (k == w) {
+			p->timing = 1;
+			t0 = clock_now();
+		}
+		p->reg_ticks = 0;
 		stamp(p, len, k);
-		round_trip(p, m, len);
+		if (k >= w)
+			t = ticks();
+		round_trip(p, m, p->sbuf, len);
+		if (k >= w) {
+			rt[k - w] = (double)(ticks() - t);
+			reg[k - w] = (double)p->reg_ticks;
+		}
 		if (k < w + n - 1)
 			*bad |= check(p, len, k, 0, scratch);
 	}
-	t0 = (now_us() - t0) / n;
+	p->timing = 0;
+	s.rt_us = median(rt, n) / tick_rate(t0);
+	s.reg_us = median(reg, n) / tick_rate(t0);
+	free(rt);
+	free(reg);
 	*bad |= check(p, len, w + n - 1, 1, scratch);
-	return t0;
+	return s;
+}
+
+/*
+ * Registering alone, as a message does it (the receive buffer, the send
+ * buffer, both let go), REPS times back to back, no transfer in between:
+ * the median, in microseconds.  In a VM lab guest every byte a message
+ * moves is copied and checksummed by the emulated CPU, which leaves the
+ * host's caches cold for the registration that follows it; here they
+ * stay warm, as they do where a NIC moves the bytes.  Client only.
+ */
+static double reg_b2b(struct pp *p, int m, size_t len)
+{
+	enum { REPS = 15 };
+	double v[REPS];
+	struct reg rs, rr;
+	struct clock_pair t0;
+
+	if (m == MODE_PREREG)
+		return 0;
+	t0 = clock_now();
+	for (int k = 0; k < REPS; k++) {
+		uint64_t t = ticks();
+
+		reg_get(p, m, p->rbuf, len, &rr);
+		reg_get(p, m, p->sbuf, len, &rs);
+		reg_put(p, &rs);
+		reg_put(p, &rr);
+		v[k] = (double)(ticks() - t);
+	}
+	return median(v, REPS) / tick_rate(t0);
 }
 
 /*
  * The sweep: for each size, the modes one after another, ROUNDS times
- * over, keeping each mode's best round; so the modes of one size are
- * measured close together in time (a busy or emulated machine drifts).
+ * over, so that the modes of one size are measured close together in
+ * time (a busy or emulated machine drifts); each mode's median round is
+ * printed, with the fastest and the slowest, then what registering
+ * costs back to back (reg_b2b).
  */
 static int run(struct pp *p, FILE *csv)
 {
 	size_t max = p->plan.max_size;
+	unsigned rounds = p->plan.rounds;
 	unsigned char *scratch = malloc(max);
+	double *rt = calloc((size_t)MODES * rounds, sizeof(*rt));
+	double *reg = calloc((size_t)MODES * rounds, sizeof(*reg));
 	int bad = 0;
 
-	if (!scratch)
+	if (!scratch || !rt || !reg)
 		die("malloc");
-	if (p->plan.modes & (1u << MODE_PREREG)) {
+	if ((p->plan.modes & (1u << MODE_PREREG)) && !p->local) {
 		p->pre_s = ibv_reg_mr(p->pd, p->sbuf, max, ACCESS);
 		p->pre_r = ibv_reg_mr(p->pd, p->rbuf, 2 * max, ACCESS);
 		if (!p->pre_s || !p->pre_r)
 			die("ibv_reg_mr (prereg)");
 	}
 	if (!p->server)
-		printf("%-9s %10s %12s %12s\n", "mode", "bytes", "usec/iter",
-		       "MB/s");
+		printf("%-9s %10s %11s %11s %11s %11s %11s %9s\n", "mode",
+		       "bytes", "usec/rt", "fastest", "slowest", "reg usec",
+		       "reg b2b", "MB/s");
 	for (size_t len = p->plan.min_size; len <= max; len *= 2) {
-		double best[MODES] = { 0 };
-
-		for (unsigned rnd = 0; rnd < p->plan.rounds; rnd++)
+		for (unsigned rnd = 0; rnd < rounds; rnd++)
 			for (int m = 0; m < MODES; m++) {
-				double us;
+				struct sample s;
 
 				if (!(p->plan.modes & (1u << m)))
 					continue;
-				us = measure(p, m, len, scratch, &bad);
-				if (!rnd || us < best[m])
-					best[m] = us;
+				s = measure(p, m, len, scratch, &bad);
+				rt[m * rounds + rnd] = s.rt_us;
+				reg[m * rounds + rnd] = s.reg_us;
 			}
 		for (int m = 0; m < MODES && !p->server; m++) {
+			double *v = rt + m * rounds, us, r, b;
+
 			if (!(p->plan.modes & (1u << m)))
 				continue;
-			printf("%-9s %10zu %12.2f %12.2f\n", mode_names[m], len,
-			       best[m], 2.0 * (double)len / best[m]);
+			us = median(v, rounds);
+			r = median(reg + m * rounds, rounds);
+			b = reg_b2b(p, m, len);
+			printf("%-9s %10zu %11.2f %11.2f %11.2f %11.3f %11.3f "
+			       "%9.2f\n", mode_names[m], len, us, v[0],
+			       v[rounds - 1], r, b, 2.0 * (double)len / us);
 			if (csv)
-				fprintf(csv, "%s,%zu,%.3f,%.3f\n",
-					mode_names[m], len, best[m],
-					2.0 * (double)len / best[m]);
+				fprintf(csv, "%s,%zu,%.3f,%.3f,%.4f,%.3f,%.3f,"
+					"%.4f\n", mode_names[m], len, us,
+					2.0 * (double)len / us, r, v[0],
+					v[rounds - 1], b);
 		}
 	}
+	free(reg);
+	free(rt);
 	free(scratch);
 	return bad;
+}
+
+/* ---- the workload ---- */
+
+/* Buffer of message k: three of four from the hot quarter of the
+ * buffers in turn, the fourth from the cold rest in turn. */
+static unsigned wl_pick(unsigned k, unsigned bufs)
+{
+	unsigned hot = bufs / 4;
+
+	if (k % 4 != 3)
+		return (k - k / 4) % hot;
+	return hot + (k / 4) % (bufs - hot);
+}
+
+/* One message in eight frees its buffer first, a hot and a cold one in
+ * turn (k % 16 == 5 is hot, 15 is cold: see wl_pick). */
+static int wl_realloc(unsigned k)
+{
+	return k % 16 == 5 || k % 16 == 15;
+}
+
+/* Size of buffer i: one of MIN, 2 MIN, ... MAX, stepping by 7 sizes, so
+ * that the hot quarter holds small and large buffers alike. */
+static size_t wl_size(const struct pp *p, unsigned i)
+{
+	unsigned steps = 0;
+
+	while ((p->plan.min_size << (steps + 1)) <= p->plan.max_size)
+		steps++;
+	return p->plan.min_size << (i * 7 % (steps + 1));
+}
+
+/* Every byte of message k, so that old pages cannot pass for new. */
+static unsigned char wl_byte(size_t i, unsigned k)
+{
+	return (unsigned char)(i * 7 + k * 13 + (i >> 8));
+}
+
+static uint64_t stat_of(struct pp *p, enum gdrc_stat st)
+{
+	uint64_t v = 0;
+
+	gdrc_stat_get(p->gdrc, st, &v);
+	return v;
+}
+
+/* The workload in mode m; the client reports.  @return 1 on a data
+ * error. */
+static int workload(struct pp *p, int m, unsigned char *scratch)
+{
+	enum { HITS, MISSES, EVICT, INVAL, NSTAT };
+	static const enum gdrc_stat ids[NSTAT] = {
+		GDRC_STAT_HITS, GDRC_STAT_MISSES, GDRC_STAT_EVICTIONS,
+		GDRC_STAT_INVALIDATIONS
+	};
+	unsigned n = p->plan.wl_msgs, nb = p->plan.wl_bufs;
+	unsigned reallocs = 0, same = 0, errors = 0;
+	size_t top = 0;
+	uint64_t st[NSTAT];
+	size_t *lens = lens_alloc(n);
+	char **b = calloc(nb, sizeof(*b));
+	struct reg r[2];
+	struct clock_pair t0;
+	uint64_t reg_total = 0;
+	double us;
+
+	if (!b)
+		die("calloc");
+	for (unsigned k = 0; k < n; k++)
+		lens[k] = wl_size(p, wl_pick(k, nb));
+	if (p->server) {
+		serve_post_first(p, m, lens[0], r);
+		barrier(p);
+		serve(p, m, lens, n, r);
+		free(b);
+		free(lens);
+		return 0;
+	}
+	for (unsigned i = 0; i < nb; i++) {
+		b[i] = wl_alloc(p, wl_size(p, i));
+		if (wl_size(p, i) > top)
+			top = wl_size(p, i);
+	}
+	for (int j = 0; j < NSTAT; j++)
+		st[j] = stat_of(p, ids[j]);
+	barrier(p);
+	p->timing = 1;
+	t0 = clock_now();
+	for (unsigned k = 0; k < n; k++) {
+		unsigned i = wl_pick(k, nb);
+		size_t len = lens[k];
+
+		if (wl_realloc(k)) {
+			char *old = b[i];
+
+			wl_free(p, old, len);
+			b[i] = wl_alloc(p, len);
+			reallocs++;
+			same += b[i] == old;
+		}
+		for (size_t j = 0; j < len; j++)
+			scratch[j] = wl_byte(j, k);
+		buf_put(p, b[i], scratch, len);
+		p->reg_ticks = 0;
+		round_trip(p, m, b[i], len);
+		reg_total += p->reg_ticks;
+		buf_get(p, scratch, p->rbuf, len);
+		for (size_t j = 0; j < len; j++)
+			if (scratch[j] != wl_byte(j, k)) {
+				if (!errors++)
+					fprintf(stderr, "workload message %u: "
+						"byte %zu is %u, want %u\n", k,
+						j, scratch[j], wl_byte(j, k));
+				break;
+			}
+	}
+	us = (now_us() - t0.us) / n;
+	p->timing = 0;
+	for (int j = 0; j < NSTAT; j++)
+		st[j] = stat_of(p, ids[j]) - st[j];
+	printf("workload %-8s %u messages, %u buffers of %zu to %zu bytes, "
+	       "%u reallocated (%u at the old address): %.1f usec/msg, "
+	       "registering %.2f usec/msg", mode_names[m], n, nb,
+	       p->plan.min_size, top, reallocs, same, us,
+	       (double)reg_total / tick_rate(t0) / n);
+	if (m == MODE_CACHE)
+		printf("; cache limit %u: %" PRIu64 " gets, hits %" PRIu64
+		       " (%.1f %%), evictions %" PRIu64 ", invalidations %"
+		       PRIu64, nb / 2, st[HITS] + st[MISSES], st[HITS],
+		       100.0 * (double)st[HITS] /
+			       (double)(st[HITS] + st[MISSES] ?
+						st[HITS] + st[MISSES] : 1),
+		       st[EVICT], st[INVAL]);
+	printf("; data errors %u\n", errors);
+	for (unsigned i = 0; i < nb; i++)
+		wl_free(p, b[i], wl_size(p, i));
+	free(b);
+	free(lens);
+	return errors != 0;
 }
 
 static int parse_modes(const char *s)
@@ -676,21 +1116,45 @@ static size_t parse_size(const char *s, char **end)
 	return v;
 }
 
+/* --help: the comment at the top of this file, from the source when it
+ * is there (an installed binary has no source beside it). */
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: gdrc-pingpong [-d DEV] [-s MIN:MAX] [-n N] [-r N] "
+		   "[-w N] [-m MODES] [-o CSV]\n"
+		   "                     [--mem host|cuda] [--workload N] "
+		   "[--bufs N] [--mpi | --local] [SERVER]\n"
+		   "the options are described at the top of gdrc-pingpong.c\n");
+}
+
+/* --local: no NIC, no peer: GPU memory and the cache (no PD: it tracks
+ * and checks, it registers with nothing). */
+static void setup_local(struct pp *p)
+{
+	struct gdrc_config cfg = { 0 };
+
+	buffers_up(p, &cfg);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longs[] = { { "mem", 1, NULL, 'M' },
-						{ "mpi", 0, NULL, 'P' },
-						{ 0, 0, 0, 0 } };
+					       { "mpi", 0, NULL, 'P' },
+					       { "local", 0, NULL, 'L' },
+					       { "workload", 1, NULL, 'W' },
+					       { "bufs", 1, NULL, 'B' },
+					       { "help", 0, NULL, 'h' },
+					       { 0, 0, 0, 0 } };
 	struct pp p = { .gidx = 1,
 			.plan = { .modes = 7, .iters = 50, .warmup = 5,
-				  .rounds = 1,
+				  .rounds = 1, .wl_bufs = 16,
 				  .min_size = 4096, .max_size = 4 << 20 } };
 	const char *dev = NULL, *csv_path = NULL;
 	FILE *csv = NULL;
 	int port = 18515, c, bad;
 	char *e;
 
-	while ((c = getopt_long(argc, argv, "d:g:p:n:w:s:m:o:r:", longs,
+	while ((c = getopt_long(argc, argv, "d:g:p:n:w:s:m:o:r:h", longs,
 				NULL)) != -1) {
 		switch (c) {
 		case 'd': dev = optarg; break;
@@ -703,24 +1167,31 @@ int main(int argc, char **argv)
 		case 'm': p.plan.modes = (uint32_t)parse_modes(optarg); break;
 		case 'M': p.plan.cuda = !strcmp(optarg, "cuda"); break;
 		case 'P': p.mpi = 1; break;
+		case 'L': p.local = 1; break;
+		case 'W': p.plan.wl_msgs = (uint32_t)atoi(optarg); break;
+		case 'B': p.plan.wl_bufs = (uint32_t)atoi(optarg); break;
 		case 's':
 			p.plan.min_size = parse_size(optarg, &e);
 			p.plan.max_size = *e == ':' ?
 				parse_size(e + 1, &e) : p.plan.min_size;
 			break;
+		case 'h':
+			usage(stdout);
+			return 0;
 		default:
-			fprintf(stderr, "see the comment at the top of "
-					"gdrc-pingpong.c\n");
+			usage(stderr);
 			return 2;
 		}
 	}
 	if (!p.plan.iters || !p.plan.rounds || !p.plan.modes ||
-	    p.plan.min_size < 2 ||
-	    p.plan.max_size < p.plan.min_size || optind < argc - 1) {
-		fprintf(stderr, "bad options\n");
+	    p.plan.min_size < 2 || p.plan.wl_bufs < 4 ||
+	    p.plan.max_size < p.plan.min_size || optind < argc - 1 ||
+	    (p.local && (!p.plan.cuda || p.mpi || optind < argc))) {
+		fprintf(stderr, "bad options (--local: with --mem cuda, no "
+				"server, no --mpi)\n");
 		return 2;
 	}
-	p.server = optind == argc;
+	p.server = optind == argc && !p.local;
 	if (p.mpi) {
 #ifdef GDRC_PINGPONG_MPI
 		int rank = 0, size = 0;
@@ -739,12 +1210,26 @@ int main(int argc, char **argv)
 #endif
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	setup(&p, dev, p.server ? NULL : argv[optind], port);
+	if (p.local)
+		setup_local(&p);
+	else
+		setup(&p, dev, p.server ? NULL : argv[optind], port);
 	if (!p.server && csv_path && !(csv = fopen(csv_path, "w")))
 		die(csv_path);
 	if (csv)
-		fprintf(csv, "mode,bytes,usec,mbps\n");
+		fprintf(csv, "mode,bytes,usec,mbps,reg_usec,usec_min,usec_max,"
+			     "reg_b2b_usec\n");
 	bad = run(&p, csv);
+	if (p.plan.wl_msgs) {
+		unsigned char *scratch = malloc(p.plan.max_size);
+
+		if (!scratch)
+			die("malloc");
+		for (int m = MODE_CACHE; m < MODES; m++)
+			if (p.plan.modes & (1u << m))
+				bad |= workload(&p, m, scratch);
+		free(scratch);
+	}
 	barrier(&p);
 	if (csv)
 		fclose(csv);
@@ -755,10 +1240,12 @@ int main(int argc, char **argv)
 		ibv_dereg_mr(p.pre_s);
 	if (p.pre_r)
 		ibv_dereg_mr(p.pre_r);
-	ibv_destroy_qp(p.qp);
-	ibv_destroy_cq(p.cq);
-	ibv_dealloc_pd(p.pd);
-	ibv_close_device(p.ctx);
+	if (!p.local) {
+		ibv_destroy_qp(p.qp);
+		ibv_destroy_cq(p.cq);
+		ibv_dealloc_pd(p.pd);
+		ibv_close_device(p.ctx);
+	}
 #ifdef GDRC_PINGPONG_MPI
 	if (p.mpi)
 		MPI_Finalize();

@@ -52,6 +52,9 @@
 #                         /boot/vmlinuz-VER that has /lib/modules/VER)
 #   GDRC_VMLAB_KEEP=1     keep each run's folder (console log) after success
 #   GDRC_VMLAB_VERBOSE=1  copy the guests' consoles to stderr as they boot
+#   GDRC_VMLAB_PROGRESS=1 pair: while the guests boot, a line every 10 s on
+#                         stderr; then the client's (B's) output there as
+#                         it comes (it is printed again at the end)
 #   GDRC_VMLAB_BZIMAGE=1  boot /boot/vmlinuz as it is, not the cached ELF
 #                         vmlinux decompressed from it (2.5 s slower a boot)
 #
@@ -708,6 +711,40 @@ vmlab_pair_ok() {
 	grep -q '@@VMLAB:END rc=0 ' "$1/console.log"
 }
 
+# GDRC_VMLAB_PROGRESS: prints to stderr the lines of B's command output
+# (RDIR) that have not been shown yet, only whole lines; before the
+# command starts, a line every 10 s.  VMLAB_SHOWN counts what was shown.
+VMLAB_SHOWN=0
+VMLAB_BOOT_SAID=0
+vmlab_pair_progress() {
+	local log=$1/console.log t=$2 i n partial=''
+	local -a got=()
+	[[ -n $(tail -c 1 "$log" 2>/dev/null) ]] && partial=1
+	mapfile -t got < <(tr -d '\r' <"$log" | awk '
+		inside && /@@VMLAB:END/ { print "@@end"; exit }
+		inside { print }
+		/@@VMLAB:BEGIN/ { inside = 1; print "@@begin" }')
+	n=${#got[@]}
+	if ((n == 0)); then
+		if ((t >= VMLAB_BOOT_SAID + 10)); then
+			VMLAB_BOOT_SAID=$t
+			echo "vmlab: pair: the guests are booting (${t} s)" >&2
+		fi
+		return 0
+	fi
+	# A line still being written is shown once it is whole.
+	[[ -n $partial && ${got[n - 1]} != @@end ]] && n=$((n - 1))
+	for ((i = VMLAB_SHOWN; i < n; i++)); do
+		case ${got[i]} in
+		@@begin) echo "vmlab: pair: up after ${t} s; the client's output:" >&2 ;;
+		@@end) ;;
+		*) printf '  %s\n' "${got[i]}" >&2 ;;
+		esac
+	done
+	((n > VMLAB_SHOWN)) && VMLAB_SHOWN=$n
+	return 0
+}
+
 vmlab_free_port() {
 	local p
 	for _ in $(seq 50); do
@@ -793,6 +830,8 @@ vmlab_cmd_pair() {
 	pb=$(cat "$rb/pid")
 	while [[ -z $done_a || -z $done_b ]]; do
 		sleep 0.5
+		[[ ${GDRC_VMLAB_PROGRESS:-} != 1 ]] ||
+			vmlab_pair_progress "$rb" $((SECONDS - t0))
 		if [[ -z $done_a ]] && vmlab_pair_done "$ra" "$pa"; then
 			done_a=1
 			vmlab_pair_ok "$ra" || deadline=${deadline:-$((SECONDS + 30))}
@@ -812,6 +851,8 @@ vmlab_cmd_pair() {
 			fi
 		fi
 	done
+	[[ ${GDRC_VMLAB_PROGRESS:-} != 1 ]] ||
+		vmlab_pair_progress "$rb" $((SECONDS - t0))
 	kill "$pa" "$pb" 2>/dev/null || true
 	local rca rcb rc
 	vmlab_qemu_result "$ra"
