@@ -44,5 +44,10 @@ for i in $(seq 1 "$runs"); do
 		--json "$out/bench$i.json" >"$out/bench$i.txt" 2>&1 || rc=1
 	grep -E "^g\. " "$out/bench$i.txt" >>"$out/summary.txt"
 done
+echo "gdrc-pingpong --local --mem cuda (usec per message):" >>"$out/summary.txt"
+"$build"/examples/gdrc-pingpong --local --mem cuda -n 20 -r 5 -s 64K:64M \
+	-m cache,pin-each -o "$out/pingpong-cuda.csv" \
+	>"$out/pingpong-cuda.txt" 2>&1 || rc=1
+cat "$out/pingpong-cuda.txt" >>"$out/summary.txt"
 date -u | tee -a "$out/summary.txt"
 exit $rc
