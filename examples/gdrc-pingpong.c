@@ -970,15 +970,17 @@ static int wl_realloc(unsigned k)
 	return k % 16 == 5 || k % 16 == 15;
 }
 
-/* Size of buffer i: one of MIN, 2 MIN, ... MAX, stepping by 7 sizes, so
- * that the hot quarter holds small and large buffers alike. */
+/* Size of buffer i: one of MIN, 2 MIN, ... MAX, counted up from MIN for
+ * even i and down from MAX for odd i, so that the hot quarter holds small
+ * and large buffers alike. */
 static size_t wl_size(const struct pp *p, unsigned i)
 {
-	unsigned steps = 0;
+	unsigned steps = 0, j;
 
 	while ((p->plan.min_size << (steps + 1)) <= p->plan.max_size)
 		steps++;
-	return p->plan.min_size << (i * 7 % (steps + 1));
+	j = i % (steps + 1);
+	return p->plan.min_size << (i % 2 ? steps - j : j);
 }
 
 /* Every byte of message k, so that old pages cannot pass for new. */
