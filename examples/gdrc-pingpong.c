@@ -266,16 +266,21 @@ static void cuda_open(void)
 	}
 }
 
-static char *buf_alloc(const struct pp *p, size_t len)
+static char *cuda_alloc(size_t len)
 {
 	unsigned long long d;
+
+	if (cu.alloc(&d, len))
+		die("cuMemAlloc");
+	return (char *)(uintptr_t)d;
+}
+
+static char *buf_alloc(const struct pp *p, size_t len)
+{
 	void *h;
 
-	if (p->plan.cuda) {
-		if (cu.alloc(&d, len))
-			die("cuMemAlloc");
-		return (char *)(uintptr_t)d;
-	}
+	if (p->plan.cuda)
+		return cuda_alloc(len);
 	if (posix_memalign(&h, 4096, len))
 		die("posix_memalign");
 	memset(h, 0, len);
@@ -286,14 +291,10 @@ static char *buf_alloc(const struct pp *p, size_t len)
  * new one may take the old address. */
 static char *wl_alloc(const struct pp *p, size_t len)
 {
-	unsigned long long d;
 	void *h;
 
-	if (p->plan.cuda) {
-		if (cu.alloc(&d, len))
-			die("cuMemAlloc");
-		return (char *)(uintptr_t)d;
-	}
+	if (p->plan.cuda)
+		return cuda_alloc(len);
 	h = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (h == MAP_FAILED)
