@@ -165,11 +165,11 @@ for csv in "${csvs[@]}"; do
 		plot "< grep '^pin-each,' $csv" using 2:5 with linespoints \
 			lc rgb "#d62728" lw 2 title "pin-each, in the ping-pong", \
 		     "< grep '^pin-each,' $csv" using 2:8 with linespoints \
-			lc rgb "#d62728" dt 2 title "pin-each, back to back", \
+			lc rgb "#d62728" title "pin-each, back to back", \
 		     "< grep '^cache,' $csv" using 2:5 with linespoints \
 			lc rgb "#1f77b4" lw 2 title "cache, in the ping-pong", \
 		     "< grep '^cache,' $csv" using 2:8 with linespoints \
-			lc rgb "#1f77b4" dt 2 title "cache, back to back"
+			lc rgb "#1f77b4" title "cache, back to back"
 		unset multiplot
 	GP
 	echo "plot: $png"
