@@ -108,7 +108,7 @@ struct pp_plan {
 	uint32_t modes;      /* bit per mode */
 	uint32_t iters;
 	uint32_t warmup;
-	uint32_t rounds;     /* best of, per size and mode */
+	uint32_t rounds;     /* turns per size and mode; medians */
 	uint32_t cuda;
 	uint32_t wl_msgs;    /* --workload: messages (0: none) */
 	uint32_t wl_bufs;    /* --bufs */
@@ -1012,24 +1012,24 @@ static int workload(struct pp *p, int m, unsigned char *scratch)
 	size_t top = 0;
 	uint64_t st[NSTAT];
 	size_t *lens = lens_alloc(n);
-	char **b = calloc(nb, sizeof(*b));
+	char **b;
 	struct reg r[2];
 	struct clock_pair t0;
 	uint64_t reg_total = 0;
 	double us;
 
-	if (!b)
-		die("calloc");
 	for (unsigned k = 0; k < n; k++)
 		lens[k] = wl_size(p, wl_pick(k, nb));
 	if (p->server) {
 		serve_post_first(p, m, lens[0], r);
 		barrier(p);
 		serve(p, m, lens, n, r);
-		free(b);
 		free(lens);
 		return 0;
 	}
+	b = calloc(nb, sizeof(*b));
+	if (!b)
+		die("calloc");
 	for (unsigned i = 0; i < nb; i++) {
 		b[i] = wl_alloc(p, wl_size(p, i));
 		if (wl_size(p, i) > top)
