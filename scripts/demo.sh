@@ -51,7 +51,7 @@ lib=$(readlink -f "$dir/lib/libgdrcache.so.0")
 real_dev=""
 if command -v ibv_devices >/dev/null; then
 	real_dev=$(ibv_devices 2>/dev/null |
-		awk 'NR > 2 && $1 !~ /^(rxe|siw)/ { print $1; exit }' || true)
+		awk 'NR > 2 && $1 !~ /^(rxe|siw)/ && !n++ { print $1 }' || true)
 fi
 gpu=""
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then

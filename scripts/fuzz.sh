@@ -46,7 +46,9 @@ done
 # Again with UCX's UCM owning glibc (libucs preloaded: its constructor
 # patches first), so that UCM's events are the only host source; a
 # third of the time.  ASan's runtime then is not first in the list.
-ucs=$(ldconfig -p 2>/dev/null | awk '/libucs\.so\.0 / { print $NF; exit }')
+# awk reads to the end: with pipefail, an early exit would kill ldconfig
+# with SIGPIPE (its list passes the 64 KiB pipe buffer) and fail the script.
+ucs=$(ldconfig -p 2>/dev/null | awk '/libucs\.so\.0 / && !n++ { print $NF }')
 if [ -n "$ucs" ]; then
 	echo "== fuzz_cache with UCX's UCM events ($ucs preloaded)"
 	ASAN_EXTRA=:verify_asan_link_order=0 run fuzz_cache \

@@ -7,6 +7,6 @@
 set -u
 prog=${1:?usage: run_linked.sh LINKED_USER PRELOAD_SO}
 so=${2:?usage: run_linked.sh LINKED_USER PRELOAD_SO}
-asan=$(ldd "$prog" 2>/dev/null | awk '/libasan/ { print $3; exit }')
+asan=$(ldd "$prog" 2>/dev/null | awk '/libasan/ && !n++ { print $3 }')
 "$prog" || exit 1
 LD_PRELOAD="${asan:+$asan }$so" "$prog" --preloaded

@@ -8,7 +8,7 @@ case "${1:-}" in
 -h | --help) sed -n '3,5{s/^# \{0,1\}//p}' "$0"; exit 0 ;;
 esac
 # Under ASan its runtime comes first in LD_PRELOAD.
-asan=$(ldd "$1" 2>/dev/null | awk '/libasan/ { print $3; exit }')
+asan=$(ldd "$1" 2>/dev/null | awk '/libasan/ && !n++ { print $3 }')
 out=$(LD_PRELOAD="${asan:+$asan }$2" GDRC_BACKEND=none GDRC_STATS=1 GDRC_LOG_LEVEL=info \
 	"$1" 2>&1)
 rc=$?

@@ -31,7 +31,7 @@ vm_stage "$out" "$prog" "$lib" || exit 1
 p=$out/$(basename "$prog")
 l=$out/$(basename "$lib")
 # An ASan build's preload library needs the ASan runtime loaded first.
-asan=$(ldd "$lib" 2>/dev/null | awk '/libasan/ { print $3; exit }')
+asan=$(ldd "$lib" 2>/dev/null | awk '/libasan/ && !n++ { print $3 }')
 pre="${asan:+$asan }$l"
 iters=${GDRC_PRELOAD_ITERS:-300}
 size=$((8 << 20)) # registered per message; 4 KiB of it written
@@ -61,7 +61,7 @@ LD_PRELOAD="'"$pre"'" GDRC_STATS=1 GDRC_LOG_LEVEL=info \
 	'"$p"' -d rxe0 -n '"$iters"' -s '"$size"' -w 4096 loop \
 	> /tmp/loop.txt 2>&1 || rc=1
 cat /tmp/loop.txt
-hits=$(sed -n "s/.*\"hits\": \([0-9]*\).*/\1/p" /tmp/loop.txt | head -n 1)
+hits=$(sed -n "s/.*\"hits\": \([0-9]*\).*/\1/p" /tmp/loop.txt | awk "!n++")
 echo "preload: loop hits ${hits:-none} of '"$iters"' messages"
 [ "${hits:-0}" -ge $(('"$iters"' - 1)) ] ||
 	{ echo "preload: the messages were not served from the cache"; rc=1; }

@@ -435,7 +435,7 @@ vmlab_kernel_image() {
 		# The first compressed-stream magic in the file is the payload's.
 		for magic in 'xz \xfd\x37\x7a\x58\x5a\x00' 'zstd \x28\xb5\x2f\xfd' \
 			'gzip \x1f\x8b\x08'; do
-			off=$(LC_ALL=C grep -obUaP "${magic#* }" "$vmlinuz" | head -n 1 | cut -d: -f1)
+			off=$(LC_ALL=C grep -obUaP "${magic#* }" "$vmlinuz" | awk -F: '!n++ { print $1 }')
 			[[ -n $off ]] || continue
 			case ${magic%% *} in
 			xz) cat='xz -dc --single-stream' ;;
@@ -446,7 +446,7 @@ vmlab_kernel_image() {
 			# the ELF check below is what decides.
 			tail -c +$((off + 1)) "$vmlinuz" | $cat >"$img.tmp" 2>/dev/null || true
 			if [[ $(head -c 4 "$img.tmp" | od -An -tx1 | tr -d ' \n') == 7f454c46 ]] &&
-				readelf -n "$img.tmp" 2>/dev/null | grep -q '(0x00000012)'; then
+				readelf -n "$img.tmp" 2>/dev/null | grep -c '(0x00000012)' >/dev/null; then
 				mv "$img.tmp" "$img"
 				find "$VMLAB_DIR/kernel" -maxdepth 1 -name 'vmlinux-*' ! -name "${img##*/}" \
 					-mmin +60 -delete 2>/dev/null || true
@@ -1006,8 +1006,8 @@ EOF
 		grep -qw vmlab_hello /proc/modules
 		rmmod vmlab_hello
 		dmesg | grep vmlab_hello
-		dmesg | grep -q "vmlab_hello: loaded, token='"$token"'"
-		dmesg | grep -q "vmlab_hello: unloaded, token='"$token"'"')
+		dmesg | grep -c "vmlab_hello: loaded, token='"$token"'"
+		dmesg | grep -c "vmlab_hello: unloaded, token='"$token"'"')
 }
 
 # (d) The command's status comes back, and the share is written through.
