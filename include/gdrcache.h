@@ -615,6 +615,8 @@ enum gdrc_stat {
 				      * once after releasing unused ones */
 	GDRC_STAT_UCM_EVENTS,        /* of MEM_EVENTS, those that came from
 					UCX's UCM (docs/hooks.md) */
+	GDRC_STAT_MISUSE,            /* misuses detected in this process,
+				      * by any context (GDRC_MISUSE) */
 	GDRC_STAT_COUNT
 };
 

@@ -11,6 +11,20 @@
  * forever in the child).
  *
  * Lock order: registry_lock, then a cache's locks (cache.h).
+ *
+ * Misuse (GDRC_MISUSE, docs/env.md).  What gdrc_init hands out points
+ * into its context's first CTX_ALIGN bytes, at a line chosen by the
+ * cache's uid (ctx_pub); every call finds the context by masking and
+ * accepts the pointer only if it is the one the context's uid chooses
+ * (ctx_of: one load, of the line the fast path reads first anyway).
+ * gdrc_fini zeroes the uid, and a finished context's memory is never
+ * given back to malloc: it waits, first in first out, for a later
+ * gdrc_init, which gives it a new uid.  So a call on a finished context
+ * reads memory that is still there and fails the check, and after the
+ * memory's reuse it still fails unless the new uid chooses the old line
+ * (one reuse in CTX_TAGS).  Handles are checked by the cache
+ * (gdrc_cache_put).  A misuse is logged, counted and then aborts or is
+ * ignored, whatever call found it.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -43,8 +57,27 @@
 /* Room left at the top of the address space for rounding a range out. */
 #define GDRC_MAX_ROUNDING (64 * 1024)
 
+/* Contexts: alignment, and the lines the public pointer may point at. */
+#define CTX_ALIGN 4096
+#define CTX_TAGS (CTX_ALIGN / GDRC_CACHELINE)
+/* Finished contexts waiting for reuse: at most every context that ever
+ * lived at once, plus one that failed because the registry was full. */
+#define CTX_DEAD_MAX (GDRC_MAX_CONTEXTS + 1)
+
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gdrc_ctx *registry[GDRC_MAX_CONTEXTS]; /* registry_lock */
+/* Finished contexts, oldest first (a ring, under registry_lock). */
+static struct gdrc_ctx *ctx_dead[CTX_DEAD_MAX];
+static unsigned ctx_dead_first, ctx_dead_count;
+
+#ifdef NDEBUG
+#define MISUSE_BUILD_DEFAULT GDRC_KNOB_MISUSE_WARN
+#else
+#define MISUSE_BUILD_DEFAULT GDRC_KNOB_MISUSE_ABORT
+#endif
+/* GDRC_MISUSE, resolved: the last gdrc_init's, else the build's. */
+static atomic_int misuse_policy = MISUSE_BUILD_DEFAULT;
+static _Atomic uint64_t misuse_seen; /* GDRC_STAT_MISUSE */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static int hooks_lost_seen; /* registry_lock */
 
@@ -58,6 +91,113 @@ enum { CUHOOKS_UNTESTED, CUHOOKS_OK, CUHOOKS_BAD };
 static pthread_mutex_t cuhooks_test_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int cuhooks_state;  /* written under cuhooks_test_lock */
 static char cuhooks_test_why[256]; /* cuhooks_test_lock; final once BAD */
+
+/*
+ * A misuse was detected in call: one error line, counted, then abort()
+ * or back to the caller, which changes nothing.  Never in hook context.
+ */
+GDRC_NOINLINE __attribute__((format(printf, 2, 3)))
+static void misuse(const char *call, const char *fmt, ...)
+{
+	int stop = atomic_load_explicit(&misuse_policy, memory_order_relaxed) ==
+		   GDRC_KNOB_MISUSE_ABORT;
+	char what[192];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	atomic_fetch_add_explicit(&misuse_seen, 1, memory_order_relaxed);
+	gdrc_log_write(GDRC_LOG_ERROR, "%s: misuse: %s; %s", call, what,
+		       stop ? "aborting (GDRC_MISUSE=abort)" :
+			      "ignored, nothing changed (GDRC_MISUSE=warn)");
+	if (stop)
+		abort();
+}
+
+/* The pointer gdrc_init hands out for ctx (see the file comment). */
+static struct gdrc_ctx *ctx_pub(struct gdrc_ctx *ctx)
+{
+	return (struct gdrc_ctx *)((uintptr_t)ctx +
+				   (ctx->cache.uid % CTX_TAGS) *
+					   GDRC_CACHELINE);
+}
+
+/* The live context pub was handed out for, or NULL (pub not NULL). */
+static inline struct gdrc_ctx *ctx_of(struct gdrc_ctx *pub)
+{
+	struct gdrc_ctx *ctx =
+		(struct gdrc_ctx *)((uintptr_t)pub & ~(uintptr_t)(CTX_ALIGN - 1));
+	uint64_t uid = ctx->cache.uid;
+
+	return uid && (uintptr_t)pub == (uintptr_t)ctx +
+						(uid % CTX_TAGS) *
+							GDRC_CACHELINE ?
+		       ctx :
+		       NULL;
+}
+
+GDRC_NOINLINE
+static void ctx_misuse(const char *call, const struct gdrc_ctx *pub)
+{
+	misuse(call, "context %p is finished (gdrc_fini) or was never one",
+	       (const void *)pub);
+}
+
+/* ctx_of for the calls off the fast path: NULL pub is plain bad input,
+ * anything else that is not a live context a misuse. */
+static struct gdrc_ctx *ctx_open(struct gdrc_ctx *pub, const char *call)
+{
+	struct gdrc_ctx *ctx;
+
+	if (!pub)
+		return NULL;
+	ctx = ctx_of(pub);
+	if (!ctx)
+		ctx_misuse(call, pub);
+	return ctx;
+}
+
+/* Memory for a context: the oldest finished one, else new. */
+static struct gdrc_ctx *ctx_alloc(void)
+{
+	struct gdrc_ctx *ctx = NULL;
+	void *mem;
+
+	pthread_mutex_lock(&registry_lock);
+	if (ctx_dead_count) {
+		ctx = ctx_dead[ctx_dead_first];
+		ctx_dead_first = (ctx_dead_first + 1) % CTX_DEAD_MAX;
+		ctx_dead_count--;
+	}
+	pthread_mutex_unlock(&registry_lock);
+	if (!ctx) {
+		size_t size = (sizeof(*ctx) + CTX_ALIGN - 1) &
+			      ~(size_t)(CTX_ALIGN - 1);
+
+		if (posix_memalign(&mem, CTX_ALIGN, size))
+			return NULL;
+		ctx = mem;
+	}
+	memset(ctx, 0, sizeof(*ctx));
+	return ctx;
+}
+
+/* A finished context: its uid gone (every pointer to it now fails
+ * ctx_of), its memory kept for a later gdrc_init. */
+static void ctx_bury(struct gdrc_ctx *ctx)
+{
+	ctx->cache.uid = 0;
+	pthread_mutex_lock(&registry_lock);
+	if (ctx_dead_count < CTX_DEAD_MAX) {
+		ctx_dead[(ctx_dead_first + ctx_dead_count) % CTX_DEAD_MAX] =
+			ctx;
+		ctx_dead_count++;
+		ctx = NULL;
+	}
+	pthread_mutex_unlock(&registry_lock);
+	free(ctx); /* not reached: see CTX_DEAD_MAX */
+}
 
 static void atfork_prepare(void)
 {
@@ -405,6 +545,8 @@ static void ctx_stats(struct gdrc_ctx *ctx, uint64_t *v)
 	gdrc_cache_stats(&ctx->cache, v);
 	v[GDRC_STAT_UCM_EVENTS] =
 		atomic_load_explicit(&ctx->ucm_events, memory_order_relaxed);
+	v[GDRC_STAT_MISUSE] =
+		atomic_load_explicit(&misuse_seen, memory_order_relaxed);
 }
 
 static void print_stats(struct gdrc_ctx *ctx)
@@ -445,9 +587,9 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 		return GDRC_ERR_INVALID_PARAM;
 	pthread_once(&atfork_once, atfork_install);
 
-	if (posix_memalign((void **)&ctx, GDRC_CACHELINE, sizeof(*ctx)))
+	ctx = ctx_alloc();
+	if (!ctx)
 		return GDRC_ERR_NO_MEMORY;
-	memset(ctx, 0, sizeof(*ctx));
 	ctx->hooks_slot = -1;
 	status = ctx_setup(ctx, cfg);
 	if (status)
@@ -472,10 +614,15 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 
 		pthread_once(&stats_once, stats_at_exit_install);
 	}
+	atomic_store_explicit(&misuse_policy,
+			      ctx->knobs.misuse == GDRC_KNOB_MISUSE_AUTO ?
+				      MISUSE_BUILD_DEFAULT :
+				      ctx->knobs.misuse,
+			      memory_order_relaxed);
 	gdrc_debug("context created: backend %s, host caching %s",
 		   ctx->cache.p.ops->name,
 		   ctx->cache.p.cache_host ? "on" : "off");
-	*ctx_p = ctx;
+	*ctx_p = ctx_pub(ctx);
 	return GDRC_OK;
 
 err_registry:
@@ -484,13 +631,14 @@ err_cleanup:
 	gdrc_cache_cleanup(&ctx->cache);
 err_free:
 	gdrc_kchan_close(ctx->kchan);
-	free(ctx);
+	ctx_bury(ctx);
 	return status;
 }
 
 
-GDRC_API void gdrc_fini(struct gdrc_ctx *ctx)
+GDRC_API void gdrc_fini(struct gdrc_ctx *pub)
 {
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
 	int forked;
 
 	if (!ctx)
@@ -511,7 +659,7 @@ GDRC_API void gdrc_fini(struct gdrc_ctx *ctx)
 	 * child the fd is a copy and closing it touches nothing of the
 	 * parent's subscriptions. */
 	gdrc_kchan_close(ctx->kchan);
-	free(ctx);
+	ctx_bury(ctx);
 }
 
 /* [addr, addr + len) must be non-empty, not wrap, and leave room to be
@@ -681,17 +829,23 @@ out:
 	return status;
 }
 
-GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
+GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *pub, const void *addr,
 				   size_t len, uint32_t access, uint32_t flags,
 				   struct gdrc_mr **mr_p)
 {
 	uintptr_t start = (uintptr_t)addr, end = start + len;
+	struct gdrc_ctx *ctx;
 	struct gdrc_mr *r;
 
-	if (gdrc_unlikely(!ctx || !mr_p || !range_ok(addr, len) ||
+	if (gdrc_unlikely(!pub || !mr_p || !range_ok(addr, len) ||
 			  (access & ~GDRC_ACCESS_ALL) ||
 			  (flags & ~GDRC_GET_ALL)))
 		return GDRC_ERR_INVALID_PARAM;
+	ctx = ctx_of(pub);
+	if (gdrc_unlikely(!ctx)) {
+		ctx_misuse(__func__, pub);
+		return GDRC_ERR_INVALID_PARAM;
+	}
 	access = access_needed(access);
 	if (gdrc_likely(!flags)) {
 		r = gdrc_cache_get_fast(&ctx->cache, start, end, access,
@@ -704,16 +858,22 @@ GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *ctx, const void *addr,
 	return mr_get_slow(ctx, start, end, access, flags, mr_p);
 }
 
-GDRC_API gdrc_status_t gdrc_mr_reget(struct gdrc_ctx *ctx,
+GDRC_API gdrc_status_t gdrc_mr_reget(struct gdrc_ctx *pub,
 				     const struct gdrc_mr *mr,
 				     const void *addr, size_t len,
 				     uint32_t access)
 {
 	uintptr_t start = (uintptr_t)addr;
+	struct gdrc_ctx *ctx;
 
-	if (gdrc_unlikely(!ctx || !mr || !range_ok(addr, len) ||
+	if (gdrc_unlikely(!pub || !mr || !range_ok(addr, len) ||
 			  (access & ~GDRC_ACCESS_ALL)))
 		return GDRC_ERR_INVALID_PARAM;
+	ctx = ctx_of(pub);
+	if (gdrc_unlikely(!ctx)) {
+		ctx_misuse(__func__, pub);
+		return GDRC_ERR_INVALID_PARAM;
+	}
 	access = access_needed(access);
 	return gdrc_cache_reget(&ctx->cache, mr, start, start + len, access,
 				hooks_trusted) ?
@@ -721,11 +881,52 @@ GDRC_API gdrc_status_t gdrc_mr_reget(struct gdrc_ctx *ctx,
 		       GDRC_ERR_STALE;
 }
 
-GDRC_API void gdrc_mr_put(struct gdrc_ctx *ctx, struct gdrc_mr *mr)
+/* What a put found wrong with mr (enum gdrc_put_fault), said. */
+GDRC_NOINLINE
+static void put_misuse(const struct gdrc_mr *mr, int fault)
 {
-	if (gdrc_unlikely(!ctx || !mr))
+	static const char *const what[] = {
+		[GDRC_PUT_NOT_MR] = "is not a registration (or its memory went "
+				    "back to its context's pool)",
+		[GDRC_PUT_OTHER_CTX] = "belongs to another context",
+		[GDRC_PUT_RELEASED] = "was already let go of: a double put",
+		[GDRC_PUT_TOO_MANY] = "has no get outstanding: a double put",
+	};
+
+	if (fault == GDRC_PUT_NOT_MR)
+		misuse("gdrc_mr_put", "handle %p %s", (const void *)mr,
+		       what[fault]);
+	else
+		misuse("gdrc_mr_put", "handle %p (registration %llu) %s",
+		       (const void *)mr, (unsigned long long)mr->r->id,
+		       what[fault]);
+}
+
+GDRC_API void gdrc_mr_put(struct gdrc_ctx *pub, struct gdrc_mr *mr)
+{
+	struct gdrc_ctx *ctx;
+	int fault;
+
+	if (gdrc_unlikely(!pub || !mr))
 		return;
-	gdrc_cache_put(&ctx->cache, mr);
+	ctx = ctx_of(pub);
+	if (gdrc_unlikely(!ctx)) {
+		ctx_misuse(__func__, pub);
+		return;
+	}
+	fault = gdrc_cache_put(&ctx->cache, mr);
+	if (gdrc_unlikely(fault))
+		put_misuse(mr, fault);
+}
+
+/* Is mr a live registration or handle?  Else a misuse, in call. */
+static inline int mr_live(const struct gdrc_mr *mr, const char *call)
+{
+	if (gdrc_likely(mr->magic == GDRC_MR_MAGIC))
+		return 1;
+	misuse(call, "handle %p is not a registration (or its memory went "
+		     "back to its context's pool)", (const void *)mr);
+	return 0;
 }
 
 GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
@@ -734,7 +935,7 @@ GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
 	const struct gdrc_region *r;
 	uint64_t w;
 
-	if (!mr || !info_p)
+	if (!mr || !info_p || !mr_live(mr, __func__))
 		return GDRC_ERR_INVALID_PARAM;
 	r = mr->r;
 	w = atomic_load_explicit(&((struct gdrc_region *)r)->word,
@@ -763,17 +964,18 @@ GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
 
 GDRC_API uint32_t gdrc_mr_lkey(const struct gdrc_mr *mr)
 {
-	return mr ? mr->r->lkey : 0;
+	return mr && mr_live(mr, __func__) ? mr->r->lkey : 0;
 }
 
 GDRC_API uint32_t gdrc_mr_rkey(const struct gdrc_mr *mr)
 {
-	return mr ? mr->r->rkey : 0;
+	return mr && mr_live(mr, __func__) ? mr->r->rkey : 0;
 }
 
-GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *ctx, const void *ptr,
+GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *pub, const void *ptr,
 				      struct gdrc_ptr_info *info_p)
 {
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
 	uintptr_t p = (uintptr_t)ptr;
 	struct gdrc_region *r;
 	struct gdrc_class cls;
@@ -810,18 +1012,20 @@ GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *ctx, const void *ptr,
 	return status;
 }
 
-GDRC_API gdrc_status_t gdrc_release_unused(struct gdrc_ctx *ctx, int device,
+GDRC_API gdrc_status_t gdrc_release_unused(struct gdrc_ctx *pub, int device,
 					   uint64_t *released_p)
 {
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
 	if (!ctx || device < GDRC_DEVICE_ALL)
 		return GDRC_ERR_INVALID_PARAM;
 	return gdrc_cache_release_unused(&ctx->cache, device, released_p);
 }
 
-GDRC_API gdrc_status_t gdrc_device_stat_get(struct gdrc_ctx *ctx, int device,
+GDRC_API gdrc_status_t gdrc_device_stat_get(struct gdrc_ctx *pub, int device,
 					    enum gdrc_device_stat stat,
 					    uint64_t *value_p)
 {
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
 	if (!ctx || !value_p || (unsigned)stat >= GDRC_DEVICE_STAT_COUNT ||
 	    device < GDRC_DEVICE_ALL || device >= GDRC_MAX_DEVICES)
 		return GDRC_ERR_INVALID_PARAM;
@@ -829,9 +1033,10 @@ GDRC_API gdrc_status_t gdrc_device_stat_get(struct gdrc_ctx *ctx, int device,
 	return GDRC_OK;
 }
 
-GDRC_API gdrc_status_t gdrc_gpu_status(struct gdrc_ctx *ctx,
+GDRC_API gdrc_status_t gdrc_gpu_status(struct gdrc_ctx *pub,
 				       const char **reason_p)
 {
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
 	if (!ctx)
 		return GDRC_ERR_INVALID_PARAM;
 	if (reason_p)
@@ -839,9 +1044,10 @@ GDRC_API gdrc_status_t gdrc_gpu_status(struct gdrc_ctx *ctx,
 	return ctx->cuda ? GDRC_OK : GDRC_ERR_NO_DEVICE;
 }
 
-GDRC_API gdrc_status_t gdrc_hooks_status(struct gdrc_ctx *ctx,
+GDRC_API gdrc_status_t gdrc_hooks_status(struct gdrc_ctx *pub,
 					 const char **reason_p)
 {
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
 	const char *why = NULL;
 
 	if (!ctx)
@@ -866,9 +1072,10 @@ GDRC_API gdrc_status_t gdrc_hooks_status(struct gdrc_ctx *ctx,
 	return why ? GDRC_ERR_UNSUPPORTED : GDRC_OK;
 }
 
-GDRC_API gdrc_status_t gdrc_kmod_status(struct gdrc_ctx *ctx,
+GDRC_API gdrc_status_t gdrc_kmod_status(struct gdrc_ctx *pub,
 					const char **reason_p)
 {
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
 	if (!ctx)
 		return GDRC_ERR_INVALID_PARAM;
 	if (reason_p)
@@ -984,10 +1191,11 @@ GDRC_API void gdrc_log_printf(enum gdrc_log_level level, const char *fmt,
 	va_end(ap);
 }
 
-GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *ctx,
+GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *pub,
 					   enum gdrc_backend backend,
 					   const char **reason_p)
 {
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
 	if (!ctx || (unsigned)backend >= GDRC_BACKENDS)
 		return GDRC_ERR_INVALID_PARAM;
 	if (reason_p)
@@ -996,9 +1204,10 @@ GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *ctx,
 	return ctx->be_used[backend] ? GDRC_OK : GDRC_ERR_UNSUPPORTED;
 }
 
-GDRC_API gdrc_status_t gdrc_cuda_hooks_status(struct gdrc_ctx *ctx,
+GDRC_API gdrc_status_t gdrc_cuda_hooks_status(struct gdrc_ctx *pub,
 					      const char **reason_p)
 {
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
 	const char *why = NULL;
 	int state;
 
@@ -1019,9 +1228,10 @@ GDRC_API gdrc_status_t gdrc_cuda_hooks_status(struct gdrc_ctx *ctx,
 	return why ? GDRC_ERR_UNSUPPORTED : GDRC_OK;
 }
 
-GDRC_API gdrc_status_t gdrc_invalidate(struct gdrc_ctx *ctx, const void *addr,
+GDRC_API gdrc_status_t gdrc_invalidate(struct gdrc_ctx *pub, const void *addr,
 				       size_t len)
 {
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
 	uintptr_t start = (uintptr_t)addr;
 
 	if (!ctx || !range_ok(addr, len))
@@ -1031,9 +1241,10 @@ GDRC_API gdrc_status_t gdrc_invalidate(struct gdrc_ctx *ctx, const void *addr,
 				     GDRC_STAT_INV_EXPLICIT);
 }
 
-GDRC_API gdrc_status_t gdrc_stat_get(struct gdrc_ctx *ctx, enum gdrc_stat stat,
+GDRC_API gdrc_status_t gdrc_stat_get(struct gdrc_ctx *pub, enum gdrc_stat stat,
 				     uint64_t *value_p)
 {
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
 	uint64_t v[GDRC_STAT_COUNT];
 
 	if (!ctx || !value_p || (unsigned)stat >= GDRC_STAT_COUNT)
@@ -1045,10 +1256,11 @@ GDRC_API gdrc_status_t gdrc_stat_get(struct gdrc_ctx *ctx, enum gdrc_stat stat,
 	return GDRC_OK;
 }
 
-GDRC_API gdrc_status_t gdrc_stats_dump(struct gdrc_ctx *ctx,
+GDRC_API gdrc_status_t gdrc_stats_dump(struct gdrc_ctx *pub,
 				       enum gdrc_dump_format format, char *buf,
 				       size_t buflen, size_t *needed_p)
 {
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
 	uint64_t v[GDRC_STAT_COUNT];
 
 	if (!ctx || (format != GDRC_DUMP_TEXT && format != GDRC_DUMP_JSON) ||

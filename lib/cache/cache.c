@@ -201,6 +201,9 @@ _Static_assert(offsetof(struct gdrc_region, kmore) + sizeof(uint32_t) <=
 /* One owner writes a handle: it must not share a line with another. */
 _Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
 	       "a handle is one cache line");
+/* gdrc_cache_put compares a remembered handle with the mr it is given. */
+_Static_assert(offsetof(struct gdrc_handle, pub) == 0,
+	       "a handle's mr is its address");
 
 /* The pointer at obj + link: its free-list link. */
 static void **pool_link(const struct gdrc_pool *pool, void *obj)
@@ -239,6 +242,8 @@ static void *pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
 			if (pool->init)
 				pool->init(obj);
 			*pool_link(pool, obj) = pool->free;
+			if (!pool->free)
+				pool->free_tail = obj;
 			pool->free = obj;
 		}
 	}
@@ -248,11 +253,15 @@ static void *pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
 	return obj;
 }
 
-/* Under slab_lock: give obj back. */
+/* Under slab_lock: give obj back, last in line for reuse. */
 static void pool_put_locked(struct gdrc_pool *pool, void *obj)
 {
-	*pool_link(pool, obj) = pool->free;
-	pool->free = obj;
+	*pool_link(pool, obj) = NULL;
+	if (pool->free)
+		*pool_link(pool, pool->free_tail) = obj;
+	else
+		pool->free = obj;
+	pool->free_tail = obj;
 }
 
 static void pool_free_chunks(struct gdrc_pool *pool)
@@ -265,6 +274,7 @@ static void pool_free_chunks(struct gdrc_pool *pool)
 	}
 	pool->chunks = NULL;
 	pool->free = NULL;
+	pool->free_tail = NULL;
 }
 
 /* A region never published reads as released to gdrc_cache_cleanup. */
@@ -294,10 +304,12 @@ static void slab_free(struct gdrc_cache *c, struct gdrc_region *r)
 	r->kmore = 0;
 	free(segs);
 	free(kpins);
+	r->self.magic = 0;
 	pthread_mutex_lock(&c->slab_lock);
 	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
 	     h = next) {
 		next = h->next;
+		h->pub.magic = 0;
 		pool_put_locked(&c->handles, h);
 	}
 	atomic_store_explicit(&r->handles, NULL, memory_order_relaxed);
@@ -349,6 +361,8 @@ static void region_publish(struct gdrc_cache *c, struct gdrc_region *r)
 
 	r->self.r = r;
 	r->self.h = NULL;
+	r->self.magic = GDRC_MR_MAGIC;
+	atomic_store_explicit(&r->direct, 0, memory_order_relaxed);
 	atomic_store_explicit(&r->handles, NULL, memory_order_relaxed);
 	atomic_store_explicit(&r->word, 1 | REGION_INVALID,
 			      memory_order_release);
@@ -1064,19 +1078,71 @@ static void handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
 	handle_remote_add(c, h, HANDLE_RETIRED - held, d);
 }
 
-void gdrc_cache_put_slow(struct gdrc_mr *mr)
+/*
+ * A put of h by anyone but its owner's live entry: one more in remote,
+ * unless that would exceed the gets outstanding.  Read remote, then held:
+ * every put already in remote is a release that follows its get's count
+ * in held, so held is seen at least that far, and a put of a get still
+ * outstanding always finds held > remote (before the retire), or remote
+ * below HANDLE_RETIRED (after it).  The compare-and-swap keeps two
+ * racing extra puts from both passing.
+ */
+static int handle_put_remote(struct gdrc_cache *c, struct gdrc_handle *h)
 {
-	struct gdrc_cache *c = mr->r->cache;
-	int shard;
+	uint64_t rem = atomic_load_explicit(&h->remote, memory_order_acquire);
 
+	for (;;) {
+		if (rem >= HANDLE_RETIRED)
+			return GDRC_PUT_RELEASED;
+		if (rem < HANDLE_RETIRED / 2 && /* not retired yet */
+		    atomic_load_explicit(&h->held, memory_order_relaxed) <= rem)
+			return GDRC_PUT_TOO_MANY;
+		if (atomic_compare_exchange_weak_explicit(
+			    &h->remote, &rem, rem + 1, memory_order_acq_rel,
+			    memory_order_acquire))
+			break;
+	}
+	if (rem + 1 == HANDLE_RETIRED)
+		handle_release(c, h, NULL);
+	return GDRC_PUT_OK;
+}
+
+/* A put of a direct reference: one of those handed out, else nothing. */
+static int region_put_direct(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	uint32_t n = atomic_load_explicit(&r->direct, memory_order_relaxed);
+
+	do {
+		if (!n)
+			return GDRC_PUT_TOO_MANY;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&r->direct, &n, n - 1, memory_order_relaxed,
+		memory_order_relaxed));
+	gdrc_cache_region_put(c, r);
+	return GDRC_PUT_OK;
+}
+
+int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr)
+{
+	int shard, fault;
+
+	if (mr->magic != GDRC_MR_MAGIC)
+		return GDRC_PUT_NOT_MR;
+	if (mr->r->cache != c)
+		return GDRC_PUT_OTHER_CTX;
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
-		return; /* the parent's registrations are never released */
+		return GDRC_PUT_OK; /* the parent's are never released */
+	if (mr->h && atomic_load_explicit(&mr->h->state,
+					  memory_order_acquire) !=
+			     HANDLE_IN_USE)
+		return GDRC_PUT_RELEASED;
+	fault = mr->h ? handle_put_remote(c, mr->h) :
+			region_put_direct(c, mr->r);
+	if (fault)
+		return fault;
 	shard = tls_shard();
 	gdrc_shard_inc(&c->shards[shard].puts, shard);
-	if (mr->h)
-		handle_remote_add(c, mr->h, 1, NULL);
-	else
-		gdrc_cache_region_put(c, mr->r);
+	return GDRC_PUT_OK;
 }
 
 /* Clear entry e, then let go of its handle if its cache still lives. */
@@ -1191,6 +1257,13 @@ static struct gdrc_handle *handle_reuse(struct gdrc_region *r)
 	return NULL;
 }
 
+/* Hand out r's own mr: the caller's direct reference becomes the get. */
+static struct gdrc_mr *serve_direct(struct gdrc_region *r)
+{
+	atomic_fetch_add_explicit(&r->direct, 1, memory_order_relaxed);
+	return &r->self;
+}
+
 /*
  * Serve r to this thread through its handle, turning the caller's direct
  * reference on r into a get counted in the handle: this thread's live
@@ -1205,7 +1278,7 @@ static struct gdrc_mr *serve(struct gdrc_cache *c, struct gdrc_region *r)
 
 	tls_shard();
 	if (t->no_handles)
-		return &r->self; /* the caller's reference is the get */
+		return serve_direct(r); /* the caller's reference is the get */
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
 		h = t->e[i].h;
 		if (t->e[i].uid == c->uid && h->pub.r == r) {
@@ -1218,9 +1291,10 @@ static struct gdrc_mr *serve(struct gdrc_cache *c, struct gdrc_region *r)
 	if (!h) {
 		h = handle_alloc(c);
 		if (!h)
-			return &r->self;
+			return serve_direct(r);
 		h->pub.r = r;
 		h->pub.h = h;
+		h->pub.magic = GDRC_MR_MAGIC;
 		atomic_init(&h->state, HANDLE_CLAIMED);
 		h->next = atomic_load_explicit(&r->handles,
 					       memory_order_relaxed);
@@ -1873,7 +1947,7 @@ again:
 	stat_add(c, GDRC_STAT_MISSES, 1);
 	stat_add(c, plan.cause, 1);
 	unlock_and_release(c, &d);
-	*mr_p = plan.cached ? serve(c, r) : &r->self;
+	*mr_p = plan.cached ? serve(c, r) : serve_direct(r);
 	return GDRC_OK;
 }
 

@@ -92,6 +92,26 @@ struct gdrc_handle;
 struct gdrc_mr {
 	struct gdrc_region *r; /* the registration */
 	struct gdrc_handle *h; /* NULL: a direct reference on r */
+	uint64_t magic;        /* GDRC_MR_MAGIC while r or h lives (a
+				* handle: from its first use until its
+				* memory goes back to the pool) */
+};
+
+/* gdrc_mr.magic of a live one: "gdrc-mr" and a version byte.  A put
+ * reads it before anything else: most pointers that are not a handle,
+ * and handles whose memory went back to the pool, fail here. */
+#define GDRC_MR_MAGIC 0x67647263266d7201ULL
+
+/*
+ * What a put found wrong (gdrc_cache_put, gdrc_cache_put_slow); the API
+ * layer reports it under the misuse policy.  Nothing was changed.
+ */
+enum gdrc_put_fault {
+	GDRC_PUT_OK = 0,
+	GDRC_PUT_NOT_MR,     /* no live registration or handle there */
+	GDRC_PUT_OTHER_CTX,  /* a registration of another context */
+	GDRC_PUT_RELEASED,   /* a handle already let go of: a double put */
+	GDRC_PUT_TOO_MANY,   /* more puts than gets: a double put */
 };
 
 /* One registration.  Fields marked "fixed" do not change between the
@@ -137,6 +157,9 @@ struct gdrc_region {
 	struct gdrc_cache *cache;  /* fixed: owner */
 	void *handle;            /* fixed: backend object */
 	struct gdrc_mr self;     /* fixed: the direct-reference handle */
+	_Atomic uint32_t direct; /* direct references handed out (self)
+				  * and not yet put: a put beyond them is
+				  * a misuse */
 	struct gdrc_handle *_Atomic handles; /* pushed only; freed with it */
 
 	/* Under cache->lock: */
@@ -330,7 +353,10 @@ struct gdrc_dev_acct {
  * offset link.  Under cache->slab_lock.
  */
 struct gdrc_pool {
-	void *free;    /* first free object */
+	void *free;    /* first free object: the one freed longest ago */
+	void *free_tail; /* last freed: reuse is first in, first out, so
+			  * that a stale pointer finds a dead object for
+			  * as long as possible */
 	void *chunks;  /* linked through each chunk's first word */
 	size_t size;   /* object size, a multiple of GDRC_CACHELINE */
 	size_t link;   /* offset of the free-list pointer in an object */
@@ -421,8 +447,9 @@ gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
 				  struct gdrc_mr **mr_p);
 
 /* gdrc_cache_put's out-of-line part: any put but one of this thread's
- * live handles, counted in mr's own cache (nothing in a fork child). */
-void gdrc_cache_put_slow(struct gdrc_mr *mr);
+ * live handles of c (nothing is released in a fork child).
+ * @return GDRC_PUT_OK, or the fault found (nothing done). */
+int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr);
 
 /* First-time shard assignment for this thread (out of line part). */
 int gdrc_cache_tls_shard(void);
@@ -689,23 +716,37 @@ gdrc_cache_reget(struct gdrc_cache *c, const struct gdrc_mr *mr,
  * this thread's live entries of c is put with two plain stores, without
  * reading mr's region; anything else (a direct reference, another
  * thread's handle, a retired one, the wrong cache, a fork child, whose
- * entries were forgotten) goes out of line to mr's own cache.
+ * entries were forgotten) goes out of line.  The entry is compared with
+ * mr itself (&h->pub), so nothing of mr is read before it matched.
+ * A put with no get outstanding (held no more than remote: the owner's
+ * count is exact, and remote only counts other threads' puts of gets
+ * still outstanding) is a double put; it changes nothing.
+ * @return GDRC_PUT_OK, or the fault found.
  */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) int
 gdrc_cache_put(struct gdrc_cache *c, struct gdrc_mr *mr)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_handle *h = mr->h;
 
 	/* A live entry implies the thread has its shard (tls_install). */
-	for (int i = 0; h && i < GDRC_TLS_ENTRIES; i++) {
-		if (t->e[i].h == h && t->e[i].uid == c->uid) {
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
+		struct gdrc_handle *h = t->e[i].h;
+
+		if ((struct gdrc_mr *)h == mr && t->e[i].uid == c->uid) {
+			uint64_t held = atomic_load_explicit(
+				&h->held, memory_order_relaxed);
+
+			if (gdrc_unlikely(held <= atomic_load_explicit(
+						  &h->remote,
+						  memory_order_relaxed)))
+				return GDRC_PUT_TOO_MANY;
 			gdrc_shard_inc(&c->shards[t->shard].puts, t->shard);
-			gdrc_owned_add(&h->held, (uint64_t)-1);
-			return;
+			atomic_store_explicit(&h->held, held - 1,
+					      memory_order_relaxed);
+			return GDRC_PUT_OK;
 		}
 	}
-	gdrc_cache_put_slow(mr);
+	return gdrc_cache_put_slow(c, mr);
 }
 
 #endif /* GDRC_CACHE_H */

@@ -55,6 +55,12 @@ enum gdrc_knob_kmod {
 	GDRC_KNOB_KMOD_OFF = 1,
 };
 
+enum gdrc_knob_misuse {
+	GDRC_KNOB_MISUSE_AUTO = 0,  /* debug build: abort; release: warn */
+	GDRC_KNOB_MISUSE_ABORT = 1, /* log, then abort() */
+	GDRC_KNOB_MISUSE_WARN = 2,  /* log, count, change nothing */
+};
+
 #define GDRC_KNOB_STR_MAX 256
 
 /* Effective values of every knob. */
@@ -73,6 +79,7 @@ struct gdrc_knobs {
 	uint64_t gpu_max_regions; /* per device; GDRC_LIMIT_NONE: none */
 	int kmod;             /* enum gdrc_knob_kmod */
 	int preload_mr;       /* libgdrcache-preload caches ibv_reg_mr */
+	int misuse;           /* enum gdrc_knob_misuse */
 };
 
 enum gdrc_knob_type {

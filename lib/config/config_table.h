@@ -78,6 +78,14 @@ static const struct gdrc_knob_desc gdrc_knob_table[] = {
 		  "libgdrcache-preload.so serves the program's ibv_reg_mr and "
 		  "ibv_dereg_mr from the cache; 0 passes them through and "
 		  "only installs the hooks"),
+	GDRC_KNOB("GDRC_MISUSE", "auto", GDRC_KNOB_CHOICE, "auto|abort|warn",
+		  misuse,
+		  "what a detected misuse does after its error line (a call "
+		  "on a finished context, a second gdrc_fini, a double put, a "
+		  "put of something that is not a registration): abort, or "
+		  "warn and change nothing; auto: abort in a debug build (no "
+		  "NDEBUG), warn in a release build; process-wide, the last "
+		  "gdrc_init sets it"),
 };
 
 #endif /* GDRC_CONFIG_TABLE_H */

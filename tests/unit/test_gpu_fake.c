@@ -645,34 +645,44 @@ static void test_gpu_fake_fork_child_no_tag_checked_hit(void **state)
 }
 
 /*
- * A put through the wrong context still lands in the registration's own
- * cache: counted there, and the registration released there once it
- * was invalidated.
+ * A put through the wrong context is a misuse (GDRC_MISUSE=warn here):
+ * counted, and nothing changes in either context; the put through the
+ * right one then drops the reference, and the registration is released
+ * once it was invalidated.
  */
 static void test_gpu_fake_put_through_other_context(void **state)
 {
-	struct gdrc_ctx *a = ctx_mode("always"), *b = ctx_mode("always");
+	struct gdrc_ctx *a, *b;
 	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
 	struct gdrc_mr *mr;
-	uint64_t puts_a;
+	uint64_t puts_a, misuse;
 
 	(void)state;
+	setenv("GDRC_MISUSE", "warn", 1);
+	a = ctx_mode("always");
+	b = ctx_mode("always");
 	(void)get_info(a, p, 64);
 	(void)get_info(a, p, 64); /* a fast-path handle of this thread */
 	puts_a = stat_of(a, GDRC_STAT_PUTS);
+	misuse = stat_of(a, GDRC_STAT_MISUSE);
 	assert_int_equal(gdrc_mr_get(a, (void *)(uintptr_t)p, 64, 0, 0, &mr),
 			 GDRC_OK);
 	gdrc_mr_put(b, mr);
-	assert_int_equal(stat_of(a, GDRC_STAT_PUTS), puts_a + 1);
+	assert_int_equal(stat_of(a, GDRC_STAT_MISUSE), misuse + 1);
+	assert_int_equal(stat_of(a, GDRC_STAT_PUTS), puts_a);
 	assert_int_equal(stat_of(b, GDRC_STAT_PUTS), 0);
+	gdrc_mr_put(a, mr);
+	assert_int_equal(stat_of(a, GDRC_STAT_PUTS), puts_a + 1);
 	assert_int_equal(gdrc_invalidate(a, (void *)(uintptr_t)p, MIB),
 			 GDRC_OK);
 	/* Nothing held: the next get registers anew, and a's region and
 	 * pinned counts go back to that one registration. */
 	(void)get_info(a, p, 64);
 	assert_int_equal(stat_of(a, GDRC_STAT_REGIONS), 1);
+	assert_int_equal(stat_of(a, GDRC_STAT_MISUSE), misuse + 1);
 	gdrc_fini(b);
 	gdrc_fini(a);
+	setenv("GDRC_MISUSE", "abort", 1);
 	fake_cuda_free(p);
 }
 
