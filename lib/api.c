@@ -23,7 +23,7 @@
  * reads memory that is still there and fails the check, and after the
  * memory's reuse it still fails unless the new uid chooses the old line
  * (one reuse in CTX_TAGS).  Handles are checked by the cache
- * (gdrc_cache_put).  A misuse is logged, counted and then aborts or is
+ * (gdrc_cache_put_slow).  A misuse is logged, counted and then aborts or is
  * ignored, whatever call found it.
  */
 #include <dlfcn.h>
@@ -116,7 +116,7 @@ static void misuse(const char *call, const char *fmt, ...)
 }
 
 /* The pointer gdrc_init hands out for ctx (see the file comment). */
-static struct gdrc_ctx *ctx_pub(struct gdrc_ctx *ctx)
+static inline struct gdrc_ctx *ctx_pub(struct gdrc_ctx *ctx)
 {
 	return (struct gdrc_ctx *)((uintptr_t)ctx +
 				   (ctx->cache.uid % CTX_TAGS) *
@@ -902,21 +902,39 @@ static void put_misuse(const struct gdrc_mr *mr, int fault)
 		       what[fault]);
 }
 
+/* gdrc_mr_put past the fast path: the context checked, then the rest. */
+GDRC_NOINLINE
+static void mr_put_slow(struct gdrc_ctx *pub, struct gdrc_mr *mr)
+{
+	struct gdrc_ctx *ctx = ctx_of(pub);
+	int fault;
+
+	if (!ctx) {
+		ctx_misuse("gdrc_mr_put", pub);
+		return;
+	}
+	fault = gdrc_cache_put_slow(&ctx->cache, mr);
+	if (fault)
+		put_misuse(mr, fault);
+}
+
+/*
+ * The fast path checks only that pub is the pointer its context's uid
+ * chooses (the uid it then compares with its entries, loaded once): a
+ * finished context's uid is 0, which no remembered handle has, so it
+ * always goes on to the full check.
+ */
 GDRC_API void gdrc_mr_put(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 {
-	struct gdrc_ctx *ctx;
-	int fault;
+	struct gdrc_ctx *ctx =
+		(struct gdrc_ctx *)((uintptr_t)pub & ~(uintptr_t)(CTX_ALIGN - 1));
 
 	if (gdrc_unlikely(!pub || !mr))
 		return;
-	ctx = ctx_of(pub);
-	if (gdrc_unlikely(!ctx)) {
-		ctx_misuse(__func__, pub);
+	if (gdrc_likely(pub == ctx_pub(ctx) &&
+			gdrc_cache_put_fast(&ctx->cache, mr)))
 		return;
-	}
-	fault = gdrc_cache_put(&ctx->cache, mr);
-	if (gdrc_unlikely(fault))
-		put_misuse(mr, fault);
+	mr_put_slow(pub, mr);
 }
 
 /* Is mr a live registration or handle?  Else a misuse, in call. */

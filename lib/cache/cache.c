@@ -201,7 +201,7 @@ _Static_assert(offsetof(struct gdrc_region, kmore) + sizeof(uint32_t) <=
 /* One owner writes a handle: it must not share a line with another. */
 _Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
 	       "a handle is one cache line");
-/* gdrc_cache_put compares a remembered handle with the mr it is given. */
+/* gdrc_cache_put_fast compares a remembered handle with the mr given. */
 _Static_assert(offsetof(struct gdrc_handle, pub) == 0,
 	       "a handle's mr is its address");
 
@@ -1223,7 +1223,7 @@ static void tls_install(struct gdrc_cache *c, struct gdrc_handle *h)
 	struct gdrc_tls_entry *e = NULL;
 	struct gdrc_region *r = h->pub.r;
 
-	tls_shard(); /* gdrc_cache_put counts a live entry's puts there */
+	tls_shard(); /* gdrc_cache_put_fast counts a live entry's puts there */
 	tls_drop_invalid(c);
 	for (int i = 0; i < GDRC_TLS_ENTRIES && !e; i++)
 		if (!t->e[i].uid)

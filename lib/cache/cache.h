@@ -103,8 +103,8 @@ struct gdrc_mr {
 #define GDRC_MR_MAGIC 0x67647263266d7201ULL
 
 /*
- * What a put found wrong (gdrc_cache_put, gdrc_cache_put_slow); the API
- * layer reports it under the misuse policy.  Nothing was changed.
+ * What a put found wrong (gdrc_cache_put_slow); the API layer reports it
+ * under the misuse policy.  Nothing was changed.
  */
 enum gdrc_put_fault {
 	GDRC_PUT_OK = 0,
@@ -446,9 +446,8 @@ gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
 				  const struct gdrc_cache_req *req,
 				  struct gdrc_mr **mr_p);
 
-/* gdrc_cache_put's out-of-line part: any put but one of this thread's
- * live handles of c (nothing is released in a fork child).
- * @return GDRC_PUT_OK, or the fault found (nothing done). */
+/* Any put gdrc_cache_put_fast leaves (nothing is released in a fork
+ * child).  @return GDRC_PUT_OK, or the fault found (nothing done). */
 int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr);
 
 /* First-time shard assignment for this thread (out of line part). */
@@ -716,15 +715,17 @@ gdrc_cache_reget(struct gdrc_cache *c, const struct gdrc_mr *mr,
  * this thread's live entries of c is put with two plain stores, without
  * reading mr's region; anything else (a direct reference, another
  * thread's handle, a retired one, the wrong cache, a fork child, whose
- * entries were forgotten) goes out of line.  The entry is compared with
- * mr itself (&h->pub), so nothing of mr is read before it matched.
- * A put with no get outstanding (held no more than remote: the owner's
- * count is exact, and remote only counts other threads' puts of gets
- * still outstanding) is a double put; it changes nothing.
- * @return GDRC_PUT_OK, or the fault found.
+ * entries were forgotten) is left to gdrc_cache_put_slow.  The entry is
+ * compared with mr itself (&h->pub), so nothing of mr is read before it
+ * matched, and a free entry (h NULL) never matches.  A put with no get
+ * outstanding (held no more than remote: the owner's count is exact,
+ * and remote only counts other threads' puts of gets still
+ * outstanding) is a double put: also left to the slow path, which finds
+ * it again and changes nothing.
+ * @return 1 put; 0 not done here.
  */
 static inline __attribute__((always_inline)) int
-gdrc_cache_put(struct gdrc_cache *c, struct gdrc_mr *mr)
+gdrc_cache_put_fast(struct gdrc_cache *c, struct gdrc_mr *mr)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 
@@ -739,14 +740,21 @@ gdrc_cache_put(struct gdrc_cache *c, struct gdrc_mr *mr)
 			if (gdrc_unlikely(held <= atomic_load_explicit(
 						  &h->remote,
 						  memory_order_relaxed)))
-				return GDRC_PUT_TOO_MANY;
+				return 0;
 			gdrc_shard_inc(&c->shards[t->shard].puts, t->shard);
 			atomic_store_explicit(&h->held, held - 1,
 					      memory_order_relaxed);
-			return GDRC_PUT_OK;
+			return 1;
 		}
 	}
-	return gdrc_cache_put_slow(c, mr);
+	return 0;
+}
+
+/* A put, fast or not.  @return GDRC_PUT_OK, or the fault found. */
+static inline int gdrc_cache_put(struct gdrc_cache *c, struct gdrc_mr *mr)
+{
+	return gdrc_cache_put_fast(c, mr) ? GDRC_PUT_OK :
+					    gdrc_cache_put_slow(c, mr);
 }
 
 #endif /* GDRC_CACHE_H */
