@@ -49,6 +49,19 @@
  *   GDRC_ERR_FORK (gdrc_mr_put and gdrc_fini only release memory); the
  *   child may create contexts of its own.  See docs/threading.md.
  *
+ * Misuse
+ *   A call on a finished context (also a second gdrc_fini), and a
+ *   gdrc_mr_put with no get outstanding on its handle (a double put), of
+ *   a handle already let go of, of another context's registration or of
+ *   a pointer that is not a registration, is detected where it is made:
+ *   one error line names the call and the context or handle,
+ *   GDRC_STAT_MISUSE counts it, and then GDRC_MISUSE decides: abort, or
+ *   warn (the call changes nothing and returns GDRC_ERR_INVALID_PARAM
+ *   where it returns a status).  Detection is by checks the library can
+ *   make cheaply, not a guarantee: a pointer to unmapped memory still
+ *   faults, and a handle whose memory was reused for a later get may
+ *   pass as that one.  docs/reliability.md lists what is caught.
+ *
  * Environment (read once, at gdrc_init; full list with defaults and help:
  * docs/env.md)
  *   GDRC_LOG_LEVEL      error, warn, info, debug, trace
@@ -62,6 +75,7 @@
  *   GDRC_VALIDATE       auto, always or hooks: BUFFER_ID checks on GPU hits
  *   GDRC_WHOLE_ALLOC_MAX  GPU allocations up to this size are registered
  *                       whole; larger ones by the requested range
+ *   GDRC_MISUSE         auto, abort or warn: what a detected misuse does
  *
  * Include this header alone: it needs neither verbs.h nor a CUDA header.
  */
@@ -176,9 +190,16 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 
 /**
  * Destroy a cache: every registration is released, including ones still
- * held (a warning names how many; their handles become invalid).
- * NULL is ignored.  Not to be called concurrently with any other call on
- * the same context; safe against calls on other contexts.
+ * held (a warning names how many).  Their handles are gone with it: a
+ * later gdrc_mr_put(ctx, mr) on this finished context is a detected
+ * misuse that reads nothing of mr; any other use of them (gdrc_mr_query,
+ * gdrc_mr_lkey, a put through another context) is undefined.  After it
+ * returns, every call on ctx, a second gdrc_fini included, is a detected
+ * misuse (see "Misuse"): its memory is kept for a later context, which
+ * gets another pointer.  NULL is ignored.  Not to be called concurrently
+ * with any other call on the same context (a call that overlaps it is
+ * the caller's bug, and is not detected); safe against calls on other
+ * contexts.
  */
 GDRC_API void gdrc_fini(struct gdrc_ctx *ctx);
 
@@ -203,7 +224,10 @@ enum gdrc_mem_type {
 };
 
 enum gdrc_backend {
-	GDRC_BACKEND_NONE = 0,    /* tracked, nothing registered; keys 0 */
+	GDRC_BACKEND_NONE = 0,    /* tracked, nothing registered; keys 0.
+				   * Nothing checks the memory: an unmapped
+				   * range, or a read-only one asked for
+				   * REMOTE_WRITE, is accepted */
 	GDRC_BACKEND_VERBS = 1,   /* ibv_reg_mr on host memory */
 	GDRC_BACKEND_DMABUF = 2,  /* GPU: dma-buf fd + ibv_reg_dmabuf_mr */
 	GDRC_BACKEND_PEERMEM = 3, /* GPU: ibv_reg_mr via nvidia-peermem */
@@ -301,8 +325,12 @@ GDRC_API gdrc_status_t gdrc_mr_reget(struct gdrc_ctx *ctx,
 /**
  * Drop a reference taken by gdrc_mr_get.  The registration stays cached
  * unless it was invalidated meanwhile or is uncached, in which case this
- * last put releases it.  NULL ctx or mr is ignored.  Thread safe; any
- * thread may put what another thread got.
+ * last put releases it.  NULL ctx or mr is ignored.  A put with no get
+ * of mr outstanding (a double put), of a handle already let go of, of a
+ * registration of another context, or of anything else than a
+ * registration, and a put on a finished context, are misuses (see
+ * "Misuse"): logged, counted, then an abort or nothing at all.  Thread
+ * safe; any thread may put what another thread got.
  */
 GDRC_API void gdrc_mr_put(struct gdrc_ctx *ctx, struct gdrc_mr *mr);
 

@@ -63,7 +63,8 @@ passed=$((passed + 1))
 # left uninstrumented: GDRC_HOOK_CONTEXT in lib/gdrc_int.h).
 echo "== TSan: the cache, thread and hook tests"
 tsan_tests="test_threads test_cache test_lru test_alloc_stress test_stress_remap
-	test_hooks test_hooks_lost test_cuda_hooks test_detour test_fork"
+	test_hooks test_hooks_lost test_cuda_hooks test_detour test_fork test_misuse
+	test_exit"
 cmake -S "$top" -B "$prefix-tsan" -DGDRC_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
 	-DGDRC_SANITIZE=thread -DGDRC_BUILD_KMOD=OFF >/dev/null
 # shellcheck disable=SC2086 # a list of targets
