@@ -22,7 +22,16 @@
  *   remap    mmap(MAP_FIXED) over a range (new memory at the same
  *            addresses, which the hooks must report)
  *   unmap+   munmap then mmap back a range
- *   stats    counters read and checked
+ *   stats    counters read and checked; with a >= 0xf0 instead a
+ *            misuse, by b % 4 (GDRC_MISUSE=warn: each must be counted
+ *            once in GDRC_STAT_MISUSE and change nothing):
+ *              double put of a held registration (one no other held
+ *              slot shares), so the second finds the handle live with
+ *              no get outstanding, released, or back in its pool;
+ *              a held registration put through a second context;
+ *              the second context finished with a registration held,
+ *              then a put of it, a get and a second gdrc_fini on it;
+ *              a put of the caller's zeroed memory as if a handle
  *   galloc   a GPU allocation on the fake driver (device or pool
  *            memory, small ones sub-allocated in one 64 KiB page), at
  *            the address of a freed one when there is one
@@ -470,11 +479,72 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int said_source;
 
+/* The second context of the misuse ops (created when one needs it). */
+static struct gdrc_ctx *ctx2;
+
+/* A misuse op (see the file comment): @return the misuses it made. */
+static unsigned misuse_op(struct gdrc_ctx *ctx, struct gdrc_mr **held,
+			  unsigned a, unsigned b, uint64_t *puts)
+{
+	unsigned slot = (b / 4) % HELD, shared = 0;
+	struct gdrc_mr *mr = held[slot], *mr2;
+	uint64_t zeroed[8] = { 0 }, puts_before;
+
+	switch (b % 4) {
+	case 0: /* double put */
+		for (unsigned i = 0; i < HELD; i++)
+			shared += mr && held[i] == mr;
+		if (!mr || shared > 1)
+			return 0;
+		gdrc_mr_put(ctx, mr);
+		held[slot] = NULL;
+		++*puts;
+		gdrc_mr_put(ctx, mr);
+		return 1;
+	case 1: /* through another context */
+		if (!mr)
+			return 0;
+		if (!ctx2)
+			CHECK(gdrc_init(NULL, &ctx2) == GDRC_OK, "init ctx2");
+		puts_before = stat_of(ctx, GDRC_STAT_PUTS);
+		gdrc_mr_put(ctx2, mr);
+		CHECK(stat_of(ctx, GDRC_STAT_PUTS) == puts_before &&
+			      stat_of(ctx2, GDRC_STAT_PUTS) == 0,
+		      "a put through the wrong context was counted");
+		return 1;
+	case 2: { /* fini with a held one, then calls on it */
+		struct gdrc_ctx *dead;
+
+		if (!ctx2)
+			CHECK(gdrc_init(NULL, &ctx2) == GDRC_OK, "init ctx2");
+		if (gdrc_mr_get(ctx2, arena + (size_t)(a % ARENA_PAGES) * page,
+				page, 0, 0, &mr2) != GDRC_OK)
+			mr2 = NULL;
+		dead = ctx2;
+		ctx2 = NULL;
+		gdrc_fini(dead);
+		mr = (struct gdrc_mr *)0x1;
+		CHECK(gdrc_mr_get(dead, arena, page, 0, 0, &mr) ==
+				      GDRC_ERR_INVALID_PARAM &&
+			      mr == (struct gdrc_mr *)0x1,
+		      "get on a finished context");
+		gdrc_fini(dead);
+		if (!mr2)
+			return 2;
+		gdrc_mr_put(dead, mr2);
+		return 3;
+	}
+	default: /* not a handle */
+		gdrc_mr_put(ctx, (struct gdrc_mr *)zeroed);
+		return 1;
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct gdrc_mr *held[HELD] = { 0 };
 	struct gdrc_ctx *ctx;
-	uint64_t gets = 0, failed = 0, puts = 0;
+	uint64_t gets = 0, failed = 0, puts = 0, misuses = 0, misuse0;
 	unsigned next = 0;
 
 	int tagged = !size || !(data[0] & 1); /* else GDRC_VALIDATE=hooks */
@@ -487,6 +557,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		setenv("GDRC_KMOD", "off", 1);
 		setenv("GDRC_LOG_LEVEL", "error", 1);
 		setenv("GDRC_WHOLE_ALLOC_MAX", "8M", 1);
+		setenv("GDRC_MISUSE", "warn", 1);
 	}
 	fake_cuda_reset(1);
 	CHECK(cuInit(0) == CUDA_SUCCESS, "cuInit");
@@ -507,6 +578,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	nids = 0;
 	clock_now = 1;
 	CHECK(gdrc_init(NULL, &ctx) == GDRC_OK, "gdrc_init");
+	misuse0 = stat_of(ctx, GDRC_STAT_MISUSE);
 	if (!said_source) {
 		/* Which host source this run trusts (scripts/fuzz.sh runs
 		 * it again with UCX's UCM owning glibc and checks). */
@@ -704,6 +776,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			next = (next + 1) % HELD;
 			break;
 		}
+		case 5:
+			if (a >= 0xf0) {
+				misuses += misuse_op(ctx, held, a, b, &puts);
+				CHECK(stat_of(ctx, GDRC_STAT_MISUSE) - misuse0 ==
+					      misuses,
+				      "misuses counted %llu, made %llu",
+				      (unsigned long long)(stat_of(
+						      ctx, GDRC_STAT_MISUSE) -
+								   misuse0),
+				      (unsigned long long)misuses);
+				break;
+			}
+			/* fall through */
 		default: /* stats */
 			CHECK(stat_of(ctx, GDRC_STAT_HITS) +
 					      stat_of(ctx, GDRC_STAT_MISSES) +
@@ -723,6 +808,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (unsigned i = 0; i < HELD; i++)
 		if (held[i])
 			gdrc_mr_put(ctx, held[i]);
+	CHECK(stat_of(ctx, GDRC_STAT_MISUSE) - misuse0 == misuses,
+	      "misuses counted %llu, made %llu",
+	      (unsigned long long)(stat_of(ctx, GDRC_STAT_MISUSE) - misuse0),
+	      (unsigned long long)misuses);
+	if (ctx2) {
+		gdrc_fini(ctx2);
+		ctx2 = NULL;
+	}
 	for (unsigned i = 0; i < GPU_SLOTS; i++)
 		gpu_free(i, 0);
 	for (unsigned q = 0; q < VSLOTS; q++)
