@@ -27,11 +27,14 @@
  * Passed through untouched: registrations with access flags the cache
  * does not model (MW_BIND, ZERO_BASED, ON_DEMAND, ...), an iova other
  * than the address, zero lengths, anything the cache refuses (managed
- * memory, limits), ibv_reg_dmabuf_mr, and every MR the program did not
- * get from here.  The library's own registrations never come here: it
+ * memory, limits), remote write or atomic without local write, every
+ * registration once ibv_fork_init was called (or RDMAV_FORK_SAFE set),
+ * ibv_reg_dmabuf_mr, and every MR the program did not get from here.  The library's own registrations never come here: it
  * calls libibverbs' definitions directly (lib/pin/pin_ibv_resolve.c).
  * The MR's handle field is not meaningful; ibv_rereg_mr of a cached MR
- * fails with IBV_REREG_MR_ERR_INPUT.
+ * is served by the cache (its keys may change).  Errors are those of
+ * plain verbs (tests/preload/run_preload_errors_vm.sh), but for the
+ * differences docs/hooks.md lists.
  *
  * Scaling: a cached reg+dereg takes no lock and calls no malloc.  PDs
  * sit in a fixed table read without a lock (a per-thread hint finds the
@@ -118,6 +121,7 @@ static struct preload_pd preload_pds[PRELOAD_MAX_PDS];
 static struct preload_arena *_Atomic preload_arenas[PRELOAD_MAX_ARENAS];
 static _Atomic unsigned preload_narenas;
 static struct preload_mr *preload_spare; /* under preload_lock */
+static atomic_int preload_fork_init;     /* ibv_fork_init was called */
 static int preload_mr_on;                /* fixed after the constructor */
 static pthread_key_t preload_key;        /* gives a thread's list back */
 
@@ -140,6 +144,7 @@ static struct {
 	int (*rereg_mr)(struct ibv_mr *, int, struct ibv_pd *, void *, size_t,
 			int);
 	int (*dealloc_pd)(struct ibv_pd *);
+	int (*fork_init)(void);
 } real;
 
 /* ------------------------------------------------------------------
@@ -169,6 +174,24 @@ static struct preload_pd *pd_get(struct ibv_pd *pd)
 	ppd = pd_find(pd);
 	if (ppd)
 		return tls_pd = ppd;
+	/* With ibv_fork_init in effect, a registration keeps its pages out
+	 * of fork children until it is deregistered; a cached one would
+	 * keep them out after the program's dereg.  Nothing is cached then
+	 * (ibv_fork_init comes before any other verbs call, so before the
+	 * first PD is seen here).  libibverbs 44 applies MADV_DONTFORK
+	 * after ibv_fork_init even where the kernel copies pinned pages at
+	 * fork and ibv_is_fork_initialized says "unneeded": what counts is
+	 * that it was called (here, or by libibverbs for RDMAV_FORK_SAFE). */
+	if (atomic_load_explicit(&preload_fork_init, memory_order_relaxed) ||
+	    ibv_is_fork_initialized() == IBV_FORK_ENABLED) {
+		static atomic_flag said = ATOMIC_FLAG_INIT;
+
+		if (!atomic_flag_test_and_set(&said))
+			gdrc_log_printf(GDRC_LOG_INFO,
+					"preload: ibv_fork_init is in effect: "
+					"registrations pass through");
+		return NULL;
+	}
 
 	status = gdrc_init(&cfg, &ctx);
 	if (status) {
@@ -380,8 +403,13 @@ static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
 	struct gdrc_mr *gmr;
 	gdrc_status_t status;
 
+	/* Verbs refuses remote write or atomic without local write (EINVAL);
+	 * the cache would add it: such a request goes through, to fail as
+	 * it would without us. */
 	if (!preload_mr_on || !pd || !addr || !len ||
-	    (access & ~(PRELOAD_ACCESS | IBV_ACCESS_OPTIONAL_RANGE)))
+	    (access & ~(PRELOAD_ACCESS | IBV_ACCESS_OPTIONAL_RANGE)) ||
+	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	     !(access & IBV_ACCESS_LOCAL_WRITE)))
 		return NULL;
 	ppd = pd_get(pd);
 	if (!ppd)
@@ -472,11 +500,14 @@ GDRC_API int ibv_dereg_mr(struct ibv_mr *mr)
 
 	if (!pmr)
 		return real.dereg_mr(mr);
-	/* A second dereg of the same MR is the program's error: refused.
-	 * (Two threads deregistering it at once are not told apart: no
-	 * atomic exchange on every dereg for a program that races itself.) */
-	if (!atomic_load_explicit(&pmr->live, memory_order_relaxed))
+	/* A second dereg of the same MR is the program's error: refused
+	 * (where libibverbs would use the freed MR).  (Two threads
+	 * deregistering it at once are not told apart: no atomic exchange
+	 * on every dereg for a program that races itself.) */
+	if (!atomic_load_explicit(&pmr->live, memory_order_relaxed)) {
+		errno = EINVAL;
 		return EINVAL;
+	}
 	atomic_store_explicit(&pmr->live, 0, memory_order_relaxed);
 	/* Parked, reference held, for the next reg of this buffer.  A
 	 * parked MR of another PD stays: it is let go of only while its
@@ -498,14 +529,66 @@ GDRC_API int ibv_dereg_mr(struct ibv_mr *mr)
 	return 0;
 }
 
+/*
+ * A cached MR is re-registered by getting a registration for what it
+ * becomes (its new translation, PD or access) and moving that into the
+ * program's MR, whose keys may change, as the verbs man page allows.
+ * libibverbs' own checks of the arguments come first, with its result.
+ * What the cache cannot serve fails as the driver's refusal would
+ * (IBV_REREG_MR_ERR_CMD), and the MR is left as it was.
+ */
 GDRC_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			  void *addr, size_t length, int access)
 {
-	if (mr_ours(mr)) {
+	struct preload_mr *pmr = mr_ours(mr), *fresh;
+	struct gdrc_mr *old_gmr;
+	struct preload_pd *old_ppd;
+
+	if (!pmr)
+		return real.rereg_mr(mr, flags, pd, addr, length, access);
+	if (!atomic_load_explicit(&pmr->live, memory_order_relaxed) ||
+	    (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!length || !addr)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
 	}
-	return real.rereg_mr(mr, flags, pd, addr, length, access);
+	if (!(flags & IBV_REREG_MR_CHANGE_PD))
+		pd = mr->pd;
+	if (!(flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
+		addr = mr->addr;
+		length = mr->length;
+	}
+	if (!(flags & IBV_REREG_MR_CHANGE_ACCESS))
+		access = (int)pmr->access;
+	errno = 0;
+	fresh = (struct preload_mr *)mr_cached(pd, addr, length,
+					       (unsigned)access);
+	if (!fresh) {
+		if (!errno)
+			errno = EINVAL;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	old_gmr = pmr->gmr;
+	old_ppd = pmr->ppd;
+	pmr->mr = fresh->mr;
+	pmr->gmr = fresh->gmr;
+	pmr->ppd = fresh->ppd;
+	pmr->access = fresh->access;
+	atomic_store_explicit(&fresh->live, 0, memory_order_relaxed);
+	mr_free(fresh);
+	gdrc_mr_put(old_ppd->ctx, old_gmr);
+	return 0;
+}
+
+/* Noted, so that nothing is cached from then on (pd_get). */
+GDRC_API int ibv_fork_init(void)
+{
+	int ret = real.fork_init ? real.fork_init() : ENOSYS;
+
+	if (!ret)
+		atomic_store(&preload_fork_init, 1);
+	return ret;
 }
 
 /* The PD's cached registrations go first; while the program still holds
@@ -519,6 +602,7 @@ GDRC_API int ibv_dealloc_pd(struct ibv_pd *pd)
 	ppd = pd ? pd_find(pd) : NULL;
 	if (ppd && pd_busy(ppd)) {
 		pthread_mutex_unlock(&preload_lock);
+		errno = EBUSY; /* as the kernel's refusal sets it */
 		return EBUSY;
 	}
 	if (ppd) {
@@ -537,6 +621,13 @@ GDRC_API int ibv_dealloc_pd(struct ibv_pd *pd)
  * Load time.
  * ------------------------------------------------------------------ */
 
+static int env_on(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && strcmp(v, "0");
+}
+
 __attribute__((constructor)) static void preload_init(void)
 {
 	char on[8];
@@ -548,6 +639,11 @@ __attribute__((constructor)) static void preload_init(void)
 	real.dereg_mr = dlsym(RTLD_NEXT, "ibv_dereg_mr");
 	real.rereg_mr = dlsym(RTLD_NEXT, "ibv_rereg_mr");
 	real.dealloc_pd = dlsym(RTLD_NEXT, "ibv_dealloc_pd");
+	real.fork_init = dlsym(RTLD_NEXT, "ibv_fork_init");
+	/* libibverbs calls ibv_fork_init itself, inside, for these (set
+	 * and not "0"). */
+	if (env_on("RDMAV_FORK_SAFE") || env_on("IBV_FORK_SAFE"))
+		atomic_store(&preload_fork_init, 1);
 	if (pthread_key_create(&preload_key, mr_thread_exit))
 		return; /* nothing cached: every call passes through */
 	status = gdrc_install_hooks();
