@@ -24,7 +24,8 @@ prog=${1:?usage: run_preload_errors_vm.sh VERBS_ERRORS PRELOAD_SO}
 lib=${2:?usage: run_preload_errors_vm.sh VERBS_ERRORS PRELOAD_SO}
 
 vm_require preload_errors
-vm_stage "$out" "$prog" "$lib" || exit 1
+# The preload finds libgdrcache.so.0 beside it ($ORIGIN): staged too.
+vm_stage "$out" "$prog" "$lib" "$(dirname "$lib")/libgdrcache.so.0" || exit 1
 p=$out/$(basename "$prog")
 l=$out/$(basename "$lib")
 asan=$(ldd "$lib" 2>/dev/null | awk '/libasan/ && !n++ { print $3 }')
@@ -35,14 +36,17 @@ guest_cmd='
 set -u
 sh '"$repo"'/tests/vm/rxe-up.sh || exit 1
 rc=0
+# How a mode ended: 0, or "failed" (a signal, or an ASan build'"'"'s report
+# and exit status: the same either way).
+ended() { if [ "$1" = 0 ]; then echo "$mode: ended 0"; else echo "$mode: ended failed"; fi; }
 for mode in all dereg-twice fork-init fork-safe; do
 	env=""
 	[ $mode = fork-safe ] && env=RDMAV_FORK_SAFE=1
 	env $env '"$p"' -d rxe0 $mode >> "'"$out"'/plain.txt"
-	echo "$mode: ended $?" >> "'"$out"'/plain.txt"
+	ended $? >> "'"$out"'/plain.txt"
 	env $env LD_PRELOAD="'"$pre"'" GDRC_LOG_LEVEL=error \
 		'"$p"' -d rxe0 $mode >> "'"$out"'/preload.txt"
-	echo "$mode: ended $?" >> "'"$out"'/preload.txt"
+	ended $? >> "'"$out"'/preload.txt"
 done
 exit $rc'
 

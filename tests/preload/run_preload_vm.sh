@@ -27,7 +27,8 @@ lib=${2:?usage: run_preload_vm.sh VERBS_PER_MSG PRELOAD_SO}
 
 vm_require preload
 # The share is the repository: copy the build products into it.
-vm_stage "$out" "$prog" "$lib" || exit 1
+# The preload finds libgdrcache.so.0 beside it ($ORIGIN): staged too.
+vm_stage "$out" "$prog" "$lib" "$(dirname "$lib")/libgdrcache.so.0" || exit 1
 p=$out/$(basename "$prog")
 l=$out/$(basename "$lib")
 # An ASan build's preload library needs the ASan runtime loaded first.
