@@ -14,17 +14,18 @@
  *
  * Misuse (GDRC_MISUSE, docs/env.md).  What gdrc_init hands out points
  * into its context's first CTX_ALIGN bytes, at a line chosen by the
- * cache's uid (ctx_pub); every call finds the context by masking and
- * accepts the pointer only if it is the one the context's uid chooses
- * (ctx_of: one load, of the line the fast path reads first anyway).
- * gdrc_fini zeroes the uid, and a finished context's memory is never
- * given back to malloc: it waits, first in first out, for a later
- * gdrc_init, which gives it a new uid.  So a call on a finished context
- * reads memory that is still there and fails the check, and after the
- * memory's reuse it still fails unless the new uid chooses the old line
- * (one reuse in CTX_TAGS).  Handles are checked by the cache
- * (gdrc_cache_put_slow).  A misuse is logged, counted and then aborts or is
- * ignored, whatever call found it.
+ * cache's uid (ctx_pub), and is kept in the cache's key; every call
+ * finds the context by masking and accepts the pointer only if it is
+ * the key (ctx_of: one load, of the line the fast path reads first
+ * anyway).  gdrc_fini zeroes the key, and a finished context's memory
+ * is never given back to malloc: it waits, first in first out, for a
+ * later gdrc_init, which gives it a new uid.  So a call on a finished
+ * context reads memory that is still there and fails the check, and
+ * after the memory's reuse it still fails unless the new uid chooses
+ * the old line (one reuse in CTX_TAGS).  Handles are checked by the
+ * cache (gdrc_cache_put_fast, gdrc_cache_put_slow).  A misuse is
+ * logged, counted, and then aborts or is ignored, whatever call found
+ * it.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -123,18 +124,20 @@ static inline struct gdrc_ctx *ctx_pub(struct gdrc_ctx *ctx)
 					   GDRC_CACHELINE);
 }
 
-/* The live context pub was handed out for, or NULL (pub not NULL). */
+/* The context pub lies in (not checked). */
+static inline struct gdrc_ctx *ctx_base(struct gdrc_ctx *pub)
+{
+	return (struct gdrc_ctx *)((uintptr_t)pub &
+				   ~(uintptr_t)(CTX_ALIGN - 1));
+}
+
+/* The live context pub was handed out for, or NULL (pub not NULL): one
+ * load, one compare. */
 static inline struct gdrc_ctx *ctx_of(struct gdrc_ctx *pub)
 {
-	struct gdrc_ctx *ctx =
-		(struct gdrc_ctx *)((uintptr_t)pub & ~(uintptr_t)(CTX_ALIGN - 1));
-	uint64_t uid = ctx->cache.uid;
+	struct gdrc_ctx *ctx = ctx_base(pub);
 
-	return uid && (uintptr_t)pub == (uintptr_t)ctx +
-						(uid % CTX_TAGS) *
-							GDRC_CACHELINE ?
-		       ctx :
-		       NULL;
+	return ctx->cache.key == (uintptr_t)pub ? ctx : NULL;
 }
 
 GDRC_NOINLINE
@@ -183,10 +186,12 @@ static struct gdrc_ctx *ctx_alloc(void)
 	return ctx;
 }
 
-/* A finished context: its uid gone (every pointer to it now fails
- * ctx_of), its memory kept for a later gdrc_init. */
+/* A finished context: its key and uid gone (every pointer to it now
+ * fails ctx_of, and no thread's remembered handle matches it), its
+ * memory kept for a later gdrc_init. */
 static void ctx_bury(struct gdrc_ctx *ctx)
 {
+	ctx->cache.key = 0;
 	ctx->cache.uid = 0;
 	pthread_mutex_lock(&registry_lock);
 	if (ctx_dead_count < CTX_DEAD_MAX) {
@@ -622,6 +627,7 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 	gdrc_debug("context created: backend %s, host caching %s",
 		   ctx->cache.p.ops->name,
 		   ctx->cache.p.cache_host ? "on" : "off");
+	ctx->cache.key = (uintptr_t)ctx_pub(ctx);
 	*ctx_p = ctx_pub(ctx);
 	return GDRC_OK;
 
@@ -918,21 +924,14 @@ static void mr_put_slow(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 		put_misuse(mr, fault);
 }
 
-/*
- * The fast path checks only that pub is the pointer its context's uid
- * chooses (the uid it then compares with its entries, loaded once): a
- * finished context's uid is 0, which no remembered handle has, so it
- * always goes on to the full check.
- */
 GDRC_API void gdrc_mr_put(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 {
-	struct gdrc_ctx *ctx =
-		(struct gdrc_ctx *)((uintptr_t)pub & ~(uintptr_t)(CTX_ALIGN - 1));
+	struct gdrc_ctx *ctx;
 
 	if (gdrc_unlikely(!pub || !mr))
 		return;
-	if (gdrc_likely(pub == ctx_pub(ctx) &&
-			gdrc_cache_put_fast(&ctx->cache, mr)))
+	ctx = ctx_of(pub);
+	if (gdrc_likely(ctx && gdrc_cache_put_fast(&ctx->cache, mr)))
 		return;
 	mr_put_slow(pub, mr);
 }

@@ -9,6 +9,8 @@
 # is a GPU), and prints for each row the median over the pairs of the
 # base's and the new build's median ns, and of the paired difference
 # new - base.  Both builds: RelWithDebInfo, same compiler, same machine.
+# GDRC_AB_RUN, if set, is put before each run (e.g. "taskset -c 3");
+# GDRC_CUDA_LIBRARY=none leaves the host rows alone (faster runs).
 #
 #   usage: scripts/bench-ab.sh BASE [PAIRS] [OUTDIR]
 #          (default PAIRS: 9, OUTDIR: ./bench-ab-out)
@@ -40,7 +42,9 @@ for side in base new; do
 done
 
 run() { # run SIDE PAIR
-	"$work/$1/tests/bench/gdrc-bench" --gpu-only >"$out/$1-$2.txt" 2>&1
+	# shellcheck disable=SC2086 # a command and its arguments
+	${GDRC_AB_RUN:-} "$work/$1/tests/bench/gdrc-bench" --gpu-only \
+		>"$out/$1-$2.txt" 2>&1
 }
 for i in $(seq 1 "$pairs"); do
 	if ((i % 2)); then run base "$i"; run new "$i"; else run new "$i"; run base "$i"; fi

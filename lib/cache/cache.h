@@ -366,6 +366,11 @@ struct gdrc_pool {
 struct gdrc_cache {
 	/* Read by every fast-path get: */
 	uint64_t uid;                  /* fixed: unique per cache */
+	uintptr_t key;                 /* the owner's, read and written by
+					* it alone (the API layer: the
+					* pointer it handed out, 0 once
+					* finished): in the line every call
+					* reads first */
 	_Atomic uint64_t tick;         /* LRU clock, see lru_* */
 	struct gdrc_invq invq;         /* pending: read by fast hits */
 	_Atomic int forked;            /* set in a fork child */
