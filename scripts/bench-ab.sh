@@ -64,10 +64,15 @@ FNR == 1 {
 	split(FILENAME, p, /[-.]/)
 	side = p[length(p) - 2]; pair = p[length(p) - 1]
 	sub(/.*\//, "", side)
+	delete inrun
 }
 /^[ag]\. / && $NF ~ /^[0-9.]+$/ && $(NF - 1) ~ /^[0-9.]+$/ {
 	row = $0
 	sub(/[[:space:]]+[0-9.]+[[:space:]]+[0-9.]+$/, "", row)
+	# A label seen before in this run (the VMM rows repeat theirs):
+	# numbered.
+	if (++inrun[row] > 1)
+		row = row " #" inrun[row]
 	if (!(row in seen)) { seen[row] = 1; order[++nrows] = row }
 	v[row, side, pair] = $NF
 }
