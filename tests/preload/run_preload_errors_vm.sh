@@ -24,12 +24,7 @@ prog=${1:?usage: run_preload_errors_vm.sh VERBS_ERRORS PRELOAD_SO}
 lib=${2:?usage: run_preload_errors_vm.sh VERBS_ERRORS PRELOAD_SO}
 
 vm_require preload_errors
-# The preload finds libgdrcache.so.0 beside it ($ORIGIN): staged too.
-vm_stage "$out" "$prog" "$lib" "$(dirname "$lib")/libgdrcache.so.0" || exit 1
-p=$out/$(basename "$prog")
-l=$out/$(basename "$lib")
-asan=$(ldd "$lib" 2>/dev/null | awk '/libasan/ && !n++ { print $3 }')
-pre="${asan:+$asan }$l"
+vm_stage_preload "$out" "$prog" "$lib" || exit 1
 rm -f "$out"/*.txt
 
 guest_cmd='

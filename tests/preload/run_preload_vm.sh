@@ -26,14 +26,8 @@ prog=${1:?usage: run_preload_vm.sh VERBS_PER_MSG PRELOAD_SO}
 lib=${2:?usage: run_preload_vm.sh VERBS_PER_MSG PRELOAD_SO}
 
 vm_require preload
-# The share is the repository: copy the build products into it.
-# The preload finds libgdrcache.so.0 beside it ($ORIGIN): staged too.
-vm_stage "$out" "$prog" "$lib" "$(dirname "$lib")/libgdrcache.so.0" || exit 1
-p=$out/$(basename "$prog")
-l=$out/$(basename "$lib")
-# An ASan build's preload library needs the ASan runtime loaded first.
-asan=$(ldd "$lib" 2>/dev/null | awk '/libasan/ && !n++ { print $3 }')
-pre="${asan:+$asan }$l"
+# The share is the repository: the build products are copied into it.
+vm_stage_preload "$out" "$prog" "$lib" || exit 1
 iters=${GDRC_PRELOAD_ITERS:-300}
 size=$((8 << 20)) # registered per message; 4 KiB of it written
 

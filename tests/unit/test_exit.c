@@ -37,55 +37,10 @@
 
 #include <gdrcache.h>
 
+#include "child_capture.h"
+
 #define PAGE 4096UL
 #define DEADLINE_S 60
-
-/*
- * Run fn in a child with its stderr captured into out; wait at most
- * DEADLINE_S.  @return the wait status (a timeout kills the child and
- * fails the test).
- */
-static int run_child(void (*fn)(void), char *out, size_t len)
-{
-	int fd[2], status = 0;
-	size_t got = 0;
-	ssize_t n;
-	pid_t pid;
-	time_t t0 = time(NULL);
-
-	assert_int_equal(pipe(fd), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(fd[0]);
-		dup2(fd[1], 2);
-		fn();
-		_exit(99); /* fn returns only on failure */
-	}
-	close(fd[1]);
-	while ((n = read(fd[0], out + got, len - 1 - got)) > 0 &&
-	       got + (size_t)n < len - 1)
-		got += (size_t)n;
-	if (n > 0)
-		got += (size_t)n;
-	out[got] = 0;
-	close(fd[0]);
-	for (;;) {
-		pid_t w = waitpid(pid, &status, WNOHANG);
-
-		if (w == pid)
-			break;
-		assert_int_equal(w, 0);
-		if (time(NULL) - t0 > DEADLINE_S) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			fail_msg("child still running after %d s: %s",
-				 DEADLINE_S, out);
-		}
-		usleep(10000);
-	}
-	return status;
-}
 
 /* A context with a registration held and one cached. */
 static struct gdrc_ctx *open_with_registrations(void)
@@ -103,27 +58,31 @@ static struct gdrc_ctx *open_with_registrations(void)
 	return ctx;
 }
 
-static void child_exit(void)
+static void child_exit(int unused)
 {
+	(void)unused;
 	(void)open_with_registrations();
 	(void)open_with_registrations();
 	exit(0);
 }
 
-static void child_underscore_exit(void)
+static void child_underscore_exit(int unused)
 {
+	(void)unused;
 	(void)open_with_registrations();
 	_exit(0);
 }
 
-static void child_killed(void)
+static void child_killed(int unused)
 {
+	(void)unused;
 	(void)open_with_registrations();
 	raise(SIGKILL);
 }
 
-static void child_exit_stats(void)
+static void child_exit_stats(int unused)
 {
+	(void)unused;
 	setenv("GDRC_STATS", "1", 1);
 	(void)open_with_registrations();
 	exit(0);
@@ -135,16 +94,16 @@ static void test_exit_with_contexts_open(void **state)
 	int st;
 
 	(void)state;
-	st = run_child(child_exit, out, sizeof(out));
+	st = child_run(child_exit, 0, out, sizeof(out), DEADLINE_S);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_string_equal(out, "");
-	st = run_child(child_underscore_exit, out, sizeof(out));
+	st = child_run(child_underscore_exit, 0, out, sizeof(out), DEADLINE_S);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_string_equal(out, "");
-	st = run_child(child_killed, out, sizeof(out));
+	st = child_run(child_killed, 0, out, sizeof(out), DEADLINE_S);
 	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 	/* GDRC_STATS=1: the open context's counters at exit, once. */
-	st = run_child(child_exit_stats, out, sizeof(out));
+	st = child_run(child_exit_stats, 0, out, sizeof(out), DEADLINE_S);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_non_null(strstr(out, "\"regions\": 2"));
 	assert_non_null(strstr(out, "stats {"));
@@ -161,8 +120,9 @@ static void fini_at_exit(void)
 
 /* Registered before the first gdrc_init: runs after the library's own
  * exit handler (GDRC_STATS prints there). */
-static void child_atexit_before_init(void)
+static void child_atexit_before_init(int unused)
 {
+	(void)unused;
 	setenv("GDRC_STATS", "1", 1);
 	if (atexit(fini_at_exit))
 		return;
@@ -171,8 +131,9 @@ static void child_atexit_before_init(void)
 }
 
 /* Registered after it: runs first. */
-static void child_atexit_after_init(void)
+static void child_atexit_after_init(int unused)
 {
+	(void)unused;
 	setenv("GDRC_STATS", "1", 1);
 	at_exit_ctx = open_with_registrations();
 	if (atexit(fini_at_exit))
@@ -181,8 +142,9 @@ static void child_atexit_after_init(void)
 }
 
 /* gdrc_fini from "MPI_Finalize", and again at exit. */
-static void child_fini_twice_at_exit(void)
+static void child_fini_twice_at_exit(int unused)
 {
+	(void)unused;
 	setenv("GDRC_MISUSE", "warn", 1);
 	at_exit_ctx = open_with_registrations();
 	if (atexit(fini_at_exit))
@@ -197,16 +159,16 @@ static void test_exit_atexit_fini(void **state)
 	int st;
 
 	(void)state;
-	st = run_child(child_atexit_before_init, out, sizeof(out));
+	st = child_run(child_atexit_before_init, 0, out, sizeof(out), DEADLINE_S);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_non_null(strstr(out, "fini_at_exit done"));
 	assert_non_null(strstr(out, "1 registrations still held at fini"));
 	assert_null(strstr(out, "misuse"));
-	st = run_child(child_atexit_after_init, out, sizeof(out));
+	st = child_run(child_atexit_after_init, 0, out, sizeof(out), DEADLINE_S);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_non_null(strstr(out, "fini_at_exit done"));
 	assert_null(strstr(out, "misuse"));
-	st = run_child(child_fini_twice_at_exit, out, sizeof(out));
+	st = child_run(child_fini_twice_at_exit, 0, out, sizeof(out), DEADLINE_S);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_non_null(strstr(out, "gdrc_fini: misuse: context"));
 	assert_non_null(strstr(out, "fini_at_exit done"));
@@ -254,8 +216,9 @@ static uint64_t id_of(struct gdrc_mr *mr)
  * unmapped it; then map a new page at the same address: its registration
  * must be new.  Exit code: 0, or the failing step.
  */
-static void child_signal_munmap(void)
+static void child_signal_munmap(int unused)
 {
+	(void)unused;
 	struct itimerval it = { { 0, 50 }, { 0, 50 } };
 	struct sigaction sa = { .sa_handler = on_alarm };
 	struct gdrc_ctx *ctx;
@@ -321,7 +284,7 @@ static void test_exit_signal_handler_munmap(void **state)
 	int st;
 
 	(void)state;
-	st = run_child(child_signal_munmap, out, sizeof(out));
+	st = child_run(child_signal_munmap, 0, out, sizeof(out), DEADLINE_S);
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
 		skip();
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)

@@ -26,6 +26,8 @@
 
 #include <gdrcache.h>
 
+#include "child_capture.h"
+
 #define BUF_LEN (64 * 4096)
 /* Never read: every call it is given fails before. */
 #define SENTINEL_MR ((struct gdrc_mr *)0x5a5a5a5a)
@@ -476,7 +478,7 @@ static void test_misuse_put_other_context(void **state)
 
 enum abort_case { AB_GET_AFTER_FINI, AB_DOUBLE_FINI, AB_DOUBLE_PUT };
 
-static void abort_child(enum abort_case c)
+static void abort_child(int c)
 {
 	struct gdrc_ctx *ctx;
 	struct gdrc_mr *mr;
@@ -506,24 +508,8 @@ static void abort_child(enum abort_case c)
 static void expect_abort(enum abort_case c, const char *line)
 {
 	char out[4096];
-	int fd[2], status;
-	ssize_t n, len = 0;
-	pid_t pid;
+	int status = child_run(abort_child, (int)c, out, sizeof(out), 60);
 
-	assert_int_equal(pipe(fd), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(fd[0]);
-		dup2(fd[1], 2);
-		abort_child(c);
-	}
-	close(fd[1]);
-	while ((n = read(fd[0], out + len, sizeof(out) - 1 - (size_t)len)) > 0)
-		len += n;
-	out[len] = 0;
-	close(fd[0]);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
 	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT)
 		fail_msg("case %d: status %#x, output: %s", c, status, out);
 	if (!strstr(out, line) || !strstr(out, "GDRC_MISUSE=abort"))

@@ -8,6 +8,12 @@
 #   vm_stage DIR FILE...  copy FILEs into DIR (inside the share), a
 #                         shared library under its soname, so that the
 #                         guest's loader finds it there
+#   vm_stage_preload DIR PROG PRELOAD_SO
+#                         stage a program and libgdrcache-preload.so,
+#                         with libgdrcache.so.0 beside it (its $ORIGIN);
+#                         sets p (the program as staged), asan (an ASan
+#                         build's runtime, or empty) and pre (what
+#                         LD_PRELOAD must hold: that runtime first)
 runner_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 repo=$(cd "$runner_dir/../.." && pwd -P)
 vmlab=$runner_dir/vmlab.sh
@@ -20,6 +26,16 @@ vm_require() {
 		echo "$1: VM lab unavailable ($rc): skipped"
 		exit 77
 	fi
+}
+
+vm_stage_preload() {
+	local lib=$3
+
+	vm_stage "$1" "$2" "$lib" "$(dirname "$lib")/libgdrcache.so.0" ||
+		return 1
+	p=$1/$(basename "$2")
+	asan=$(ldd "$lib" 2>/dev/null | awk '/libasan/ && !n++ { print $3 }')
+	pre="${asan:+$asan }$1/$(basename "$lib")"
 }
 
 vm_stage() {
