@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# Builds kmod/gdrcache.ko through its own Kbuild makefile, as target
-# gdrcache-kmod (part of "all" when enabled).  GDRC_BUILD_KMOD: ON fails
-# without kernel headers, AUTO builds when they are there, OFF never.
+# Builds gdrcache.ko through kmod's own Kbuild makefile, as target
+# gdrcache-kmod (part of "all" when enabled), in <build>/kmod: a copy of
+# the sources, so that the source tree stays clean and two builds never
+# race.  GDRC_BUILD_KMOD: ON fails without kernel headers, AUTO builds
+# when they are there, OFF never.  The kernel is the running one unless
+# GDRC_KMOD_KVER says otherwise (the VM lab's tests build their own).
 set(GDRC_BUILD_KMOD AUTO CACHE STRING
 	"Build kmod/gdrcache.ko: ON, OFF or AUTO (when kernel headers exist)")
 set(GDRC_KMOD_KVER "" CACHE STRING
-	"Kernel to build the module for (default: the VM lab's, else the running one)")
+	"Kernel to build the module for (default: the running one)")
 set(GDRC_NV_P2P_INCLUDE "" CACHE PATH
 	"Folder holding nv-p2p.h for GPU pinning (empty: built without)")
 
@@ -15,14 +18,8 @@ endif()
 
 set(_kver "${GDRC_KMOD_KVER}")
 if(NOT _kver)
-	# The VM lab boots Debian's kernel: build for it when its headers are
-	# installed (tests/vm/vmlab.sh deps), as kmod/Makefile does.
-	if(EXISTS /lib/modules/6.1.0-56-amd64/build)
-		set(_kver 6.1.0-56-amd64)
-	else()
-		execute_process(COMMAND uname -r OUTPUT_VARIABLE _kver
-			OUTPUT_STRIP_TRAILING_WHITESPACE)
-	endif()
+	execute_process(COMMAND uname -r OUTPUT_VARIABLE _kver
+		OUTPUT_STRIP_TRAILING_WHITESPACE)
 endif()
 find_program(GDRC_MAKE NAMES make gmake)
 if(NOT EXISTS /lib/modules/${_kver}/build OR NOT GDRC_MAKE)
@@ -38,9 +35,12 @@ if(GDRC_NV_P2P_INCLUDE)
 	set(_nv NV_P2P_INCLUDE=${GDRC_NV_P2P_INCLUDE})
 endif()
 add_custom_target(gdrcache-kmod ALL
-	COMMAND ${GDRC_MAKE} -s -C ${PROJECT_SOURCE_DIR}/kmod KVER=${_kver} ${_nv}
-		modules
-	COMMENT "Building kmod/gdrcache.ko for ${_kver}"
+	COMMAND ${CMAKE_COMMAND} -DSRC=${PROJECT_SOURCE_DIR}/kmod
+		-DDST=${PROJECT_BINARY_DIR}/kmod
+		-P ${PROJECT_SOURCE_DIR}/cmake/GdrcKbuildCopy.cmake
+	COMMAND ${GDRC_MAKE} -s -C ${PROJECT_BINARY_DIR}/kmod KVER=${_kver}
+		${_nv} modules
+	COMMENT "Building ${PROJECT_BINARY_DIR}/kmod/gdrcache.ko for ${_kver}"
 	VERBATIM)
 message(STATUS "gdrcache: kernel module for ${_kver}"
 	" (nv-p2p: ${GDRC_NV_P2P_INCLUDE})")

@@ -62,20 +62,12 @@
  *   faults, and a handle whose memory was reused for a later get may
  *   pass as that one.  docs/reliability.md lists what is caught.
  *
- * Environment (read once, at gdrc_init; full list with defaults and help:
- * docs/env.md)
- *   GDRC_LOG_LEVEL      error, warn, info, debug, trace
- *   GDRC_MAX_REGIONS    cached registrations per context (inf = no limit)
- *   GDRC_MAX_BYTES      registered bytes per context (K/M/G/T suffixes)
- *   GDRC_MEM_HOOKS      auto or none: how host frees are seen
- *   GDRC_BACKEND        auto, verbs or none
- *   GDRC_STATS          1 prints the counters at gdrc_fini
- *   GDRC_CHECK          1 checks the cache's invariants after each change
- *   GDRC_CUDA_LIBRARY   the CUDA driver to load (libcuda.so.1; none: off)
- *   GDRC_VALIDATE       auto, always or hooks: BUFFER_ID checks on GPU hits
- *   GDRC_WHOLE_ALLOC_MAX  GPU allocations up to this size are registered
- *                       whole; larger ones by the requested range
- *   GDRC_MISUSE         auto, abort or warn: what a detected misuse does
+ * Environment
+ *   GDRC_* variables, read once at each gdrc_init (limits, backends,
+ *   hooks, validation, logging, misuse policy, ...): the list, with each
+ *   default and meaning, is docs/env.md, which a test keeps equal to the
+ *   library's own table; at run time, gdrc_knob_describe and
+ *   gdrc_knob_value, or `gdrc-info`.
  *
  * Include this header alone: it needs neither verbs.h nor a CUDA header.
  */

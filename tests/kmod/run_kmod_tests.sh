@@ -106,6 +106,15 @@ nvp2p_include() {
 
 mkdir -p "$out"
 rm -f "$out/gpu_status"
+# kbuild SRC DST ARGS...: build the Kbuild module of SRC in DST, a copy of
+# its sources (never in the source tree: two builds would race there).
+kbuild() {
+	local src=$1 dst=$2
+	shift 2
+	rm -rf "$dst" && mkdir -p "$dst" || return 1
+	cmake -DSRC="$src" -DDST="$dst" -P "$repo/cmake/GdrcKbuildCopy.cmake" &&
+		make -s -C "$dst" "$@" modules
+}
 nvinc=""
 nvwhy="GDRC_NV_P2P=off"
 if [[ ${GDRC_NV_P2P:-on} != off ]]; then
@@ -113,16 +122,16 @@ if [[ ${GDRC_NV_P2P:-on} != off ]]; then
 	nvwhy=$(tail -n 1 "$out/nvp2p_why")
 fi
 if [[ -n $nvinc ]]; then
-	echo "+ make -C $repo/kmod KVER=$kver NV_P2P_INCLUDE=$nvinc"
-	make -s -C "$repo/kmod" KVER="$kver" NV_P2P_INCLUDE="$nvinc" modules ||
+	echo "+ kbuild kmod -> $out/kmod KVER=$kver NV_P2P_INCLUDE=$nvinc"
+	kbuild "$repo/kmod" "$out/kmod" KVER="$kver" NV_P2P_INCLUDE="$nvinc" ||
 		exit 1
-	echo "+ make -C $here/mock_nvp2p KVER=$kver NV_P2P_INCLUDE=$nvinc"
-	make -s -C "$here/mock_nvp2p" KVER="$kver" NV_P2P_INCLUDE="$nvinc" \
-		modules || exit 1
+	echo "+ kbuild mock_nvp2p -> $out/mock_nvp2p KVER=$kver NV_P2P_INCLUDE=$nvinc"
+	kbuild "$here/mock_nvp2p" "$out/mock_nvp2p" KVER="$kver" \
+		NV_P2P_INCLUDE="$nvinc" || exit 1
 else
 	echo "kmod: no nv-p2p.h: GPU pin tests skipped (module built without pinning)"
-	echo "+ make -C $repo/kmod KVER=$kver"
-	make -s -C "$repo/kmod" KVER="$kver" modules || exit 1
+	echo "+ kbuild kmod -> $out/kmod KVER=$kver"
+	kbuild "$repo/kmod" "$out/kmod" KVER="$kver" || exit 1
 fi
 for t in test_kmod_sub test_kmod_pin test_kmod_stress test_kmod_quota; do
 	echo "+ ${CC:-cc} ... -o $out/$t"
@@ -132,7 +141,7 @@ done
 if [[ -n $nvinc ]]; then
 	pin_cmd='
 '"$out"'/test_kmod_pin --no-provider || rc=$?
-insmod '"$here"'/mock_nvp2p/mock_nvp2p.ko || rc=1
+insmod '"$out"'/mock_nvp2p/mock_nvp2p.ko || rc=1
 '"$out"'/test_kmod_pin || rc=$?
 GDRC_STRESS_SCALE='"${GDRC_STRESS_SCALE:-1}"' '"$out"'/test_kmod_stress || rc=$?
 '"$out"'/test_kmod_quota || rc=$?'
@@ -162,7 +171,7 @@ if [ \$s -eq 77 ]; then echo \"kmod: $b skipped\"; elif [ \$s -ne 0 ]; then rc=\
 done
 # Paths inside the share are the same absolute paths as on the host.
 guest_cmd='
-insmod '"$repo"'/kmod/gdrcache.ko || exit 1
+insmod '"$out"'/kmod/gdrcache.ko || exit 1
 '"$out"'/test_kmod_sub
 rc=$?'"$pin_cmd$extra"'
 if ! rmmod gdrcache; then
