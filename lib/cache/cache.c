@@ -218,34 +218,47 @@ static void *pool_obj(const struct gdrc_pool *pool, void *chunk, int i)
 }
 
 /*
- * Take an object, growing the pool by a chunk when it is empty.  The
- * chunk is zeroed and cache-line aligned: each object is a line (or more)
- * of its own, which calloc's 16-byte alignment would not give, and two
- * threads' handles on one line would slow both.
+ * Add a chunk of objects to the pool.  The chunk is zeroed and
+ * cache-line aligned: each object is a line (or more) of its own, which
+ * calloc's 16-byte alignment would not give, and two threads' handles on
+ * one line would slow both.  Takes slab_lock.  @return 0, or -1 out of
+ * memory.
  */
-static void *pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
+static int pool_grow(struct gdrc_cache *c, struct gdrc_pool *pool)
 {
+	size_t bytes = GDRC_CACHELINE + POOL_CHUNK * pool->size;
 	void *chunk, *obj;
 
+	if (posix_memalign(&chunk, GDRC_CACHELINE, bytes))
+		return -1;
+	memset(chunk, 0, bytes);
 	pthread_mutex_lock(&c->slab_lock);
-	if (!pool->free) {
+	*(void **)chunk = pool->chunks;
+	pool->chunks = chunk;
+	for (int i = 0; i < POOL_CHUNK; i++) {
+		obj = pool_obj(pool, chunk, i);
+		if (pool->init)
+			pool->init(obj);
+		*pool_link(pool, obj) = pool->free;
+		if (!pool->free)
+			pool->free_tail = obj;
+		pool->free = obj;
+	}
+	pthread_mutex_unlock(&c->slab_lock);
+	return 0;
+}
+
+/* Take an object, growing the pool by a chunk when it is empty. */
+static void *pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
+{
+	void *obj;
+
+	pthread_mutex_lock(&c->slab_lock);
+	while (!pool->free) {
 		pthread_mutex_unlock(&c->slab_lock);
-		if (posix_memalign(&chunk, GDRC_CACHELINE,
-				   GDRC_CACHELINE + POOL_CHUNK * pool->size))
+		if (pool_grow(c, pool))
 			return NULL;
-		memset(chunk, 0, GDRC_CACHELINE + POOL_CHUNK * pool->size);
 		pthread_mutex_lock(&c->slab_lock);
-		*(void **)chunk = pool->chunks;
-		pool->chunks = chunk;
-		for (int i = 0; i < POOL_CHUNK; i++) {
-			obj = pool_obj(pool, chunk, i);
-			if (pool->init)
-				pool->init(obj);
-			*pool_link(pool, obj) = pool->free;
-			if (!pool->free)
-				pool->free_tail = obj;
-			pool->free = obj;
-		}
 	}
 	obj = pool->free;
 	pool->free = *pool_link(pool, obj);
@@ -2201,6 +2214,16 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 		pthread_rwlock_destroy(&c->lock);
 		return GDRC_ERR_NO_MEMORY;
 	}
+	/* The first chunk of each pool now, so that the first miss costs
+	 * what later ones do (it cost twenty: a chunk's allocation and the
+	 * first touch of its pages). */
+	if (pool_grow(c, &c->regions) || pool_grow(c, &c->handles)) {
+		pool_free_chunks(&c->regions);
+		pool_free_chunks(&c->handles);
+		pthread_mutex_destroy(&c->slab_lock);
+		pthread_rwlock_destroy(&c->lock);
+		return GDRC_ERR_NO_MEMORY;
+	}
 	c->registry_slot = -1;
 	pthread_once(&cache_atfork_once, registry_atfork);
 	pthread_mutex_lock(&cache_registry_lock);
@@ -2213,6 +2236,8 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 	}
 	pthread_mutex_unlock(&cache_registry_lock);
 	if (c->registry_slot < 0) {
+		pool_free_chunks(&c->regions);
+		pool_free_chunks(&c->handles);
 		pthread_mutex_destroy(&c->slab_lock);
 		pthread_rwlock_destroy(&c->lock);
 		return GDRC_ERR_LIMIT;
