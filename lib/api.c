@@ -40,7 +40,7 @@
 #include "cuda/cuda_loader.h"
 #include "gdrc_int.h"
 #include "hooks/hooks.h"
-#include "kmod/kchan.h"
+#include "kchan/kchan.h"
 #include "log/log.h"
 #include "stats/stats.h"
 #include "api_int.h"

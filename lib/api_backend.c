@@ -24,7 +24,7 @@
 
 #include "api_int.h"
 #include "gdrc_int.h"
-#include "kmod/kchan.h"
+#include "kchan/kchan.h"
 #include "log/log.h"
 
 static const int auto_order[] = {

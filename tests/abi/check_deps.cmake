@@ -46,9 +46,9 @@ set(_allow_cache "^cache/" "^gdrc_int\\.h$" "^log/log\\.h$"
 	"^itree/itree\\.h$" "^pin/pin\\.h$")
 set(_allow_cuda "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_classify "^classify/" "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
-set(_allow_kmod "^kmod/" "^gdrc_int\\.h$" "^log/log\\.h$")
+set(_allow_kchan "^kchan/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_preload "^preload/")
-set(_modules log itree stats config hooks pin cache cuda classify kmod
+set(_modules log itree stats config hooks pin cache cuda classify kchan
 	preload)
 
 file(GLOB_RECURSE _files RELATIVE "${SRC}" "${SRC}/*.c" "${SRC}/*.h")
@@ -84,11 +84,11 @@ foreach(_rel IN LISTS _files)
 		math(EXPR _nincludes "${_nincludes} + 1")
 
 		# The kernel/user ABI header lives with the module, outside lib/;
-		# only lib/kmod/ speaks to the module.
+		# only lib/kchan/ speaks to the module.
 		if(_inc MATCHES "^kmod/uapi/" AND EXISTS "${SRC}/../${_inc}")
-			if(NOT _rel MATCHES "^kmod/")
+			if(NOT _rel MATCHES "^kchan/")
 				list(APPEND _errors
-					"lib/${_rel}: only lib/kmod/ may include ${_inc}")
+					"lib/${_rel}: only lib/kchan/ may include ${_inc}")
 			endif()
 			continue()
 		endif()
