@@ -3,14 +3,17 @@
  * api.c - the public entry points.  Checks arguments, then hands work to
  * the modules; the only file that wires modules together (lib/README.md).
  *
- * Process-wide state here: the registry of live contexts (for fork and
- * for the memory hooks' subscriptions), under registry_lock.  A
- * pthread_atfork prepare handler takes registry_lock so that the child
- * finds the registry consistent; the child handler marks every context
- * forked without taking any other lock (other threads' locks may be held
- * forever in the child).
+ * Process-wide state here: finished contexts' memory (ctx_dead), under
+ * ctx_lock, and the fork protocol's one owner (atfork_*), whose prepare
+ * handler takes ctx_lock and then the cache registry's lock, so that the
+ * child finds both consistent; the child handler marks every cache
+ * forked (gdrc_cache_fork_child) without taking any other lock (other
+ * threads' locks may be held forever in the child).  The live contexts
+ * are the cache registry's (gdrc_cache_each): there is no second one.
  *
- * Lock order: registry_lock, then a cache's locks (cache.h).
+ * Lock order: ctx_lock, then the cache registry's lock (only in the fork
+ * handler: neither is held while taking the other elsewhere), then a
+ * cache's locks (cache.h).  cuhooks_test_lock is taken alone.
  *
  * Misuse (GDRC_MISUSE, docs/env.md).  What gdrc_init hands out points
  * into its context's first CTX_ALIGN bytes, at a line chosen by the
@@ -45,7 +48,6 @@
 #include "stats/stats.h"
 #include "api_int.h"
 
-#define GDRC_MAX_CONTEXTS 64
 
 #define GDRC_ACCESS_ALL                                                      \
 	(GDRC_ACCESS_LOCAL_WRITE | GDRC_ACCESS_REMOTE_WRITE |                \
@@ -63,11 +65,10 @@
 #define CTX_TAGS (CTX_ALIGN / GDRC_CACHELINE)
 /* Finished contexts waiting for reuse: at most every context that ever
  * lived at once, plus one that failed because the registry was full. */
-#define CTX_DEAD_MAX (GDRC_MAX_CONTEXTS + 1)
+#define CTX_DEAD_MAX (GDRC_CACHES_MAX + 1)
 
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct gdrc_ctx *registry[GDRC_MAX_CONTEXTS]; /* registry_lock */
-/* Finished contexts, oldest first (a ring, under registry_lock). */
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Finished contexts, oldest first (a ring, under ctx_lock). */
 static struct gdrc_ctx *ctx_dead[CTX_DEAD_MAX];
 static unsigned ctx_dead_first, ctx_dead_count;
 
@@ -80,7 +81,7 @@ static unsigned ctx_dead_first, ctx_dead_count;
 static atomic_int misuse_policy = MISUSE_BUILD_DEFAULT;
 static _Atomic uint64_t misuse_seen; /* GDRC_STAT_MISUSE */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-static int hooks_lost_seen; /* registry_lock */
+static int hooks_lost_seen; /* ctx_lock */
 
 /*
  * The CUDA free hooks' self test (process-wide, like the hooks): it needs
@@ -167,13 +168,13 @@ static struct gdrc_ctx *ctx_alloc(void)
 	struct gdrc_ctx *ctx = NULL;
 	void *mem;
 
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&ctx_lock);
 	if (ctx_dead_count) {
 		ctx = ctx_dead[ctx_dead_first];
 		ctx_dead_first = (ctx_dead_first + 1) % CTX_DEAD_MAX;
 		ctx_dead_count--;
 	}
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&ctx_lock);
 	if (!ctx) {
 		size_t size = (sizeof(*ctx) + CTX_ALIGN - 1) &
 			      ~(size_t)(CTX_ALIGN - 1);
@@ -193,33 +194,45 @@ static void ctx_bury(struct gdrc_ctx *ctx)
 {
 	ctx->cache.key = 0;
 	ctx->cache.uid = 0;
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&ctx_lock);
 	if (ctx_dead_count < CTX_DEAD_MAX) {
 		ctx_dead[(ctx_dead_first + ctx_dead_count) % CTX_DEAD_MAX] =
 			ctx;
 		ctx_dead_count++;
 		ctx = NULL;
 	}
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&ctx_lock);
 	free(ctx); /* not reached: see CTX_DEAD_MAX */
 }
 
 static void atfork_prepare(void)
 {
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&ctx_lock);
+	gdrc_cache_fork_prepare();
 }
 
 static void atfork_parent(void)
 {
-	pthread_mutex_unlock(&registry_lock);
+	gdrc_cache_fork_parent();
+	pthread_mutex_unlock(&ctx_lock);
 }
 
 static void atfork_child(void)
 {
-	for (int i = 0; i < GDRC_MAX_CONTEXTS; i++)
-		if (registry[i])
-			gdrc_cache_mark_forked(&registry[i]->cache);
-	pthread_mutex_unlock(&registry_lock);
+	gdrc_cache_fork_child();
+	pthread_mutex_unlock(&ctx_lock);
+}
+
+/* A context is its cache, first (the registry holds caches). */
+_Static_assert(offsetof(struct gdrc_ctx, cache) == 0,
+	       "a context begins with its cache");
+
+/* The context a live cache of the registry belongs to, or NULL for one
+ * not (yet) a context's: made by a test below the API, or in gdrc_init
+ * before its key is set. */
+static struct gdrc_ctx *ctx_of_cache(struct gdrc_cache *c)
+{
+	return c->key ? (struct gdrc_ctx *)c : NULL;
 }
 
 static void atfork_install(void)
@@ -244,27 +257,16 @@ static void ctx_mem_event(uintptr_t start, uintptr_t end, int source,
 							      GDRC_INVQ_HOST);
 }
 
-static int registry_add(struct gdrc_ctx *ctx)
+/* gdrc_cache_each: post "everything" of class *arg to each context that
+ * relies on the hooks of that class. */
+static void ctx_flush_one(struct gdrc_cache *c, void *arg)
 {
-	int slot = -1;
+	struct gdrc_ctx *ctx = ctx_of_cache(c);
+	int cls = *(const int *)arg;
 
-	pthread_mutex_lock(&registry_lock);
-	for (int i = 0; i < GDRC_MAX_CONTEXTS; i++) {
-		if (!registry[i]) {
-			registry[i] = ctx;
-			slot = i;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&registry_lock);
-	return slot;
-}
-
-static void registry_del(struct gdrc_ctx *ctx)
-{
-	pthread_mutex_lock(&registry_lock);
-	registry[ctx->registry_slot] = NULL;
-	pthread_mutex_unlock(&registry_lock);
+	if (ctx && (cls == GDRC_INVQ_CUDA ? ctx->cuda_hooks :
+					    ctx->hooks_slot >= 0))
+		gdrc_cache_post_event(c, 0, UINTPTR_MAX, cls);
 }
 
 /*
@@ -283,23 +285,24 @@ static void cuhooks_lost(void)
 			  cuhooks_test_why);
 	}
 	pthread_mutex_unlock(&cuhooks_test_lock);
-	pthread_mutex_lock(&registry_lock);
-	for (int i = 0; i < GDRC_MAX_CONTEXTS; i++)
-		if (registry[i] && registry[i]->cuda_hooks)
-			gdrc_cache_post_event(&registry[i]->cache, 0,
-					      UINTPTR_MAX, GDRC_INVQ_CUDA);
-	pthread_mutex_unlock(&registry_lock);
+	gdrc_cache_each(ctx_flush_one, &(int){ GDRC_INVQ_CUDA });
 }
 
 /* Drop every host registration that relied on the hooks. */
 static void hooks_flush(void)
 {
-	pthread_mutex_lock(&registry_lock);
-	for (int i = 0; i < GDRC_MAX_CONTEXTS; i++)
-		if (registry[i] && registry[i]->hooks_slot >= 0)
-			gdrc_cache_post_event(&registry[i]->cache, 0,
-					      UINTPTR_MAX, GDRC_INVQ_HOST);
-	pthread_mutex_unlock(&registry_lock);
+	gdrc_cache_each(ctx_flush_one, &(int){ GDRC_INVQ_HOST });
+}
+
+/* gdrc_cache_each: a context that relied on the host hooks caches no
+ * host memory from now on. */
+static void ctx_stop_host_one(struct gdrc_cache *c, void *arg)
+{
+	struct gdrc_ctx *ctx = ctx_of_cache(c);
+
+	(void)arg;
+	if (ctx && ctx->hooks_slot >= 0 && atomic_load(&c->cache_host))
+		gdrc_cache_stop_host_caching(c);
 }
 
 /*
@@ -325,17 +328,14 @@ static void hooks_check(void)
 			  src);
 		return;
 	}
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&ctx_lock);
 	if (!hooks_lost_seen) {
 		hooks_lost_seen = 1;
 		gdrc_warn("memory hooks were overwritten by another library: "
 			  "host registrations are no longer cached");
 	}
-	for (int i = 0; i < GDRC_MAX_CONTEXTS; i++)
-		if (registry[i] && registry[i]->hooks_slot >= 0 &&
-		    atomic_load(&registry[i]->cache.cache_host))
-			gdrc_cache_stop_host_caching(&registry[i]->cache);
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&ctx_lock);
+	gdrc_cache_each(ctx_stop_host_one, NULL);
 }
 
 /*
@@ -541,7 +541,10 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 	if (ctx->cuda)
 		p.tag_query = ctx->cuda->cuPointerGetAttribute;
 	p.tag_what = CU_POINTER_ATTRIBUTE_BUFFER_ID;
-	return gdrc_cache_init(&ctx->cache, &p);
+	status = gdrc_cache_init(&ctx->cache, &p);
+	if (status == GDRC_ERR_LIMIT)
+		gdrc_error("too many contexts (%d)", GDRC_CACHES_MAX);
+	return status;
 }
 
 /* The cache's counters, and the context's own. */
@@ -566,14 +569,18 @@ static void print_stats(struct gdrc_ctx *ctx)
 
 /* At exit: contexts still open with GDRC_STATS=1 print theirs (a
  * preloaded or careless program never calls gdrc_fini). */
+static void stats_one(struct gdrc_cache *c, void *arg)
+{
+	struct gdrc_ctx *ctx = ctx_of_cache(c);
+
+	(void)arg;
+	if (ctx && ctx->knobs.stats && !atomic_load(&c->forked))
+		print_stats(ctx);
+}
+
 static void stats_at_exit(void)
 {
-	pthread_mutex_lock(&registry_lock);
-	for (int i = 0; i < GDRC_MAX_CONTEXTS; i++)
-		if (registry[i] && registry[i]->knobs.stats &&
-		    !atomic_load(&registry[i]->cache.forked))
-			print_stats(registry[i]);
-	pthread_mutex_unlock(&registry_lock);
+	gdrc_cache_each(stats_one, NULL);
 }
 
 static void stats_at_exit_install(void)
@@ -600,18 +607,12 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 	if (status)
 		goto err_free;
 
-	ctx->registry_slot = registry_add(ctx);
-	if (ctx->registry_slot < 0) {
-		gdrc_error("too many contexts (%d)", GDRC_MAX_CONTEXTS);
-		status = GDRC_ERR_LIMIT;
-		goto err_cleanup;
-	}
 	if ((ctx->cache.p.cache_host || ctx->cuda_hooks) &&
 	    ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_AUTO) {
 		ctx->hooks_slot = gdrc_hooks_subscribe(ctx_mem_event, ctx);
 		if (ctx->hooks_slot < 0) {
 			status = GDRC_ERR_LIMIT;
-			goto err_registry;
+			goto err_cleanup;
 		}
 	}
 	if (ctx->knobs.stats) {
@@ -631,8 +632,6 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 	*ctx_p = ctx_pub(ctx);
 	return GDRC_OK;
 
-err_registry:
-	registry_del(ctx);
 err_cleanup:
 	gdrc_cache_cleanup(&ctx->cache);
 err_free:
@@ -653,7 +652,8 @@ GDRC_API void gdrc_fini(struct gdrc_ctx *pub)
 				      memory_order_relaxed);
 	if (ctx->hooks_slot >= 0)
 		gdrc_hooks_unsubscribe(ctx->hooks_slot);
-	registry_del(ctx);
+	/* The cleanup takes the cache out of the registry first: no fork
+	 * handler, flush or exit walk reaches it after. */
 	if (forked) {
 		gdrc_cache_cleanup_forked(&ctx->cache);
 	} else {

@@ -67,40 +67,50 @@ static inline void stat_add(struct gdrc_cache *c, int stat, uint64_t v)
 }
 
 /* ====================================================================
- * The registry of live caches
+ * The registry of live caches: the process's only one
  *
  * A thread's remembered handles may belong to any cache, also one that
  * was destroyed since.  Only code that holds cache_registry_lock and
  * finds the cache's uid here may touch such a handle: gdrc_cache_cleanup
- * takes its cache out first, under the same lock.
+ * takes its cache out first, under the same lock.  The API layer walks it
+ * (gdrc_cache_each) and owns the fork protocol, which calls
+ * gdrc_cache_fork_* (cache.h).
  * ==================================================================== */
 
-#define CACHE_REGISTRY_MAX 64
-
 static pthread_mutex_t cache_registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct gdrc_cache *cache_registry[CACHE_REGISTRY_MAX];
-static pthread_once_t cache_atfork_once = PTHREAD_ONCE_INIT;
+static struct gdrc_cache *cache_registry[GDRC_CACHES_MAX];
 
-/* Hold the registry across fork() so the child finds it consistent. */
-static void registry_lock(void)
+void gdrc_cache_each(void (*fn)(struct gdrc_cache *c, void *arg), void *arg)
+{
+	pthread_mutex_lock(&cache_registry_lock);
+	for (int i = 0; i < GDRC_CACHES_MAX; i++)
+		if (cache_registry[i])
+			fn(cache_registry[i], arg);
+	pthread_mutex_unlock(&cache_registry_lock);
+}
+
+void gdrc_cache_fork_prepare(void)
 {
 	pthread_mutex_lock(&cache_registry_lock);
 }
 
-static void registry_unlock(void)
+void gdrc_cache_fork_parent(void)
 {
 	pthread_mutex_unlock(&cache_registry_lock);
 }
 
-static void registry_atfork(void)
+void gdrc_cache_fork_child(void)
 {
-	pthread_atfork(registry_lock, registry_unlock, registry_unlock);
+	for (int i = 0; i < GDRC_CACHES_MAX; i++)
+		if (cache_registry[i])
+			gdrc_cache_mark_forked(cache_registry[i]);
+	pthread_mutex_unlock(&cache_registry_lock);
 }
 
 /* Under cache_registry_lock.  @return the live cache with uid, or NULL. */
 static struct gdrc_cache *registry_find(uint64_t uid)
 {
-	for (int i = 0; i < CACHE_REGISTRY_MAX; i++)
+	for (int i = 0; i < GDRC_CACHES_MAX; i++)
 		if (cache_registry[i] && cache_registry[i]->uid == uid)
 			return cache_registry[i];
 	return NULL;
@@ -2225,9 +2235,8 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 		return GDRC_ERR_NO_MEMORY;
 	}
 	c->registry_slot = -1;
-	pthread_once(&cache_atfork_once, registry_atfork);
 	pthread_mutex_lock(&cache_registry_lock);
-	for (int i = 0; i < CACHE_REGISTRY_MAX; i++) {
+	for (int i = 0; i < GDRC_CACHES_MAX; i++) {
 		if (!cache_registry[i]) {
 			cache_registry[i] = c;
 			c->registry_slot = i;

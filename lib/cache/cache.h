@@ -415,9 +415,27 @@ struct gdrc_cache {
 	int registry_slot;             /* in the cache registry, or -1 */
 };
 
-/* Set up c (embedded by the caller, cache-line aligned). */
+/* Caches alive at once in the process (the registry's size). */
+#define GDRC_CACHES_MAX 64
+
+/* Set up c (embedded by the caller, cache-line aligned) and enter it in
+ * the registry.  @return GDRC_OK; GDRC_ERR_NO_MEMORY; GDRC_ERR_LIMIT
+ * with GDRC_CACHES_MAX alive. */
 gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 			      const struct gdrc_cache_params *params);
+
+/* fn(c, arg) for every live cache, under the registry's lock (which
+ * comes before any cache's own: fn may take those, never the registry's
+ * again). */
+void gdrc_cache_each(void (*fn)(struct gdrc_cache *c, void *arg), void *arg);
+
+/* The fork protocol's part here, called by its one owner (api.c's
+ * pthread_atfork handlers): prepare holds the registry across fork(), the
+ * parent lets it go, the child marks every cache forked
+ * (gdrc_cache_mark_forked) and lets it go. */
+void gdrc_cache_fork_prepare(void);
+void gdrc_cache_fork_parent(void);
+void gdrc_cache_fork_child(void);
 
 /* Release every region, held or not; the caller guarantees no other
  * call on this cache runs.  Logs how many were still held. */
