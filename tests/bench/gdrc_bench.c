@@ -22,7 +22,14 @@
  *               the cost of inserting them (a fresh context per
  *               repetition, no warm-up), of hits in a random page order
  *               (defeats the per-thread remembered hits: the tree path)
- *               and of hits on the same page again and again.
+ *               and of hits on the same page again and again.  Then,
+ *               per n, UCX's ucs_rcache filled with the same pages (no
+ *               memory events; when built with UCX) and its random-page
+ *               hit in the same order, the dependent-load floor (a chase
+ *               through n random 256-byte lines: one load per step, as
+ *               one level of a search structure), and the resident bytes
+ *               per cached registration of both (RssAnon before and
+ *               after filling; shown from n = 10000).
  *   e. threads  total hit throughput with 1, 2 and N threads (N = online
  *               CPUs; also 4 and 8 when N < 8, marked "oversub"), all on
  *               one shared range, or each on a range of its own page.
@@ -81,7 +88,9 @@
  * JSON (--json PATH): one object with keys "machine" (object), "quick",
  * "gpu_only", "hit_ns", "hit_rotate4_ns", "ucx_hit_ns",
  * "ratio_hit_vs_ucx", "miss_ns", "uncached_ns", "lookup": [{"n",
- * "insert_ns", "random_hit_ns", "same_hit_ns"}], "threads": [{"mode":
+ * "insert_ns", "random_hit_ns", "same_hit_ns", "ucx_random_hit_ns" (with
+ * UCX), "floor_ns", "bytes_per_reg", "ucx_bytes_per_reg" (-1: not
+ * measured)}], "threads": [{"mode":
  * "shared" or "private", "threads", "oversubscribed", "mops", "ratio",
  * "ucx_mops", "ucx_ratio"}], "gpu": {"device", "driver" (as
  * cuDriverGetVersion says, e.g. 13000), "tag_query_ns", "hit_always_ns",
@@ -161,6 +170,10 @@ struct bench_lookup_res {
 	struct bench_res insert;
 	struct bench_res random_hit;
 	struct bench_res same_hit;
+	struct bench_res ucx_random_hit; /* valid 0: UCX not built */
+	struct bench_res floor;          /* ns per dependent load */
+	double bytes_per_reg;            /* resident; < 0: not measured */
+	double ucx_bytes_per_reg;
 };
 
 struct bench_thr_res {
@@ -943,6 +956,160 @@ err:
 	return -1;
 }
 
+/* Resident anonymous memory of this process, bytes (RssAnon); -1. */
+static long long bench_rss_anon(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long long kb = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssAnon: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb * 1024;
+}
+
+/*
+ * The dependent-load floor: n lines of BENCH_FLOOR_LINE bytes in one
+ * random cycle (Sattolo), each holding the index of the next; a step is
+ * one load whose address depends on the previous one, as each level of
+ * a search structure is.  Over n lines it is what any structure that
+ * touches one such line per registration cannot beat.
+ */
+#define BENCH_FLOOR_LINE 256
+
+struct bench_floor_arg {
+	char *lines;
+	uint32_t pos;
+};
+
+static int bench_floor_loop(void *p, uint64_t iters)
+{
+	struct bench_floor_arg *a = p;
+	uint32_t pos = a->pos;
+
+	for (uint64_t i = 0; i < iters; i++)
+		pos = *(volatile uint32_t *)(a->lines +
+					     (size_t)pos * BENCH_FLOOR_LINE);
+	a->pos = pos;
+	bench_sink += pos;
+	return 0;
+}
+
+static int bench_floor(uint64_t n, uint64_t iters, struct bench_res *r)
+{
+	struct bench_floor_arg a = { .pos = 0 };
+	uint64_t seed = 0x2545f4914f6cdd1dULL;
+	uint32_t *perm;
+	int ret = -1;
+
+	a.lines = bench_mmap(n * BENCH_FLOOR_LINE, 1);
+	perm = malloc(n * sizeof(*perm));
+	if (!a.lines || !perm)
+		goto out;
+	for (uint64_t i = 0; i < n; i++)
+		perm[i] = (uint32_t)i;
+	for (uint64_t i = n - 1; i > 0; i--) { /* Sattolo: one cycle */
+		uint64_t j = bench_xorshift(&seed) % i;
+		uint32_t t = perm[i];
+
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	for (uint64_t i = 0; i < n; i++)
+		*(uint32_t *)(a.lines + (size_t)perm[i] * BENCH_FLOOR_LINE) =
+			perm[(i + 1) % n];
+	ret = bench_run(bench_floor_loop, &a, iters, n < iters ? n : iters, r);
+out:
+	free(perm);
+	if (a.lines)
+		munmap(a.lines, n * BENCH_FLOOR_LINE);
+	return ret;
+}
+
+#ifdef GDRC_BENCH_HAVE_UCX
+struct bench_ucx_lookup_arg {
+	ucs_rcache_t *rc;
+	const struct bench_lookup_arg *a;
+	uint64_t pos;
+};
+
+/* The same random pages as bench_random_loop, in UCX's rcache. */
+static int bench_ucx_random_loop(void *p, uint64_t iters)
+{
+	struct bench_ucx_lookup_arg *u = p;
+	uint64_t pos = u->pos;
+	uintptr_t acc = 0;
+
+	for (uint64_t i = 0; i < iters; i++) {
+		void *addr = u->a->buf + u->a->order[pos] * BENCH_PAGE;
+		ucs_rcache_region_t *reg;
+
+		if (++pos == u->a->n)
+			pos = 0;
+		if (bench_unlikely(ucs_rcache_get(u->rc, addr, BENCH_RANGE,
+						  PROT_READ | PROT_WRITE, NULL,
+						  &reg) != UCS_OK)) {
+			fprintf(stderr, "gdrc-bench: ucs_rcache_get failed\n");
+			return -1;
+		}
+		acc += (uintptr_t)reg;
+		ucs_rcache_region_put(u->rc, reg);
+	}
+	u->pos = pos;
+	bench_sink += acc;
+	return 0;
+}
+
+/* UCX's rcache (no memory events) filled with the same n pages:
+ * random-page hits and resident bytes per registration. */
+static int bench_ucx_lookup(const struct bench_lookup_arg *a, uint64_t iters,
+			    struct bench_lookup_res *r)
+{
+	struct bench_ucx_lookup_arg u = { .a = a };
+	ucs_rcache_params_t p;
+	long long rss0, rss1;
+	int ret = -1;
+
+	memset(&p, 0, sizeof(p));
+	p.region_struct_size = sizeof(ucs_rcache_region_t);
+	p.alignment = BENCH_PAGE;
+	p.max_alignment = BENCH_PAGE;
+	p.ops = &bench_ucx_ops;
+	p.max_regions = ULONG_MAX;
+	p.max_size = SIZE_MAX;
+	p.max_unreleased = SIZE_MAX;
+	rss0 = bench_rss_anon();
+	if (ucs_rcache_create(&p, "gdrc-bench-lookup", NULL, &u.rc) !=
+	    UCS_OK) {
+		fprintf(stderr, "gdrc-bench: ucs_rcache_create failed\n");
+		return -1;
+	}
+	for (uint64_t i = 0; i < a->n; i++) {
+		ucs_rcache_region_t *reg;
+
+		if (ucs_rcache_get(u.rc, a->buf + i * BENCH_PAGE, BENCH_PAGE,
+				   PROT_READ | PROT_WRITE, NULL, &reg) !=
+		    UCS_OK) {
+			fprintf(stderr, "gdrc-bench: ucs_rcache_get failed\n");
+			goto out;
+		}
+		ucs_rcache_region_put(u.rc, reg);
+	}
+	rss1 = bench_rss_anon();
+	r->ucx_bytes_per_reg = rss0 < 0 || rss1 < 0 ? -1 :
+			       (double)(rss1 - rss0) / (double)a->n;
+	ret = bench_run(bench_ucx_random_loop, &u, iters,
+			a->n < iters ? a->n : iters, &r->ucx_random_hit);
+out:
+	ucs_rcache_destroy(u.rc);
+	return ret;
+}
+#endif
+
 static int bench_lookup_one(uint64_t n, const struct bench_opts *o,
 			    struct bench_lookup_res *r)
 {
@@ -976,9 +1143,16 @@ static int bench_lookup_one(uint64_t n, const struct bench_opts *o,
 	if (!a.buf)
 		goto out_free;
 
-	for (int rep = 0; rep < BENCH_REPS; rep++)
+	for (int rep = 0; rep < BENCH_REPS; rep++) {
+		long long rss0 = bench_rss_anon(), rss1;
+
 		if (bench_populate(&a, &ins[rep], rep == BENCH_REPS - 1))
 			goto out_unmap;
+		/* The kept context: what its n registrations cost. */
+		rss1 = bench_rss_anon();
+		r->bytes_per_reg = rss0 < 0 || rss1 < 0 ? -1 :
+				   (double)(rss1 - rss0) / (double)n;
+	}
 	bench_summarize(ins, BENCH_REPS, 0, &r->insert);
 
 	if (bench_counter(a.ctx, GDRC_STAT_MISSES, &m0) ||
@@ -1000,6 +1174,15 @@ static int bench_lookup_one(uint64_t n, const struct bench_opts *o,
 	       r->random_hit.best, r->random_hit.median, r->same_hit.best,
 	       r->same_hit.median);
 	fflush(stdout);
+	gdrc_fini(a.ctx);
+	a.ctx = NULL;
+	r->ucx_random_hit.valid = 0;
+#ifdef GDRC_BENCH_HAVE_UCX
+	if (bench_ucx_lookup(&a, iters, r))
+		goto out_unmap;
+#endif
+	if (bench_floor(n, iters, &r->floor))
+		goto out_unmap;
 	ret = 0;
 out_fini:
 	gdrc_fini(a.ctx);
@@ -1025,6 +1208,34 @@ static int bench_lookup(const struct bench_opts *o, struct bench_results *res)
 			return -1;
 		res->nlookup++;
 	}
+	printf("\nd. random-page hit against UCX's ucs_rcache filled with the "
+	       "same n pages\n(no memory events), and the dependent-load "
+	       "floor (one random %d-byte line\nof n per step); medians, "
+	       "ns; resident bytes per cached registration (n >= 10000)\n",
+	       BENCH_FLOOR_LINE);
+	printf("%9s %9s %9s %9s %9s %9s %9s %9s\n", "n", "gdrc", "ucx",
+	       "gdrc/ucx", "floor", "gdrc/flr", "B/reg", "ucx B/reg");
+	for (int i = 0; i < res->nlookup; i++) {
+		const struct bench_lookup_res *l = &res->lookup[i];
+		int ucx = l->ucx_random_hit.valid;
+		char b[2][16] = { "-", "-" };
+
+		if (l->n >= 10000 && l->bytes_per_reg >= 0)
+			snprintf(b[0], sizeof(b[0]), "%.0f", l->bytes_per_reg);
+		if (ucx && l->n >= 10000 && l->ucx_bytes_per_reg >= 0)
+			snprintf(b[1], sizeof(b[1]), "%.0f",
+				 l->ucx_bytes_per_reg);
+		printf("%9llu %9.1f ", (unsigned long long)l->n,
+		       l->random_hit.median);
+		if (ucx)
+			printf("%9.1f %9.2f ", l->ucx_random_hit.median,
+			       l->random_hit.median / l->ucx_random_hit.median);
+		else
+			printf("%9s %9s ", "-", "-");
+		printf("%9.1f %9.2f %9s %9s\n", l->floor.median,
+		       l->random_hit.median / l->floor.median, b[0], b[1]);
+	}
+	fflush(stdout);
 	return 0;
 }
 
@@ -2289,7 +2500,14 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 			(unsigned long long)l->n);
 		bench_json_res(f, "insert_ns", &l->insert, ", ");
 		bench_json_res(f, "random_hit_ns", &l->random_hit, ", ");
-		bench_json_res(f, "same_hit_ns", &l->same_hit, "}");
+		bench_json_res(f, "same_hit_ns", &l->same_hit, ", ");
+		if (l->ucx_random_hit.valid)
+			bench_json_res(f, "ucx_random_hit_ns",
+				       &l->ucx_random_hit, ", ");
+		bench_json_res(f, "floor_ns", &l->floor, ", ");
+		fprintf(f, "\"bytes_per_reg\": %.1f, \"ucx_bytes_per_reg\": "
+			"%.1f}", l->bytes_per_reg,
+			l->ucx_random_hit.valid ? l->ucx_bytes_per_reg : -1.0);
 	}
 	fputs("\n  ],\n  \"threads\": [", f);
 	for (int i = 0; i < res->nthr; i++) {
