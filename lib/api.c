@@ -220,6 +220,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	gdrc_cache_fork_child();
+	gdrc_log_fork_child();
 	pthread_mutex_unlock(&ctx_lock);
 }
 

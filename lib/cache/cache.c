@@ -79,6 +79,7 @@ static inline void stat_add(struct gdrc_cache *c, int stat, uint64_t v)
 
 static pthread_mutex_t cache_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gdrc_cache *cache_registry[GDRC_CACHES_MAX];
+static pthread_mutex_t shard_lock; /* below, with the shards */
 
 void gdrc_cache_each(void (*fn)(struct gdrc_cache *c, void *arg), void *arg)
 {
@@ -105,6 +106,9 @@ void gdrc_cache_fork_child(void)
 		if (cache_registry[i])
 			gdrc_cache_mark_forked(cache_registry[i]);
 	pthread_mutex_unlock(&cache_registry_lock);
+	/* A leaf lock another thread may have held at the fork (taking or
+	 * giving back a stats shard): its bitmap is one word, whole. */
+	pthread_mutex_init(&shard_lock, NULL);
 }
 
 /* Under cache_registry_lock.  @return the live cache with uid, or NULL. */

@@ -432,7 +432,8 @@ void gdrc_cache_each(void (*fn)(struct gdrc_cache *c, void *arg), void *arg);
 /* The fork protocol's part here, called by its one owner (api.c's
  * pthread_atfork handlers): prepare holds the registry across fork(), the
  * parent lets it go, the child marks every cache forked
- * (gdrc_cache_mark_forked) and lets it go. */
+ * (gdrc_cache_mark_forked), lets it go and makes the shard lock usable
+ * again. */
 void gdrc_cache_fork_prepare(void);
 void gdrc_cache_fork_parent(void);
 void gdrc_cache_fork_child(void);

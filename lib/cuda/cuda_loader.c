@@ -181,11 +181,17 @@ err_close:
 /*
  * CUDA does not survive fork(): a child that uses its parent's driver
  * state gets CUDA_ERROR_NOT_INITIALIZED (seen on an H200).  The child
- * handler runs with only the forking thread alive and takes no lock.
+ * handler runs with only the forking thread alive and takes no lock; it
+ * makes cuda_lock usable again, since a thread that held it at the fork
+ * (loading the driver, say) is not in the child, and the child reads
+ * nothing it guarded but cuda_forked and the reason set under it.
  */
 static void cuda_atfork_child(void)
 {
+	pthread_mutex_init(&cuda_lock, NULL);
 	cuda_forked = 1;
+	snprintf(cuda_why, sizeof(cuda_why),
+		 "in a fork child: CUDA is not usable after fork()");
 }
 
 static void cuda_atfork_install(void)

@@ -55,6 +55,11 @@ GDRC_API void gdrc_log_set_handler(gdrc_log_fn fn, void *arg)
 	pthread_mutex_unlock(&log_lock);
 }
 
+void gdrc_log_fork_child(void)
+{
+	pthread_mutex_init(&log_lock, NULL);
+}
+
 void gdrc_log_write(enum gdrc_log_level level, const char *fmt, ...)
 {
 	va_list ap;

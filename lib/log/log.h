@@ -31,6 +31,10 @@ int gdrc_log_level_parse(const char *s, enum gdrc_log_level *level_p);
 
 void gdrc_log_write(enum gdrc_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* In a fork child (the fork protocol's child handler): the sink's lock
+ * usable again, whoever held it at the fork. */
+void gdrc_log_fork_child(void);
 void gdrc_log_vwrite(enum gdrc_log_level level, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 

@@ -5,10 +5,13 @@
  * free memory), the child can touch the registered memory and create a
  * context of its own, and the parent carries on unaffected.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -17,6 +20,8 @@
 #include <cmocka.h>
 
 #include <gdrcache.h>
+
+#include "child_capture.h"
 
 #define PAGE 4096UL
 
@@ -85,10 +90,76 @@ static void test_fork_child_cannot_use_parent_context(void **state)
 	munmap(buf, PAGE);
 }
 
+/*
+ * fork() while another thread creates and finishes contexts (taking the
+ * lock of finished contexts' memory and the registry's, and the cache's
+ * own): the fork protocol holds them across the fork, so each child
+ * finds them free and makes and finishes a context of its own, within
+ * the deadline, 200 times.
+ */
+static _Atomic int churn_stop;
+
+static void *churn(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&churn_stop)) {
+		struct gdrc_ctx *c;
+		struct gdrc_mr *mr;
+		static char page[PAGE] __attribute__((aligned(PAGE)));
+
+		if (gdrc_init(NULL, &c))
+			return (void *)1;
+		if (!gdrc_mr_get(c, page, 64, 0, 0, &mr))
+			gdrc_mr_put(c, mr);
+		gdrc_fini(c);
+	}
+	return NULL;
+}
+
+static void fork_child_makes_context(int unused)
+{
+	struct gdrc_ctx *c;
+	struct gdrc_mr *mr;
+	static char page[PAGE] __attribute__((aligned(PAGE)));
+
+	(void)unused;
+	if (gdrc_init(NULL, &c) || gdrc_mr_get(c, page, 64, 0, 0, &mr))
+		_exit(1);
+	gdrc_mr_put(c, mr);
+	gdrc_fini(c);
+	_exit(0);
+}
+
+static void test_fork_while_contexts_come_and_go(void **state)
+{
+	pthread_t t;
+	void *ret;
+	char out[1024];
+
+	(void)state;
+	/* Valgrind runs one thread at a time (no race to find), and in
+	 * the child counts what the vanished thread held as lost. */
+	if (getenv("GDRC_TEST_VALGRIND"))
+		skip();
+	atomic_store(&churn_stop, 0);
+	assert_int_equal(pthread_create(&t, NULL, churn, NULL), 0);
+	for (int i = 0; i < 200; i++) {
+		int st = child_run(fork_child_makes_context, 0, out,
+				   sizeof(out), 30);
+
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			fail_msg("fork %d: child status %#x: %s", i, st, out);
+	}
+	atomic_store(&churn_stop, 1);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_null(ret);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_child_cannot_use_parent_context),
+		cmocka_unit_test(test_fork_while_contexts_come_and_go),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
