@@ -29,6 +29,7 @@
  * than the address, zero lengths, anything the cache refuses (managed
  * memory, limits), remote write or atomic without local write, every
  * registration once ibv_fork_init was called (or RDMAV_FORK_SAFE set),
+ * every registration of a fork child,
  * ibv_reg_dmabuf_mr, and every MR the program did not get from here.  The library's own registrations never come here: it
  * calls libibverbs' definitions directly (lib/pin/pin_ibv_resolve.c).
  * The MR's handle field is not meaningful; ibv_rereg_mr of a cached MR
@@ -122,6 +123,7 @@ static struct preload_arena *_Atomic preload_arenas[PRELOAD_MAX_ARENAS];
 static _Atomic unsigned preload_narenas;
 static struct preload_mr *preload_spare; /* under preload_lock */
 static atomic_int preload_fork_init;     /* ibv_fork_init was called */
+static int preload_forked;               /* in a fork child */
 static int preload_mr_on;                /* fixed after the constructor */
 static pthread_key_t preload_key;        /* gives a thread's list back */
 
@@ -406,7 +408,7 @@ static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
 	/* Verbs refuses remote write or atomic without local write (EINVAL);
 	 * the cache would add it: such a request goes through, to fail as
 	 * it would without us. */
-	if (!preload_mr_on || !pd || !addr || !len ||
+	if (!preload_mr_on || preload_forked || !pd || !addr || !len ||
 	    (access & ~(PRELOAD_ACCESS | IBV_ACCESS_OPTIONAL_RANGE)) ||
 	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	     !(access & IBV_ACCESS_LOCAL_WRITE)))
@@ -621,6 +623,19 @@ GDRC_API int ibv_dealloc_pd(struct ibv_pd *pd)
  * Load time.
  * ------------------------------------------------------------------ */
 
+/*
+ * A fork child: the parent's contexts answer GDRC_ERR_FORK there, and a
+ * thread that held preload_lock at the fork (growing an arena, taking
+ * the spare list) is not in the child: the lock is made usable again
+ * for the MRs the child deregisters, and every registration passes
+ * through.
+ */
+static void preload_atfork_child(void)
+{
+	pthread_mutex_init(&preload_lock, NULL);
+	preload_forked = 1;
+}
+
 static int env_on(const char *name)
 {
 	const char *v = getenv(name);
@@ -644,7 +659,8 @@ __attribute__((constructor)) static void preload_init(void)
 	 * and not "0"). */
 	if (env_on("RDMAV_FORK_SAFE") || env_on("IBV_FORK_SAFE"))
 		atomic_store(&preload_fork_init, 1);
-	if (pthread_key_create(&preload_key, mr_thread_exit))
+	if (pthread_key_create(&preload_key, mr_thread_exit) ||
+	    pthread_atfork(NULL, NULL, preload_atfork_child))
 		return; /* nothing cached: every call passes through */
 	status = gdrc_install_hooks();
 	if (status == GDRC_ERR_INVALID_PARAM ||
