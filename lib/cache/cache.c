@@ -20,13 +20,13 @@
  * throws its registration away and starts over, so memory unmapped while
  * it was being registered is never cached.
  *
- * LRU.  cache->tick advances at each insertion and each tree-path hit
- * (both under the lock); a fast-path hit stamps its region with the
- * current tick.  The LRU list is kept sorted by each region's stamp as
- * of its last placement (enq); the evictor walks from the head and moves
+ * LRU.  cache->tick advances at each insertion (under the write lock);
+ * a hit, fast or through the tree, stamps its region with the current
+ * tick.  The LRU list is kept sorted by each region's stamp as of its
+ * last placement (enq); the evictor walks from the head and moves
  * regions whose stamp moved on to their sorted place (lazy promotion),
- * so eviction order is exact LRU except that fast-path hits between two
- * ticks count as simultaneous.  Regions in use are skipped.
+ * so eviction order is exact LRU except that hits between two insertions
+ * count as simultaneous.  Regions in use are skipped.
  *
  * Callers: api.c only.
  */
@@ -1372,14 +1372,19 @@ static struct gdrc_region *find_cover(struct gdrc_cache *c, uintptr_t start,
 	return node ? gdrc_container_of(node, struct gdrc_region, node) : NULL;
 }
 
-/* Take a reference on a region found in the tree (lock held). */
+/*
+ * Take a reference on a region found in the tree (lock held), and stamp
+ * it with the current tick as a fast hit does: the tick itself moves only
+ * at insertions, so that a tree-path hit writes nothing shared (the
+ * tick's line is the one every fast hit reads).
+ */
 static void hit(struct gdrc_cache *c, struct gdrc_region *r)
 {
-	uint64_t tick = atomic_fetch_add_explicit(&c->tick, 1,
-						  memory_order_relaxed) + 1;
+	uint64_t tick = atomic_load_explicit(&c->tick, memory_order_relaxed);
 
 	atomic_fetch_add_explicit(&r->word, 1, memory_order_acquire);
-	atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
+	if (atomic_load_explicit(&r->stamp, memory_order_relaxed) != tick)
+		atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
 }
 
 /* Count a hit and serve it through this thread's handle. */
