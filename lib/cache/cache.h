@@ -46,6 +46,13 @@
  * a region hang off it (a list only ever pushed, freed with the region)
  * and are reused once released.
  *
+ * Misuse.  Every mr carries a magic word while it lives; a put checks
+ * it, its cache, the handle's state and its counts (no more puts than
+ * gets: gdrc_cache_put_fast, handle_put_remote, region_put_direct) and
+ * names what it found to the API layer (enum gdrc_put_fault) without
+ * changing anything.  Pools hand objects out first in, first out, so a
+ * stale pointer finds a dead object for as long as possible.
+ *
  * Eviction treats a region as unused when its only direct reference is
  * the tree's and no live handle has a get outstanding (held - remote, a
  * hint read without stopping the owner: a get racing with the eviction
