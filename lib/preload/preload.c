@@ -608,6 +608,11 @@ GDRC_API int ibv_dealloc_pd(struct ibv_pd *pd)
 		return EBUSY;
 	}
 	if (ppd) {
+		/* This thread's parked MR of the PD lets go first, or
+		 * gdrc_fini would count it as a registration still held.
+		 * (Other threads' parked ones are released by the fini.) */
+		if (tls_parked && tls_parked->ppd == ppd)
+			mr_unpark_locked();
 		ctx = ppd->ctx;
 		atomic_fetch_add(&ppd->gen, 1);
 		atomic_store(&ppd->pd, NULL);
