@@ -28,6 +28,13 @@ fi=$(command -v fi_pingpong) ||
 
 vm_require clients
 vm_stage_preload "$out" "$fi" "$lib" || exit 1
+# An ASan build's preload needs the ASan runtime loaded first, whose
+# interceptors then judge the third-party program too: fi_pingpong 1.17
+# reads past a 16-byte sockaddr in inet_ntop, and ASan stops it there.
+if [[ -n $asan ]]; then
+	echo "clients: ASan build: fi_pingpong is not run under ASan's runtime (it reads past a buffer in inet_ntop): skipped"
+	exit 77
+fi
 rm -f "$out"/*.txt
 n=${GDRC_CLIENTS_ITERS:-200}
 
