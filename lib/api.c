@@ -148,16 +148,18 @@ static void ctx_misuse(const char *call, const struct gdrc_ctx *pub)
 	       (const void *)pub);
 }
 
-/* ctx_of for the calls off the fast path: NULL pub is plain bad input,
- * anything else that is not a live context a misuse. */
-static struct gdrc_ctx *ctx_open(struct gdrc_ctx *pub, const char *call)
+/* ctx_of for a call: NULL pub is plain bad input (callers that checked
+ * it already lose nothing), anything else that is not a live context a
+ * misuse, said under call's name. */
+static inline struct gdrc_ctx *ctx_open(struct gdrc_ctx *pub,
+					const char *call)
 {
 	struct gdrc_ctx *ctx;
 
 	if (!pub)
 		return NULL;
 	ctx = ctx_of(pub);
-	if (!ctx)
+	if (gdrc_unlikely(!ctx))
 		ctx_misuse(call, pub);
 	return ctx;
 }
@@ -629,8 +631,8 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 	gdrc_debug("context created: backend %s, host caching %s",
 		   ctx->cache.p.ops->name,
 		   ctx->cache.p.cache_host ? "on" : "off");
-	ctx->cache.key = (uintptr_t)ctx_pub(ctx);
 	*ctx_p = ctx_pub(ctx);
+	ctx->cache.key = (uintptr_t)*ctx_p;
 	return GDRC_OK;
 
 err_cleanup:
@@ -848,11 +850,9 @@ GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *pub, const void *addr,
 			  (access & ~GDRC_ACCESS_ALL) ||
 			  (flags & ~GDRC_GET_ALL)))
 		return GDRC_ERR_INVALID_PARAM;
-	ctx = ctx_of(pub);
-	if (gdrc_unlikely(!ctx)) {
-		ctx_misuse(__func__, pub);
+	ctx = ctx_open(pub, __func__);
+	if (gdrc_unlikely(!ctx))
 		return GDRC_ERR_INVALID_PARAM;
-	}
 	access = access_needed(access);
 	if (gdrc_likely(!flags)) {
 		r = gdrc_cache_get_fast(&ctx->cache, start, end, access,
@@ -876,11 +876,9 @@ GDRC_API gdrc_status_t gdrc_mr_reget(struct gdrc_ctx *pub,
 	if (gdrc_unlikely(!pub || !mr || !range_ok(addr, len) ||
 			  (access & ~GDRC_ACCESS_ALL)))
 		return GDRC_ERR_INVALID_PARAM;
-	ctx = ctx_of(pub);
-	if (gdrc_unlikely(!ctx)) {
-		ctx_misuse(__func__, pub);
+	ctx = ctx_open(pub, __func__);
+	if (gdrc_unlikely(!ctx))
 		return GDRC_ERR_INVALID_PARAM;
-	}
 	access = access_needed(access);
 	return gdrc_cache_reget(&ctx->cache, mr, start, start + len, access,
 				hooks_trusted) ?
@@ -888,13 +886,17 @@ GDRC_API gdrc_status_t gdrc_mr_reget(struct gdrc_ctx *pub,
 		       GDRC_ERR_STALE;
 }
 
+/* What a put, a query or a key read says of an mr without the magic. */
+#define MR_NOT_LIVE                                                          \
+	"is not a registration (or its memory went back to its context's "   \
+	"pool)"
+
 /* What a put found wrong with mr (enum gdrc_put_fault), said. */
 GDRC_NOINLINE
 static void put_misuse(const struct gdrc_mr *mr, int fault)
 {
 	static const char *const what[] = {
-		[GDRC_PUT_NOT_MR] = "is not a registration (or its memory went "
-				    "back to its context's pool)",
+		[GDRC_PUT_NOT_MR] = MR_NOT_LIVE,
 		[GDRC_PUT_OTHER_CTX] = "belongs to another context",
 		[GDRC_PUT_RELEASED] = "was already let go of: a double put",
 		[GDRC_PUT_TOO_MANY] = "has no get outstanding: a double put",
@@ -913,13 +915,11 @@ static void put_misuse(const struct gdrc_mr *mr, int fault)
 GDRC_NOINLINE
 static void mr_put_slow(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 {
-	struct gdrc_ctx *ctx = ctx_of(pub);
+	struct gdrc_ctx *ctx = ctx_open(pub, "gdrc_mr_put");
 	int fault;
 
-	if (!ctx) {
-		ctx_misuse("gdrc_mr_put", pub);
+	if (!ctx)
 		return;
-	}
 	fault = gdrc_cache_put_slow(&ctx->cache, mr);
 	if (fault)
 		put_misuse(mr, fault);
@@ -942,8 +942,7 @@ static inline int mr_live(const struct gdrc_mr *mr, const char *call)
 {
 	if (gdrc_likely(mr->magic == GDRC_MR_MAGIC))
 		return 1;
-	misuse(call, "handle %p is not a registration (or its memory went "
-		     "back to its context's pool)", (const void *)mr);
+	misuse(call, "handle %p " MR_NOT_LIVE, (const void *)mr);
 	return 0;
 }
 
@@ -1034,6 +1033,7 @@ GDRC_API gdrc_status_t gdrc_release_unused(struct gdrc_ctx *pub, int device,
 					   uint64_t *released_p)
 {
 	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
+
 	if (!ctx || device < GDRC_DEVICE_ALL)
 		return GDRC_ERR_INVALID_PARAM;
 	return gdrc_cache_release_unused(&ctx->cache, device, released_p);
@@ -1044,6 +1044,7 @@ GDRC_API gdrc_status_t gdrc_device_stat_get(struct gdrc_ctx *pub, int device,
 					    uint64_t *value_p)
 {
 	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
+
 	if (!ctx || !value_p || (unsigned)stat >= GDRC_DEVICE_STAT_COUNT ||
 	    device < GDRC_DEVICE_ALL || device >= GDRC_MAX_DEVICES)
 		return GDRC_ERR_INVALID_PARAM;
@@ -1055,6 +1056,7 @@ GDRC_API gdrc_status_t gdrc_gpu_status(struct gdrc_ctx *pub,
 				       const char **reason_p)
 {
 	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
+
 	if (!ctx)
 		return GDRC_ERR_INVALID_PARAM;
 	if (reason_p)
@@ -1094,6 +1096,7 @@ GDRC_API gdrc_status_t gdrc_kmod_status(struct gdrc_ctx *pub,
 					const char **reason_p)
 {
 	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
+
 	if (!ctx)
 		return GDRC_ERR_INVALID_PARAM;
 	if (reason_p)
@@ -1214,6 +1217,7 @@ GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *pub,
 					   const char **reason_p)
 {
 	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
+
 	if (!ctx || (unsigned)backend >= GDRC_BACKENDS)
 		return GDRC_ERR_INVALID_PARAM;
 	if (reason_p)

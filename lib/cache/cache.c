@@ -1380,11 +1380,8 @@ static struct gdrc_region *find_cover(struct gdrc_cache *c, uintptr_t start,
  */
 static void hit(struct gdrc_cache *c, struct gdrc_region *r)
 {
-	uint64_t tick = atomic_load_explicit(&c->tick, memory_order_relaxed);
-
 	atomic_fetch_add_explicit(&r->word, 1, memory_order_acquire);
-	if (atomic_load_explicit(&r->stamp, memory_order_relaxed) != tick)
-		atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
+	gdrc_region_stamp(c, r);
 }
 
 /* Count a hit and serve it through this thread's handle. */
@@ -2208,6 +2205,7 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 			      const struct gdrc_cache_params *params)
 {
 	long page = sysconf(_SC_PAGESIZE);
+	gdrc_status_t status;
 
 	memset(c, 0, sizeof(*c));
 	c->uid = atomic_fetch_add_explicit(&cache_uid_next, 1,
@@ -2236,13 +2234,9 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 	/* The first chunk of each pool now, so that the first miss costs
 	 * what later ones do (it cost twenty: a chunk's allocation and the
 	 * first touch of its pages). */
-	if (pool_grow(c, &c->regions) || pool_grow(c, &c->handles)) {
-		pool_free_chunks(&c->regions);
-		pool_free_chunks(&c->handles);
-		pthread_mutex_destroy(&c->slab_lock);
-		pthread_rwlock_destroy(&c->lock);
-		return GDRC_ERR_NO_MEMORY;
-	}
+	status = GDRC_ERR_NO_MEMORY;
+	if (pool_grow(c, &c->regions) || pool_grow(c, &c->handles))
+		goto err;
 	c->registry_slot = -1;
 	pthread_mutex_lock(&cache_registry_lock);
 	for (int i = 0; i < GDRC_CACHES_MAX; i++) {
@@ -2253,14 +2247,17 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 		}
 	}
 	pthread_mutex_unlock(&cache_registry_lock);
-	if (c->registry_slot < 0) {
-		pool_free_chunks(&c->regions);
-		pool_free_chunks(&c->handles);
-		pthread_mutex_destroy(&c->slab_lock);
-		pthread_rwlock_destroy(&c->lock);
-		return GDRC_ERR_LIMIT;
-	}
+	status = GDRC_ERR_LIMIT;
+	if (c->registry_slot < 0)
+		goto err;
 	return GDRC_OK;
+
+err:
+	pool_free_chunks(&c->regions);
+	pool_free_chunks(&c->handles);
+	pthread_mutex_destroy(&c->slab_lock);
+	pthread_rwlock_destroy(&c->lock);
+	return status;
 }
 
 /* After this, no thread touches c's handles from its remembered ones. */

@@ -667,15 +667,23 @@ gdrc_cache_hit_ok(struct gdrc_cache *c, struct gdrc_region *r,
 	return &s->tag_hits;
 }
 
-/* A hit on r: its LRU stamp, and the counter. */
+/* Stamp r with the current LRU tick (a store only when it moved): what
+ * every hit, fast or through the tree, writes for recency. */
 static inline __attribute__((always_inline)) void
-gdrc_cache_hit_count(struct gdrc_cache *c, struct gdrc_region *r,
-		     const struct gdrc_tls *t, _Atomic uint64_t *count)
+gdrc_region_stamp(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	uint64_t tick = atomic_load_explicit(&c->tick, memory_order_relaxed);
 
 	if (atomic_load_explicit(&r->stamp, memory_order_relaxed) != tick)
 		atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
+}
+
+/* A hit on r: its LRU stamp, and the counter. */
+static inline __attribute__((always_inline)) void
+gdrc_cache_hit_count(struct gdrc_cache *c, struct gdrc_region *r,
+		     const struct gdrc_tls *t, _Atomic uint64_t *count)
+{
+	gdrc_region_stamp(c, r);
 	gdrc_shard_inc(count, t->shard);
 }
 

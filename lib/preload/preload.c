@@ -29,9 +29,10 @@
  * than the address, zero lengths, anything the cache refuses (managed
  * memory, limits), remote write or atomic without local write, every
  * registration once ibv_fork_init was called (or RDMAV_FORK_SAFE set),
- * every registration of a fork child,
- * ibv_reg_dmabuf_mr, and every MR the program did not get from here.  The library's own registrations never come here: it
- * calls libibverbs' definitions directly (lib/pin/pin_ibv_resolve.c).
+ * every registration of a fork child, ibv_reg_dmabuf_mr, and every MR
+ * the program did not get from here.  The library's own registrations
+ * never come here: it calls libibverbs' definitions directly
+ * (lib/pin/pin_ibv_resolve.c).
  * The MR's handle field is not meaningful; ibv_rereg_mr of a cached MR
  * is served by the cache (its keys may change).  Errors are those of
  * plain verbs (tests/preload/run_preload_errors_vm.sh), but for the
