@@ -31,14 +31,21 @@ out=${3:-bench-ab-out}
 work=${GDRC_AB_BUILD:-/tmp/gdrc-ab}
 mkdir -p "$out"
 
+# The base side is configured afresh: a folder left by another BASE
+# would refuse the new source.
+rm -rf "$work/base"
 for side in base new; do
 	src=$top
 	[ $side = base ] && src=$base
-	cmake -S "$src" -B "$work/$side" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	if ! cmake -S "$src" -B "$work/$side" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DGDRC_BUILD_EXAMPLES=OFF -DGDRC_BUILD_KMOD=OFF \
-		>"$out/build-$side.txt" 2>&1
-	cmake --build "$work/$side" -j"$(nproc)" --target gdrc-bench \
-		>>"$out/build-$side.txt" 2>&1
+		>"$out/build-$side.txt" 2>&1 ||
+	   ! cmake --build "$work/$side" -j"$(nproc)" --target gdrc-bench \
+		>>"$out/build-$side.txt" 2>&1; then
+		tail -n 20 "$out/build-$side.txt"
+		echo "bench-ab: the $side build failed" >&2
+		exit 1
+	fi
 done
 
 run() { # run SIDE PAIR
