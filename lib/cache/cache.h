@@ -3,8 +3,8 @@
  * cache.h - the registration cache: regions, handles, lookup, reference
  * counts, eviction and invalidation.
  *
- * Regions (struct gdrc_region, one per registration) live in an interval
- * tree that allows overlaps, and on an LRU list, both under the cache's
+ * Regions (struct gdrc_region, one per registration) live in the index
+ * (index.c; overlaps allowed), and on an LRU list, both under the cache's
  * rwlock.  What gdrc_mr_get hands out (struct gdrc_mr, the public opaque
  * type) is either a region's own handle (a direct reference on the
  * region) or a thread's handle on it:
@@ -16,15 +16,15 @@
  *               thread writes; a put by the same thread undoes it.  No
  *               lock, no atomic read-modify-write, no shared cache line
  *               written: threads hitting one region do not contend.
- *   tree path   read lock, interval-tree lookup, then a handle for this
+ *   index path  read lock, index lookup (lookup.c), then a handle for this
  *               thread (reused if it has one).
  *   miss path   write lock to drain queued invalidations, decide what to
  *               register and evict, then the lock is dropped while the
  *               backend registers, and retaken to insert.
  *
  * Region word.  One 64-bit atomic: direct references in the low 32 bits
- * (the tree's own, uncached gets, short-lived lookups), REGION_INVALID
- * (not findable: out of the tree, or never in it), REGION_DEAD (released)
+ * (the index's own, uncached gets, short-lived lookups), REGION_INVALID
+ * (not findable: out of the index, or never in it), REGION_DEAD (released)
  * and, from bit 40, one pin per live handle.  Whoever sees references
  * and pins reach zero on an INVALID region and wins the CAS that adds
  * DEAD releases it: exactly one thread does.  Region memory is a per-cache
@@ -54,7 +54,7 @@
  * stale pointer finds a dead object for as long as possible.
  *
  * Eviction treats a region as unused when its only direct reference is
- * the tree's and no live handle has a get outstanding (held - remote, a
+ * the index's and no live handle has a get outstanding (held - remote, a
  * hint read without stopping the owner: a get racing with the eviction
  * still gets a registration that stays valid until its put).  An evicted
  * or invalidated region pinned by another thread's idle handle stays
@@ -160,7 +160,7 @@ struct gdrc_region {
 	int kpinned;             /* fixed: kslot is a GPU pin, not a watch */
 	uint64_t khandle;        /* fixed: its subscription */
 	struct gdrc_kpin *kpins; /* fixed: the kmore further pins */
-	int was_cached;          /* fixed: inserted into the tree */
+	int was_cached;          /* fixed: inserted into the index */
 	struct gdrc_cache *cache;  /* fixed: owner */
 	void *handle;            /* fixed: backend object */
 	struct gdrc_mr self;     /* fixed: the direct-reference handle */
@@ -388,12 +388,14 @@ struct gdrc_cache {
 
 	pthread_rwlock_t lock;
 	/* Under lock: */
-	struct gdrc_itree tree;        /* cached regions */
+	const void *lock_writer;       /* debug builds: &gdrc_tls_cur of the
+					* thread holding lock for writing */
+	struct gdrc_itree tree;        /* cached regions (index.c) */
 	struct gdrc_region *lru_head;  /* least recent first */
 	struct gdrc_region *lru_tail;
-	uint64_t nregions;             /* in the tree */
+	uint64_t nregions;             /* in the index */
 	/* Longest allocation of a region ever inserted, plus a page: each
-	 * key lies within this of its allocation (CUDA frees' tree walk). */
+	 * key lies within this of its allocation (CUDA frees' index walk). */
 	uintptr_t alloc_span_max;
 	uint64_t reserved_regions;     /* being registered */
 	uint64_t reserved_bytes;
@@ -417,6 +419,7 @@ struct gdrc_cache {
 
 	pthread_mutex_t slab_lock;
 	/* Under slab_lock: */
+	const void *slab_owner;        /* debug builds: its holder */
 	struct gdrc_pool regions;      /* struct gdrc_region */
 	struct gdrc_pool handles;      /* struct gdrc_handle */
 	int registry_slot;             /* in the cache registry, or -1 */
@@ -453,7 +456,7 @@ void gdrc_cache_cleanup(struct gdrc_cache *c);
 void gdrc_cache_cleanup_forked(struct gdrc_cache *c);
 
 /*
- * The tree path: a cached region whose key range covers [start, end)
+ * The index path: a cached region whose key range covers [start, end)
  * with access, validated by its tag check, served through this thread's
  * handle.  No CUDA call under the lock.
  * @return 1 with the handle in *mr_p; 0 if none; GDRC_ERR_FORK.
@@ -516,7 +519,7 @@ uint64_t gdrc_cache_dev_stat(struct gdrc_cache *c, int device, int stat);
 /* Snapshot of every counter, indexed by enum gdrc_stat. */
 void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values);
 
-/* Check tree, LRU and accounting.  @return 0 or a negative code. */
+/* Check index, LRU and segments.  @return 0 or a negative code. */
 int gdrc_cache_check(struct gdrc_cache *c);
 
 static inline void gdrc_shard_inc(_Atomic uint64_t *v, int shard)
@@ -668,7 +671,7 @@ gdrc_cache_hit_ok(struct gdrc_cache *c, struct gdrc_region *r,
 }
 
 /* Stamp r with the current LRU tick (a store only when it moved): what
- * every hit, fast or through the tree, writes for recency. */
+ * every hit, fast or through the index, writes for recency. */
 static inline __attribute__((always_inline)) void
 gdrc_region_stamp(struct gdrc_cache *c, struct gdrc_region *r)
 {

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cache_int.h - what the files of lib/cache/ share among themselves, and
+ * nobody outside the folder sees.
+ *
+ * One file per concern (the rule of who calls whom is at the top of
+ * cache.h); each group below is one file's, in the order the rule goes:
+ *
+ *   pool.c    fixed-size objects carved from chunks freed with the cache
+ *   region.c  a region's life: memory, publication, references, release,
+ *             membership (index, LRU, counts), what memory it was made for
+ *   lru.c     recency, limits and eviction; the miss-cause ghosts
+ *   index.c   the lookup structure: which regions cover or overlap a range
+ *   handle.c  per-thread handles, remembered entries, stats shards
+ *   inval.c   removal of what was freed: queued events, explicit calls
+ *   lookup.c  the index path of a hit
+ *   miss.c    the miss path: plan, evict, register, insert
+ *   cache.c   the front door: registry, creation, stats, checks, fork
+ *
+ * Locks (see cache.h for the order):
+ *   cache->lock       rwlock: the index, the LRU list, counts, ghosts,
+ *                     inflight, reservations.  Taken through
+ *                     gdrc_cache_wrlock/_rdlock/_unlock, which in debug
+ *                     builds (no NDEBUG) note the holder, so that a
+ *                     function that needs the lock can assert it.
+ *   cache->slab_lock  mutex: the pools' free lists and chunk lists.
+ *   shard_lock        (handle.c) the bitmap of owned stats shards.
+ *   cache_registry_lock (cache.c) the registry of live caches.
+ */
+#ifndef GDRC_CACHE_INT_H
+#define GDRC_CACHE_INT_H
+
+#include <assert.h>
+
+#include "cache.h"
+
+#ifdef NDEBUG
+#define GDRC_LOCKDEP 0
+#else
+#define GDRC_LOCKDEP 1
+#endif
+
+/* Debug builds: cache read locks this thread holds (any cache). */
+extern __thread unsigned gdrc_rdlocks_held
+	__attribute__((tls_model("initial-exec")));
+
+static inline void gdrc_cache_wrlock(struct gdrc_cache *c)
+{
+	pthread_rwlock_wrlock(&c->lock);
+	if (GDRC_LOCKDEP)
+		c->lock_writer = &gdrc_tls_cur;
+}
+
+static inline void gdrc_cache_rdlock(struct gdrc_cache *c)
+{
+	pthread_rwlock_rdlock(&c->lock);
+	if (GDRC_LOCKDEP)
+		gdrc_rdlocks_held++;
+}
+
+static inline void gdrc_cache_unlock(struct gdrc_cache *c)
+{
+	if (GDRC_LOCKDEP) {
+		if (c->lock_writer == &gdrc_tls_cur)
+			c->lock_writer = NULL;
+		else
+			gdrc_rdlocks_held--;
+	}
+	pthread_rwlock_unlock(&c->lock);
+}
+
+/* cache->lock held for writing by this thread. */
+#define gdrc_assert_wrlocked(c) \
+	assert(!GDRC_LOCKDEP || (c)->lock_writer == &gdrc_tls_cur)
+/* cache->lock held in either mode (a read lock: of some cache). */
+#define gdrc_assert_locked(c)                                         \
+	assert(!GDRC_LOCKDEP || (c)->lock_writer == &gdrc_tls_cur || \
+	       gdrc_rdlocks_held)
+/* cache->slab_lock held by this thread. */
+#define gdrc_assert_slab_locked(c) \
+	assert(!GDRC_LOCKDEP || (c)->slab_owner == &gdrc_tls_cur)
+
+/* Work that must wait until cache->lock is dropped. */
+struct gdrc_defer {
+	struct gdrc_region *dead; /* regions to release, linked by lru_next */
+};
+
+/* A registration in progress (on cache->inflight, under cache->lock). */
+struct gdrc_inflight {
+	struct gdrc_inflight *next;
+	uintptr_t start;
+	uintptr_t end;
+	uintptr_t alloc_start; /* its CUDA allocation, or 0, 0 */
+	uintptr_t alloc_end;
+	int stale; /* an unmap or free overlapped it while registering */
+};
+
+static inline void gdrc_stat_add(struct gdrc_cache *c, int stat, uint64_t v)
+{
+	atomic_fetch_add_explicit(&c->stat[stat], v, memory_order_relaxed);
+}
+
+/* Called for each region a walk finds; nonzero stops the walk. */
+typedef int (*gdrc_region_fn)(struct gdrc_region *r, void *arg);
+
+/* ---- pool.c ---- */
+
+/* Objects per pool chunk. */
+#define GDRC_POOL_CHUNK 64
+
+int gdrc_pool_grow(struct gdrc_cache *c, struct gdrc_pool *pool);
+void *gdrc_pool_get(struct gdrc_cache *c, struct gdrc_pool *pool);
+void gdrc_pool_put_locked(struct gdrc_cache *c, struct gdrc_pool *pool,
+			  void *obj);
+void *gdrc_pool_obj(const struct gdrc_pool *pool, void *chunk, int i);
+void gdrc_pool_free_chunks(struct gdrc_pool *pool);
+void gdrc_slab_lock(struct gdrc_cache *c);
+void gdrc_slab_unlock(struct gdrc_cache *c);
+
+/* ---- region.c ---- */
+
+void gdrc_region_init_free(void *obj);
+struct gdrc_region *gdrc_region_alloc(struct gdrc_cache *c);
+void gdrc_region_free(struct gdrc_cache *c, struct gdrc_region *r);
+struct gdrc_dev_acct *gdrc_dev_acct(struct gdrc_cache *c, int device);
+void gdrc_region_publish(struct gdrc_cache *c, struct gdrc_region *r);
+void gdrc_region_release(struct gdrc_cache *c, struct gdrc_region *r);
+void gdrc_region_drop_defer(struct gdrc_cache *c, struct gdrc_region *r,
+			    uint64_t delta, struct gdrc_defer *d);
+void gdrc_region_drop(struct gdrc_cache *c, struct gdrc_region *r,
+		      uint64_t delta);
+void gdrc_defer_release(struct gdrc_cache *c, struct gdrc_defer *d);
+void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r);
+void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
+			int ghost, struct gdrc_defer *d);
+struct gdrc_seg gdrc_region_seg(const struct gdrc_region *r, unsigned i);
+struct gdrc_seg gdrc_req_seg(const struct gdrc_cache_req *q, unsigned i);
+unsigned gdrc_req_nseg(const struct gdrc_cache_req *q);
+int gdrc_same_memory(const struct gdrc_region *r,
+		     const struct gdrc_cache_req *q);
+int gdrc_same_segments(const struct gdrc_region *r,
+		       const struct gdrc_cache_req *q);
+
+/* ---- lru.c ---- */
+
+void gdrc_lru_append(struct gdrc_cache *c, struct gdrc_region *r,
+		     uint64_t tick);
+void gdrc_lru_unlink(struct gdrc_cache *c, struct gdrc_region *r);
+void gdrc_ghost_add(struct gdrc_cache *c, struct gdrc_region *r, int cause);
+int gdrc_ghost_cause(struct gdrc_cache *c, uintptr_t start, uintptr_t end);
+int gdrc_evict(struct gdrc_cache *c, uint64_t regions, uint64_t bytes,
+	       struct gdrc_defer *d);
+int gdrc_evict_device(struct gdrc_cache *c, int device, uint64_t bytes,
+		      struct gdrc_defer *d);
+void gdrc_dev_reserve(struct gdrc_cache *c, int device, uint64_t bytes,
+		      int sign);
+unsigned gdrc_evict_all_unused(struct gdrc_cache *c, int device,
+			       struct gdrc_defer *d);
+int gdrc_lru_check(struct gdrc_cache *c);
+
+/* ---- index.c ---- */
+
+void gdrc_index_init(struct gdrc_cache *c);
+void gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r);
+void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r);
+/* fn for every region whose key overlaps [start, end), in ascending
+ * start order; fn must not change the index.  @return 0, or fn's
+ * nonzero value that stopped the walk. */
+int gdrc_index_overlap(const struct gdrc_cache *c, uintptr_t start,
+		       uintptr_t end, gdrc_region_fn fn, void *arg);
+/* The first region whose key covers [start, end) for which fn (NULL:
+ * any) returns nonzero, or NULL. */
+struct gdrc_region *gdrc_index_find_cover(const struct gdrc_cache *c,
+					  uintptr_t start, uintptr_t end,
+					  gdrc_region_fn fn, void *arg);
+/* 0 if sound and holding nregions regions, else negative. */
+int gdrc_index_check(const struct gdrc_cache *c);
+
+/* ---- handle.c ---- */
+
+int gdrc_tls_shard(void);
+void gdrc_tls_count_hit(struct gdrc_cache *c);
+void gdrc_tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
+				 struct gdrc_defer *d);
+void gdrc_tls_drop_invalid(struct gdrc_cache *c);
+void gdrc_tls_fork_child(void);
+void gdrc_handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
+			struct gdrc_defer *d);
+int gdrc_handles_busy(struct gdrc_region *r);
+struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r);
+struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r);
+
+/* ---- inval.c ---- */
+
+/* Walks may not change the index: collect, then remove. */
+struct gdrc_collect {
+	struct gdrc_region *list; /* linked by free_next, unused while live */
+	uintptr_t start;      /* subsume only: the new region's range */
+	uintptr_t end;
+	uint32_t access;
+	int subsume;          /* collect only regions inside [start, end) */
+	int alloc_match;      /* collect only regions whose allocation
+			       * overlaps [start, end) */
+	const struct gdrc_cache_req *req; /* subsume, stale: the memory */
+	const struct gdrc_cache *c;       /* kstale: the cache */
+};
+
+int gdrc_collect_fn(struct gdrc_region *r, void *arg);
+unsigned gdrc_remove_collected(struct gdrc_cache *c, struct gdrc_collect *col,
+			       int ghost, struct gdrc_defer *d);
+void gdrc_invalidate_locked(struct gdrc_cache *c, uintptr_t start,
+			    uintptr_t end, int source, struct gdrc_defer *d);
+void gdrc_drain(struct gdrc_cache *c, struct gdrc_defer *d);
+void gdrc_invalidate_region(struct gdrc_cache *c, struct gdrc_region *r,
+			    int source);
+
+/* ---- lookup.c ---- */
+
+struct gdrc_cover_arg {
+	const struct gdrc_cache *c;
+	uint32_t access;
+	const struct gdrc_cache_req *req; /* the memory a region must have
+					   * been made for (same_memory);
+					   * NULL accepts any */
+};
+
+struct gdrc_region *gdrc_find_cover(struct gdrc_cache *c, uintptr_t start,
+				    uintptr_t end,
+				    const struct gdrc_cover_arg *a);
+void gdrc_hit(struct gdrc_cache *c, struct gdrc_region *r);
+struct gdrc_mr *gdrc_hit_done(struct gdrc_cache *c, struct gdrc_region *r);
+
+/* ---- cache.c ---- */
+
+void gdrc_cache_unlock_release(struct gdrc_cache *c, struct gdrc_defer *d);
+void gdrc_cache_retire_foreign(uint64_t uid, struct gdrc_handle *h);
+
+#endif /* GDRC_CACHE_INT_H */

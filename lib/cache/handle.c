@@ -1,0 +1,408 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * handle.c - what a thread holds: its handles on regions, the entries
+ * that remember them for the fast path, and its stats shard.
+ *
+ * A handle pins its region while it lives; its owner counts gets and its
+ * own puts in "held" with plain stores, anyone else's put goes to the
+ * atomic "remote", and the owner's retire adds HANDLE_RETIRED - held, so
+ * that exactly one add (the owner's or a putter's) reaches
+ * HANDLE_RETIRED and releases the handle (cache.h has the argument).
+ * A put is checked here against what is outstanding (magic, context,
+ * state, counts) and refused, changing nothing, when it does not match.
+ *
+ * Thread exit (a pthread key destructor, set with the thread's first
+ * shard) retires every remembered handle; handles of a cache destroyed
+ * since are skipped through the registry (cache.c).
+ *
+ * Locks: shard_lock (a leaf) guards the shard bitmap; handles are
+ * atomics and take no lock; gdrc_tls_drop_region_locked runs under
+ * cache->lock for writing (asserted), the rest under no cache lock.
+ * Callers: region.c (drop on removal), lookup.c and miss.c (serve),
+ * inval.c, lru.c (busy), cache.c.
+ */
+#include <stdlib.h>
+
+#include "cache_int.h"
+
+/* ====================================================================
+ * Per-thread stats shards and the thread-exit hook
+ * ==================================================================== */
+
+static pthread_mutex_t shard_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t shard_used; /* bitmap of owned shards; under shard_lock */
+static pthread_key_t shard_key;
+static pthread_once_t shard_once = PTHREAD_ONCE_INIT;
+
+static void tls_drop_all(void);
+
+/*
+ * Thread exit (pthread key destructor): let go of every handle, free
+ * the shard.  Destructors of other keys may still call the library
+ * after this one: from now on the thread keeps no handle (nothing would
+ * let it go) and counts in the shared shard.
+ */
+static void shard_release(void *arg)
+{
+	int shard = (int)(intptr_t)arg - 1;
+
+	gdrc_tls_cur.no_handles = 1;
+	gdrc_tls_cur.shard = GDRC_SHARDS;
+	tls_drop_all();
+	if (shard >= GDRC_SHARDS)
+		return;
+	pthread_mutex_lock(&shard_lock);
+	shard_used &= ~(1ULL << shard);
+	pthread_mutex_unlock(&shard_lock);
+}
+
+static int shard_key_failed; /* set once, under shard_once */
+
+static void shard_key_create(void)
+{
+	if (pthread_key_create(&shard_key, shard_release)) {
+		shard_used = ~0ULL; /* share one shard */
+		shard_key_failed = 1;
+	}
+}
+
+int gdrc_cache_tls_shard(void)
+{
+	int shard = GDRC_SHARDS;
+
+	pthread_once(&shard_once, shard_key_create);
+	pthread_mutex_lock(&shard_lock);
+	if (shard_used != ~0ULL) {
+		shard = __builtin_ctzll(~shard_used);
+		shard_used |= 1ULL << shard;
+	}
+	pthread_mutex_unlock(&shard_lock);
+	/* Without the exit hook, handles this thread kept would never be
+	 * let go: it keeps none. */
+	if (shard_key_failed ||
+	    pthread_setspecific(shard_key, (void *)(intptr_t)(shard + 1))) {
+		if (shard < GDRC_SHARDS) {
+			pthread_mutex_lock(&shard_lock);
+			shard_used &= ~(1ULL << shard);
+			pthread_mutex_unlock(&shard_lock);
+		}
+		shard = GDRC_SHARDS;
+		gdrc_tls_cur.no_handles = 1;
+	}
+	gdrc_tls_cur.shard = shard;
+	return shard;
+}
+
+int gdrc_tls_shard(void)
+{
+	int shard = gdrc_tls_cur.shard;
+
+	return shard >= 0 ? shard : gdrc_cache_tls_shard();
+}
+
+void gdrc_tls_count_hit(struct gdrc_cache *c)
+{
+	int shard = gdrc_tls_shard();
+
+	gdrc_shard_inc(&c->shards[shard].hits, shard);
+}
+
+/* ====================================================================
+ * Handles (see cache.h)
+ * ==================================================================== */
+
+/* Drop h's pin and make h reusable: called once per life of h, by the
+ * add that brought its remote count to HANDLE_RETIRED (cache.h).  d as
+ * for gdrc_region_drop_defer. */
+static void handle_release(struct gdrc_cache *c, struct gdrc_handle *h,
+			   struct gdrc_defer *d)
+{
+	struct gdrc_region *r = h->pub.r; /* reuse keeps the region */
+
+	atomic_store_explicit(&h->state, HANDLE_RELEASED,
+			      memory_order_release);
+	gdrc_region_drop_defer(c, r, REGION_PIN_ONE, d);
+}
+
+/* Add n to h's remote count; release h if that completed it. */
+static void handle_remote_add(struct gdrc_cache *c, struct gdrc_handle *h,
+			      uint64_t n, struct gdrc_defer *d)
+{
+	uint64_t now = atomic_fetch_add_explicit(&h->remote, n,
+						 memory_order_acq_rel) + n;
+
+	if (now == HANDLE_RETIRED)
+		handle_release(c, h, d);
+}
+
+/* The owner lets go of h; its entry is already cleared. */
+void gdrc_handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
+			  struct gdrc_defer *d)
+{
+	uint64_t held = atomic_load_explicit(&h->held, memory_order_relaxed);
+
+	handle_remote_add(c, h, HANDLE_RETIRED - held, d);
+}
+
+/*
+ * A put of h by anyone but its owner's live entry: one more in remote,
+ * unless that would exceed the gets outstanding.  Read remote, then held:
+ * every put already in remote is a release that follows its get's count
+ * in held, so held is seen at least that far, and a put of a get still
+ * outstanding always finds held > remote (before the retire), or remote
+ * below HANDLE_RETIRED (after it).  The compare-and-swap keeps two
+ * racing extra puts from both passing.
+ */
+static int handle_put_remote(struct gdrc_cache *c, struct gdrc_handle *h)
+{
+	uint64_t rem = atomic_load_explicit(&h->remote, memory_order_acquire);
+
+	for (;;) {
+		if (rem >= HANDLE_RETIRED)
+			return GDRC_PUT_RELEASED;
+		if (rem < HANDLE_RETIRED / 2 && /* not retired yet */
+		    atomic_load_explicit(&h->held, memory_order_relaxed) <= rem)
+			return GDRC_PUT_TOO_MANY;
+		if (atomic_compare_exchange_weak_explicit(
+			    &h->remote, &rem, rem + 1, memory_order_acq_rel,
+			    memory_order_acquire))
+			break;
+	}
+	if (rem + 1 == HANDLE_RETIRED)
+		handle_release(c, h, NULL);
+	return GDRC_PUT_OK;
+}
+
+/* A put of a direct reference: one of those handed out, else nothing. */
+static int region_put_direct(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	uint32_t n = atomic_load_explicit(&r->direct, memory_order_relaxed);
+
+	do {
+		if (!n)
+			return GDRC_PUT_TOO_MANY;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&r->direct, &n, n - 1, memory_order_relaxed,
+		memory_order_relaxed));
+	gdrc_cache_region_put(c, r);
+	return GDRC_PUT_OK;
+}
+
+int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr)
+{
+	int shard, fault;
+
+	if (mr->magic != GDRC_MR_MAGIC)
+		return GDRC_PUT_NOT_MR;
+	if (mr->r->cache != c)
+		return GDRC_PUT_OTHER_CTX;
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return GDRC_PUT_OK; /* the parent's are never released */
+	if (mr->h && atomic_load_explicit(&mr->h->state,
+					  memory_order_acquire) !=
+			     HANDLE_IN_USE)
+		return GDRC_PUT_RELEASED;
+	fault = mr->h ? handle_put_remote(c, mr->h) :
+			region_put_direct(c, mr->r);
+	if (fault)
+		return fault;
+	shard = gdrc_tls_shard();
+	gdrc_shard_inc(&c->shards[shard].puts, shard);
+	return GDRC_PUT_OK;
+}
+
+/* Clear entry e, then let go of its handle if its cache still lives. */
+static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
+{
+	struct gdrc_handle *h = e->h;
+	uint64_t uid = e->uid;
+
+	e->uid = 0;
+	e->h = NULL;
+	if (!uid)
+		return;
+	if (c && uid == c->uid) {
+		gdrc_handle_retire(c, h, NULL);
+		return;
+	}
+	gdrc_cache_retire_foreign(uid, h);
+}
+
+/*
+ * cache->lock held (write): r leaves the cache; let go of this thread's
+ * handle on it now, so that its pinned bytes count as freed at once (the
+ * evictor's arithmetic relies on it).  Other threads' handles go when
+ * those threads next call, or exit.
+ */
+void gdrc_tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
+				 struct gdrc_defer *d)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	gdrc_assert_wrlocked(c);
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
+		struct gdrc_tls_entry *e = &t->e[i];
+		struct gdrc_handle *h = e->h;
+
+		if (e->uid != c->uid || h->pub.r != r)
+			continue;
+		e->uid = 0;
+		e->h = NULL;
+		gdrc_handle_retire(c, h, d);
+	}
+}
+
+/* Thread exit: let go of every remembered handle. */
+static void tls_drop_all(void)
+{
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		tls_entry_drop(NULL, &gdrc_tls_cur.e[i]);
+}
+
+/* Let go of this thread's handles on c's regions that left the cache,
+ * so that they are released now rather than at the next replacement. */
+void gdrc_tls_drop_invalid(struct gdrc_cache *c)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
+		struct gdrc_tls_entry *e = &t->e[i];
+
+		if (e->uid == c->uid &&
+		    (atomic_load_explicit(&e->h->pub.r->word,
+					  memory_order_acquire) &
+		     REGION_INVALID))
+			tls_entry_drop(c, e);
+	}
+}
+
+/* Remember h for this thread's fast path, in a free entry if any. */
+static void tls_install(struct gdrc_cache *c, struct gdrc_handle *h)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_entry *e = NULL;
+	struct gdrc_region *r = h->pub.r;
+
+	/* gdrc_cache_put_fast counts a live entry's puts in its shard. */
+	gdrc_tls_shard();
+	gdrc_tls_drop_invalid(c);
+	for (int i = 0; i < GDRC_TLS_ENTRIES && !e; i++)
+		if (!t->e[i].uid)
+			e = &t->e[i];
+	if (!e) {
+		e = &t->e[t->next++ % GDRC_TLS_ENTRIES];
+		tls_entry_drop(c, e);
+	}
+	e->start = r->start;
+	e->end = r->end;
+	e->access = r->access;
+	e->h = h;
+	e->r = r;
+	e->uid = c->uid;
+}
+
+/* A released handle of r to reuse, claimed; or NULL. */
+static struct gdrc_handle *handle_reuse(struct gdrc_region *r)
+{
+	struct gdrc_handle *h;
+
+	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
+	     h = h->next) {
+		int expect = HANDLE_RELEASED;
+
+		if (atomic_compare_exchange_strong_explicit(
+			    &h->state, &expect, HANDLE_CLAIMED,
+			    memory_order_acq_rel, memory_order_relaxed))
+			return h;
+	}
+	return NULL;
+}
+
+static struct gdrc_handle *handle_alloc(struct gdrc_cache *c)
+{
+	return gdrc_pool_get(c, &c->handles);
+}
+
+/* Hand out r's own mr: the caller's direct reference becomes the get. */
+struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r)
+{
+	atomic_fetch_add_explicit(&r->direct, 1, memory_order_relaxed);
+	return &r->self;
+}
+
+/*
+ * Serve r to this thread through its handle, turning the caller's direct
+ * reference on r into a get counted in the handle: this thread's live
+ * handle on r if it has one, else a released handle of r, else a new one.
+ * Without memory for a handle, or in a thread that keeps none (its exit
+ * hook ran or could not be set), r's own is served (a direct reference).
+ */
+struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_handle *h;
+
+	gdrc_tls_shard();
+	if (t->no_handles)
+		return gdrc_serve_direct(r); /* the caller's reference */
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
+		h = t->e[i].h;
+		if (t->e[i].uid == c->uid && h->pub.r == r) {
+			gdrc_owned_add(&h->held, 1);
+			gdrc_region_drop(c, r, 1); /* the index still holds r */
+			return &h->pub;
+		}
+	}
+	h = handle_reuse(r);
+	if (!h) {
+		h = handle_alloc(c);
+		if (!h)
+			return gdrc_serve_direct(r);
+		h->pub.r = r;
+		h->pub.h = h;
+		h->pub.magic = GDRC_MR_MAGIC;
+		atomic_init(&h->state, HANDLE_CLAIMED);
+		h->next = atomic_load_explicit(&r->handles,
+					       memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(
+			&r->handles, &h->next, h, memory_order_release,
+			memory_order_relaxed))
+			;
+	}
+	atomic_store_explicit(&h->held, 1, memory_order_relaxed);
+	atomic_store_explicit(&h->remote, 0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&r->word, REGION_PIN_ONE - 1,
+				  memory_order_acq_rel);
+	atomic_store_explicit(&h->state, HANDLE_IN_USE, memory_order_release);
+	tls_install(c, h);
+	return &h->pub;
+}
+
+/* Does a live handle on r have a get outstanding?  A hint: see cache.h. */
+int gdrc_handles_busy(struct gdrc_region *r)
+{
+	struct gdrc_handle *h;
+
+	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
+	     h = h->next) {
+		uint64_t remote;
+
+		if (atomic_load_explicit(&h->state, memory_order_acquire) !=
+		    HANDLE_IN_USE)
+			continue;
+		remote = atomic_load_explicit(&h->remote, memory_order_acquire);
+		if (remote & HANDLE_RETIRED ?
+			    remote != HANDLE_RETIRED :
+			    remote != atomic_load_explicit(
+					      &h->held, memory_order_relaxed))
+			return 1;
+	}
+	return 0;
+}
+
+/* A fork child: another thread may have held shard_lock at the fork
+ * (taking or giving back a shard); its bitmap is one word, whole. */
+void gdrc_tls_fork_child(void)
+{
+	pthread_mutex_init(&shard_lock, NULL);
+}

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * lookup.c - a hit that the fast path (cache.h) could not serve: the
+ * index path.
+ *
+ *   1. A queued event sends the get to the miss path, which drains the
+ *      queue first (inval.c); a fork child gets GDRC_ERR_FORK.
+ *   2. This thread's handles on regions that left the cache are let go.
+ *   3. Under cache->lock for reading: the index finds a region whose key
+ *      covers the request with the rights asked and whose kernel word has
+ *      not moved; a direct reference on it and its LRU stamp are taken.
+ *   4. Outside the lock: a GPU region's tag check (BUFFER_ID of each
+ *      segment the request touches); a failure removes it (write lock).
+ *   5. The hit is counted, and served through this thread's handle on
+ *      the region (handle.c), which the fast path then finds.
+ *
+ * No CUDA call, allocation or backend call under the lock.  The fast
+ * path's own checks (gdrc_cache_hit_ok) and this path's agree: both
+ * refuse a region that is INVALID, kernel-stale, or fails its tags.
+ * Callers: the API layer (gdrc_cache_lookup, gdrc_cache_peek), miss.c
+ * (gdrc_find_cover, gdrc_hit, gdrc_hit_done under its write lock).
+ */
+#include "cache_int.h"
+
+/* Does r serve the request: enough rights, its kernel word unmoved, and
+ * (a->req) made for the memory the driver reports there now? */
+static int cover_ok_fn(struct gdrc_region *r, void *arg)
+{
+	const struct gdrc_cover_arg *a = arg;
+
+	if ((a->access & ~r->access) || gdrc_region_kstale(a->c, r))
+		return 0;
+	return !a->req || gdrc_same_memory(r, a->req);
+}
+
+/* A region covering [start, end) that a accepts.  Lock held, either
+ * mode. */
+struct gdrc_region *gdrc_find_cover(struct gdrc_cache *c, uintptr_t start,
+				    uintptr_t end,
+				    const struct gdrc_cover_arg *a)
+{
+	gdrc_assert_locked(c);
+	return gdrc_index_find_cover(c, start, end, cover_ok_fn, (void *)a);
+}
+
+/*
+ * Take a reference on a region found in the index (lock held), and stamp
+ * it with the current tick as a fast hit does: the tick itself moves only
+ * at insertions, so that an index hit writes nothing shared (the
+ * tick's line is the one every fast hit reads).
+ */
+void gdrc_hit(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	atomic_fetch_add_explicit(&r->word, 1, memory_order_acquire);
+	gdrc_region_stamp(c, r);
+}
+
+/* Count a hit and serve it through this thread's handle. */
+struct gdrc_mr *gdrc_hit_done(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	gdrc_tls_count_hit(c);
+	return gdrc_serve(c, r);
+}
+
+/* Outside the lock: does a GPU region still hold its memory where
+ * [start, end) touches it? */
+static int tag_valid(struct gdrc_cache *c, struct gdrc_region *r,
+		     uintptr_t start, uintptr_t end)
+{
+	int shard;
+
+	if (!r->tag_check)
+		return 1;
+	shard = gdrc_tls_shard();
+	gdrc_shard_inc(&c->shards[shard].tag_checks, shard);
+	if (gdrc_region_tags_ok(c, r, start, end))
+		return 1;
+	gdrc_invalidate_region(c, r, GDRC_STAT_INV_TAG_CHECK);
+	gdrc_region_drop(c, r, 1);
+	return 0;
+}
+
+/* The index path's search: a direct reference on a valid covering
+ * region. */
+static int index_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		     uint32_t access, struct gdrc_region **r_p)
+{
+	struct gdrc_cover_arg a = { .c = c, .access = access };
+	struct gdrc_region *r;
+
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return GDRC_ERR_FORK;
+	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
+		return 0; /* the miss path drains first */
+	gdrc_tls_drop_invalid(c);
+	gdrc_cache_rdlock(c);
+	r = gdrc_find_cover(c, start, end, &a);
+	if (r)
+		gdrc_hit(c, r);
+	gdrc_cache_unlock(c);
+	if (!r || !tag_valid(c, r, start, end))
+		return 0;
+	*r_p = r;
+	return 1;
+}
+
+int gdrc_cache_peek(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		    struct gdrc_region **r_p)
+{
+	return index_find(c, start, end, 0, r_p);
+}
+
+int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		      uint32_t access, struct gdrc_mr **mr_p)
+{
+	struct gdrc_region *r;
+	int ret = index_find(c, start, end, access, &r);
+
+	if (ret == 1)
+		*mr_p = gdrc_hit_done(c, r);
+	return ret;
+}
+

@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * lru.c - recency, limits and eviction.
+ *
+ * cache->tick advances at each insertion (under the write lock); a hit,
+ * fast or through the index, stamps its region with the current tick
+ * (gdrc_region_stamp, cache.h: a store only when it moved).  The list
+ * is kept sorted by each region's stamp as of its last placement (enq);
+ * the evictor walks from the head and moves regions whose stamp moved
+ * on to their sorted place (lazy promotion), so eviction order is exact
+ * LRU except that hits between two insertions count as simultaneous.
+ * Regions in use are skipped: a victim is claimed (INVALID set) only
+ * while its one direct reference is the index's and no handle has a get
+ * outstanding.
+ *
+ * Limits: the context's (regions, bytes), and each device's (GPU
+ * memory), counting registrations alive plus those being registered
+ * (reserved).  Ghosts remember why recently removed ranges went, so that
+ * a miss can be counted as cold, evicted or invalidated.
+ *
+ * Locks: everything here runs under cache->lock for writing (asserted),
+ * but gdrc_lru_check (either mode).  Callers: region.c (append, unlink,
+ * ghosts), miss.c (evict, reserve), cache.c (release_unused, checks).
+ */
+#include "cache_int.h"
+
+/* r, just inserted at tick, is the most recent: the tail. */
+void gdrc_lru_append(struct gdrc_cache *c, struct gdrc_region *r,
+		     uint64_t tick)
+{
+	gdrc_assert_wrlocked(c);
+	r->enq = tick;
+	r->lru_prev = c->lru_tail;
+	r->lru_next = NULL;
+	if (c->lru_tail)
+		c->lru_tail->lru_next = r;
+	else
+		c->lru_head = r;
+	c->lru_tail = r;
+}
+
+void gdrc_lru_unlink(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	gdrc_assert_wrlocked(c);
+	if (r->lru_prev)
+		r->lru_prev->lru_next = r->lru_next;
+	else
+		c->lru_head = r->lru_next;
+	if (r->lru_next)
+		r->lru_next->lru_prev = r->lru_prev;
+	else
+		c->lru_tail = r->lru_prev;
+	r->lru_prev = r->lru_next = NULL;
+}
+
+/* Insert after the last region whose enq is <= r->enq; usually the tail,
+ * since r->enq is recent. */
+static void lru_insert_sorted(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	struct gdrc_region *p = c->lru_tail;
+
+	while (p && p->enq > r->enq)
+		p = p->lru_prev;
+	r->lru_prev = p;
+	r->lru_next = p ? p->lru_next : c->lru_head;
+	if (r->lru_next)
+		r->lru_next->lru_prev = r;
+	else
+		c->lru_tail = r;
+	if (p)
+		p->lru_next = r;
+	else
+		c->lru_head = r;
+}
+
+
+/*
+ * Claim an unused cached region for eviction: its only direct reference
+ * is the index's, and no handle has a get outstanding.  Pins stay; the
+ * region is released when the last handle lets go.  Under the write lock,
+ * so no handle is created meanwhile.
+ */
+static int region_claim_unused(struct gdrc_region *r)
+{
+	uint64_t w = atomic_load_explicit(&r->word, memory_order_acquire);
+
+	while ((w & (REGION_REF_MASK | REGION_INVALID | REGION_DEAD)) == 1) {
+		if (gdrc_handles_busy(r))
+			return 0;
+		if (atomic_compare_exchange_weak_explicit(
+			    &r->word, &w, w | REGION_INVALID,
+			    memory_order_acq_rel, memory_order_acquire))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Find the least recently used region nobody holds and claim it for
+ * eviction (its word goes from "index reference only" to INVALID).
+ * The tick cannot move during the walk: it advances only under the
+ * write lock, which the caller holds.
+ */
+static struct gdrc_region *lru_claim_victim(struct gdrc_cache *c, int device)
+{
+	struct gdrc_region *r = c->lru_head, *next;
+
+	gdrc_assert_wrlocked(c);
+	while (r) {
+		uint64_t stamp = atomic_load_explicit(&r->stamp,
+						      memory_order_relaxed);
+
+		next = r->lru_next;
+		if (stamp != r->enq) {
+			gdrc_lru_unlink(c, r);
+			r->enq = stamp;
+			lru_insert_sorted(c, r);
+		} else if ((device == GDRC_DEVICE_ALL || r->device == device) &&
+			   region_claim_unused(r)) {
+			return r;
+		}
+		r = next;
+	}
+	return NULL;
+}
+
+/* ====================================================================
+ * Ghosts: why a range has no region (the miss-cause counters)
+ * ==================================================================== */
+
+void gdrc_ghost_add(struct gdrc_cache *c, struct gdrc_region *r, int cause)
+{
+	struct gdrc_ghost *g = &c->ghosts[c->ghost_next++ % GDRC_GHOSTS];
+
+	g->start = r->start;
+	g->end = r->end;
+	g->cause = cause;
+}
+
+/* Why is there no region for [start, end)?  Most recent removal wins. */
+int gdrc_ghost_cause(struct gdrc_cache *c, uintptr_t start, uintptr_t end)
+{
+	for (unsigned i = 1; i <= GDRC_GHOSTS; i++) {
+		struct gdrc_ghost *g =
+			&c->ghosts[(c->ghost_next - i) % GDRC_GHOSTS];
+
+		if (g->start < end && g->end > start)
+			return g->cause;
+	}
+	return GDRC_STAT_MISS_COLD;
+}
+
+/* ====================================================================
+ * Limits and eviction
+ * ==================================================================== */
+
+static int over_limits(struct gdrc_cache *c, uint64_t regions,
+		       uint64_t bytes)
+{
+	uint64_t pinned = atomic_load_explicit(&c->pinned_bytes,
+					       memory_order_relaxed);
+
+	return c->nregions + c->reserved_regions + regions >
+		       c->p.max_regions ||
+	       pinned + c->reserved_bytes + bytes > c->p.max_bytes ||
+	       pinned + c->reserved_bytes + bytes < pinned;
+}
+
+/* Remove a claimed victim, counted as an eviction of its device. */
+static void evict_one(struct gdrc_cache *c, struct gdrc_region *r,
+		      struct gdrc_defer *d)
+{
+	struct gdrc_dev_acct *a = gdrc_dev_acct(c, r->device);
+
+	gdrc_region_remove(c, r, GDRC_STAT_MISS_EVICTED, d);
+	gdrc_stat_add(c, GDRC_STAT_EVICTIONS, 1);
+	if (a)
+		atomic_fetch_add_explicit(&a->evictions, 1,
+					  memory_order_relaxed);
+}
+
+/* Evict LRU-first until [regions, bytes] more fit.  @return 0 or -1. */
+int gdrc_evict(struct gdrc_cache *c, uint64_t regions, uint64_t bytes,
+	       struct gdrc_defer *d)
+{
+	struct gdrc_region *r;
+
+	/* Refuse what could never fit rather than flush the cache for it. */
+	if (regions > c->p.max_regions || bytes > c->p.max_bytes)
+		return -1;
+	while (over_limits(c, regions, bytes)) {
+		r = lru_claim_victim(c, GDRC_DEVICE_ALL);
+		if (!r)
+			return -1;
+		evict_one(c, r, d);
+	}
+	return 0;
+}
+
+/*
+ * Evict device's unused regions, LRU first, until one more registration
+ * of bytes fits its limits (GPU memory only).  The limits count every
+ * registration alive; an evicted one that another thread's idle handle
+ * still pins stays alive until that thread's next call, so the loop
+ * stops once its victims cover the excess rather than when the counts
+ * have dropped (which would flush the device and still refuse).
+ * @return 0 or -1 (could not fit: nothing more to evict, or too large).
+ */
+int gdrc_evict_device(struct gdrc_cache *c, int device, uint64_t bytes,
+		      struct gdrc_defer *d)
+{
+	struct gdrc_dev_acct *a = gdrc_dev_acct(c, device);
+	uint64_t n, used, over_n = 0, over_b = 0;
+	struct gdrc_region *r;
+
+	if (!a || device < 0)
+		return 0;
+	if (bytes > c->p.gpu_max_bytes || !c->p.gpu_max_regions)
+		return -1;
+	n = atomic_load_explicit(&a->regions, memory_order_relaxed) +
+	    a->reserved_regions + 1;
+	used = atomic_load_explicit(&a->pinned_bytes, memory_order_relaxed) +
+	       a->reserved_bytes;
+	if (used + bytes < used)
+		return -1;
+	if (n > c->p.gpu_max_regions)
+		over_n = n - c->p.gpu_max_regions;
+	if (used + bytes > c->p.gpu_max_bytes)
+		over_b = used + bytes - c->p.gpu_max_bytes;
+	while (over_n || over_b) {
+		uint64_t len;
+
+		r = lru_claim_victim(c, device);
+		if (!r)
+			return -1;
+		len = r->reg_end - r->reg_start;
+		over_n -= over_n ? 1 : 0;
+		over_b -= over_b < len ? over_b : len;
+		evict_one(c, r, d);
+	}
+	return 0;
+}
+
+/* Under the lock: count (sign 1) or uncount (-1) a registration of
+ * bytes of device's memory in progress. */
+void gdrc_dev_reserve(struct gdrc_cache *c, int device, uint64_t bytes,
+		      int sign)
+{
+	struct gdrc_dev_acct *a = gdrc_dev_acct(c, device);
+
+	gdrc_assert_wrlocked(c);
+	if (!a)
+		return;
+	a->reserved_bytes += sign > 0 ? bytes : -bytes;
+	a->reserved_regions += (uint64_t)sign;
+}
+
+/* Remove every unused region of device.  @return how many. */
+unsigned gdrc_evict_all_unused(struct gdrc_cache *c, int device,
+			       struct gdrc_defer *d)
+{
+	struct gdrc_region *r;
+	unsigned n = 0;
+
+	while ((r = lru_claim_victim(c, device))) {
+		evict_one(c, r, d);
+		n++;
+	}
+	return n;
+}
+
+
+/*
+ * Codes: -3 links broken, -4 not sorted by enq, -5 length differs from
+ * nregions, -6 a listed region is invalid or unreferenced.  Caller holds
+ * the lock (either mode) or owns the cache.
+ */
+int gdrc_lru_check(struct gdrc_cache *c)
+{
+	const struct gdrc_region *r, *prev = NULL;
+	uint64_t n = 0;
+
+	for (r = c->lru_head; r; prev = r, r = r->lru_next) {
+		uint64_t w = atomic_load_explicit(&r->word,
+						  memory_order_relaxed);
+
+		if (r->lru_prev != prev)
+			return -3;
+		if (prev && prev->enq > r->enq)
+			return -4;
+		if ((w & (REGION_INVALID | REGION_DEAD)) ||
+		    !(w & REGION_REF_MASK))
+			return -6;
+		n++;
+	}
+	if (prev != c->lru_tail)
+		return -3;
+	if (n != c->nregions)
+		return -5;
+	return 0;
+}

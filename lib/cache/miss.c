@@ -1,0 +1,536 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * miss.c - the miss path: nothing cached serves the request.
+ *
+ *   1. Write lock; drain queued events (inval.c); look again (another
+ *      thread may have cached it meanwhile): a hit ends here.
+ *   2. Plan (plan_miss): drop overlapping regions the kernel saw go or
+ *      made for other memory; name the miss's cause; widen the range
+ *      and rights over the overlapping regions of the same memory.
+ *   3. Make room (lru.c: the context's and the device's limits), reserve
+ *      the bytes, list the registration as in flight, unlock.
+ *   4. Unlocked: subscribe or pin with the kernel channel, register with
+ *      the backend (one retry after giving back unused registrations
+ *      when it ran out), publish the region (region.c).
+ *   5. Write lock; drain; unreserve.  If an unmap overlapped the range
+ *      meanwhile (drain marked it stale, or its kernel word moved), throw
+ *      the registration away and start over (MISS_STALE_RETRIES); if
+ *      another thread cached a cover, serve that; else retire the
+ *      regions the new one subsumes and insert it (region.c).
+ *   6. Serve it through this thread's handle (handle.c), or, uncached,
+ *      as a direct reference.
+ *
+ * Locks: cache->lock for writing in steps 1-3 and 5 (plan_miss asserts
+ * it), none in step 4: no backend call, allocation or system call is
+ * made under it.  Callers: the API layer (gdrc_cache_get_miss).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache_int.h"
+#include "log/log.h"
+
+static _Atomic uint64_t region_id_next = 1;
+
+struct miss_plan {
+	uintptr_t start;  /* key range */
+	uintptr_t end;
+	uintptr_t reg_start; /* registered range */
+	uintptr_t reg_end;
+	uint32_t access;
+	int cause;        /* GDRC_STAT_MISS_* */
+	int cached;       /* insert into the index */
+	const struct gdrc_cache_req *req;
+};
+
+static int widen_fn(struct gdrc_region *r, void *arg)
+{
+	struct miss_plan *plan = arg;
+
+	if (!gdrc_same_segments(r, plan->req))
+		return 0;
+	if (r->start < plan->start)
+		plan->start = r->start;
+	if (r->end > plan->end)
+		plan->end = r->end;
+	plan->access |= r->access;
+	return 0;
+}
+
+static int kstale_fn(struct gdrc_region *r, void *arg)
+{
+	struct gdrc_collect *col = arg;
+
+	if (gdrc_region_kstale(col->c, r)) {
+		r->free_next = col->list;
+		col->list = r;
+	}
+	return 0;
+}
+
+static int stale_fn(struct gdrc_region *r, void *arg)
+{
+	struct gdrc_collect *col = arg;
+
+	if (gdrc_same_memory(r, col->req))
+		return 0;
+	r->free_next = col->list;
+	col->list = r;
+	return 0;
+}
+
+static int overlap_any_fn(struct gdrc_region *r, void *arg)
+{
+	(void)r;
+	(void)arg;
+	return 1;
+}
+
+/*
+ * Decide what to register and why it missed.
+ *
+ * A cached region of other memory overlapping the request is stale:
+ * allocations and mappings never overlap, so a region that disagrees
+ * with what the driver reports here now (same_memory: memory type, and
+ * the range and BUFFER_ID of every segment both cover) was made for
+ * memory freed or remapped since (a free no hook saw).  It is dropped.
+ *
+ * A region of the same memory that covers the range with too few rights,
+ * or overlaps without covering, is merged into the new one (ranges and
+ * rights), and retired once the new one is in; only overlapping, never
+ * merely adjacent, ranges merge, since one registration must not span two
+ * allocations.  GPU merges stay inside the allocation: only regions of
+ * exactly the request's segments merge.
+ */
+static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan,
+		      struct gdrc_defer *d)
+{
+	const struct gdrc_cache_req *req = plan->req;
+	struct gdrc_cover_arg any = { .c = c, .req = req };
+	struct gdrc_collect stale = { .req = req, .c = c };
+	unsigned n, nk;
+
+	gdrc_assert_wrlocked(c);
+	gdrc_index_overlap(c, plan->start, plan->end, kstale_fn, &stale);
+	nk = gdrc_remove_collected(c, &stale, GDRC_STAT_MISS_INVALIDATED, d);
+	gdrc_stat_add(c, GDRC_STAT_INVALIDATIONS, nk);
+	gdrc_stat_add(c, GDRC_STAT_INV_KMOD, nk);
+	gdrc_index_overlap(c, plan->start, plan->end, stale_fn, &stale);
+	n = gdrc_remove_collected(c, &stale, GDRC_STAT_MISS_INVALIDATED, d);
+	gdrc_stat_add(c, GDRC_STAT_INVALIDATIONS, n);
+	gdrc_stat_add(c, GDRC_STAT_INV_TAG_CHECK, n);
+	if (!plan->cached) {
+		plan->cause = GDRC_STAT_MISS_UNCACHED;
+	} else if (gdrc_find_cover(c, plan->start, plan->end, &any)) {
+		plan->cause = GDRC_STAT_MISS_ACCESS;
+	} else if (gdrc_index_overlap(c, plan->start, plan->end,
+				      overlap_any_fn, NULL)) {
+		plan->cause = GDRC_STAT_MISS_TOO_SMALL;
+	} else {
+		plan->cause = n || nk ? GDRC_STAT_MISS_INVALIDATED :
+					gdrc_ghost_cause(c, plan->start,
+							 plan->end);
+	}
+	if (plan->cached)
+		gdrc_index_overlap(c, plan->start, plan->end, widen_fn, plan);
+	if (req->mem_type == GDRC_MEM_HOST) {
+		plan->reg_start = plan->start;
+		plan->reg_end = plan->end;
+	} else {
+		plan->reg_start = gdrc_align_down(plan->start, req->reg_align);
+		plan->reg_end = gdrc_align_up(plan->end, req->reg_align);
+	}
+}
+
+/*
+ * A registration of device's memory ran out (BAR1 space, GPU or pinnable
+ * memory, fds): give back the device's unused registrations before the
+ * one retry (host memory: every unused one, since the NIC's and the
+ * memlock limit's resources are shared by all), this thread's idle
+ * handles on them too, and say so the first time.
+ */
+static void oom_release(struct gdrc_cache *c, int device)
+{
+	struct gdrc_dev_acct *a = gdrc_dev_acct(c, device);
+	struct gdrc_defer d = { 0 };
+	unsigned n;
+
+	gdrc_cache_wrlock(c);
+	gdrc_drain(c, &d);
+	n = gdrc_evict_all_unused(c, device < 0 ? GDRC_DEVICE_ALL : device, &d);
+	gdrc_cache_unlock_release(c, &d);
+	gdrc_tls_drop_invalid(c);
+	gdrc_stat_add(c, GDRC_STAT_OOM_RETRIES, 1);
+	if (a)
+		atomic_fetch_add_explicit(&a->retries, 1, memory_order_relaxed);
+	if (!atomic_flag_test_and_set(&c->oom_warned))
+		gdrc_warn("%s ran out of registrable memory (BAR1, pinned "
+			  "memory or fds): released %u unused registrations "
+			  "of it and retried (stat oom_retries counts these; "
+			  "said once)",
+			  device < 0 ? "host memory" : "a cuda device", n);
+}
+
+static gdrc_status_t reg_with_retry(struct gdrc_cache *c,
+				    const struct gdrc_pin_ops *ops, void *be,
+				    struct gdrc_pin_reg *reg, int device)
+{
+	gdrc_status_t status;
+
+	status = ops->reg(be, reg);
+	if (status != GDRC_ERR_NO_MEMORY)
+		return status;
+	oom_release(c, device);
+	return ops->reg(be, reg);
+}
+
+/* What the kernel channel holds for a registration being made. */
+struct miss_kern {
+	int slot;                /* -1: none */
+	uint64_t handle;
+	int pinned;              /* slot is a GPU pin, not a watch */
+	uint32_t kmore;          /* further GPU pins, one per VMM mapping */
+	struct gdrc_kpin *kpins;
+};
+
+/* Give back whatever k holds (a failed registration). */
+static void kern_release(struct gdrc_cache *c, struct miss_kern *k)
+{
+	if (k->slot >= 0 && k->pinned)
+		c->p.kunpin(c->p.karg, k->handle);
+	else if (k->slot >= 0)
+		c->p.kunsub(c->p.karg, k->handle);
+	for (uint32_t i = 0; i < k->kmore; i++)
+		c->p.kunpin(c->p.karg, k->kpins[i].handle);
+	free(k->kpins);
+	*k = (struct miss_kern){ .slot = -1 };
+}
+
+/*
+ * GPU memory: pinned by the module, revoked by the driver.  nvidia_p2p
+ * pins one allocation, so a registration over several VMM mappings
+ * takes one pin per mapping, of the part of the registered range in it
+ * (mappings are 2 MiB aligned, so each part is whole 64 KiB pages); any
+ * of them revoked ends the registration.  One segment: the whole
+ * registered range, as it may round past a small allocation.
+ * @return 0, or the module's -errno (nothing held then).
+ */
+static int kern_pin_gpu(struct gdrc_cache *c, const struct miss_plan *plan,
+			struct miss_kern *k)
+{
+	const struct gdrc_cache_req *req = plan->req;
+	unsigned n = gdrc_req_nseg(req);
+	int err = 0;
+
+	if (n > 1) {
+		k->kpins = calloc(n - 1, sizeof(*k->kpins));
+		if (!k->kpins)
+			return -ENOMEM;
+	}
+	for (unsigned i = 0; i < n && !err; i++) {
+		struct gdrc_seg g = gdrc_req_seg(req, i);
+		uintptr_t s = n > 1 && g.start > plan->reg_start ? g.start :
+								    plan->reg_start;
+		uintptr_t e = n > 1 && g.end < plan->reg_end ? g.end :
+							       plan->reg_end;
+		uint64_t handle;
+		int slot;
+
+		if (s >= e)
+			continue; /* a key narrower than the mappings */
+		err = c->p.kpin(c->p.karg, s, e - s, &slot, &handle);
+		if (err)
+			break;
+		if (k->slot < 0) {
+			k->slot = slot;
+			k->handle = handle;
+			k->pinned = 1;
+		} else {
+			k->kpins[k->kmore++] = (struct gdrc_kpin){
+				.slot = slot, .handle = handle };
+		}
+	}
+	if (err)
+		kern_release(c, k);
+	return err;
+}
+
+/*
+ * Cached host memory is watched by the kernel channel when there is one:
+ * subscribed before it is registered, so that an unmap racing with the
+ * registration shows in the word.  Without a slot (the channel's words
+ * are all taken) and without memory hooks, the registration is handed
+ * out uncached: nothing would see its memory go.  GPU memory is pinned
+ * (kern_pin_gpu).
+ * @return 0, or the module's -errno when a GPU pin failed.
+ */
+static int miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
+			  struct miss_kern *k)
+{
+	int gpu = plan->req->mem_type != GDRC_MEM_HOST;
+
+	*k = (struct miss_kern){ .slot = -1 };
+	if (!c->p.kgen || (!plan->cached && !(gpu && c->p.gpu_kpin_required)))
+		return 0;
+	if (gpu)
+		return c->p.kpin ? kern_pin_gpu(c, plan, k) : -EOPNOTSUPP;
+	if (c->p.ksub(c->p.karg, plan->reg_start,
+		      plan->reg_end - plan->reg_start, &k->slot, &k->handle))
+		k->slot = -1;
+	if (k->slot < 0 &&
+	    !atomic_load_explicit(&c->cache_host, memory_order_relaxed))
+		plan->cached = 0;
+	return 0;
+}
+
+/*
+ * The kmod backend's pin failed with err: when the module ran out
+ * (ENOMEM from the provider, BAR1; ENOSPC, EDQUOT: its limits), give back
+ * the device's unused registrations and try once more.
+ * @return GDRC_OK pinned; GDRC_ERR_NO_MEMORY; GDRC_ERR_KMOD.
+ */
+static gdrc_status_t kpin_retry(struct gdrc_cache *c, struct miss_plan *plan,
+				int err, struct miss_kern *k)
+{
+	int full = err == -ENOMEM || err == -ENOSPC || err == -EDQUOT;
+
+	if (full) {
+		oom_release(c, plan->req->device);
+		err = miss_subscribe(c, plan, k);
+		full = err == -ENOMEM || err == -ENOSPC || err == -EDQUOT;
+	}
+	if (!err)
+		return GDRC_OK;
+	gdrc_debug("gdrcache.ko pin of %#lx+%lu failed: %s",
+		   (unsigned long)plan->reg_start,
+		   (unsigned long)(plan->reg_end - plan->reg_start),
+		   strerror(-err));
+	return full ? GDRC_ERR_NO_MEMORY : GDRC_ERR_KMOD;
+}
+
+/* Register plan's range outside the lock.  @return status; *r_p set. */
+static gdrc_status_t miss_register(struct gdrc_cache *c,
+				   struct miss_plan *plan,
+				   struct gdrc_region **r_p)
+{
+	const struct gdrc_cache_req *req = plan->req;
+	struct gdrc_pin_reg reg = {
+		.addr = plan->reg_start,
+		.length = plan->reg_end - plan->reg_start,
+		.access = plan->access,
+		.mem_type = req->mem_type,
+	};
+	const struct gdrc_pin_ops *ops = c->p.ops;
+	void *be = c->p.be;
+	gdrc_status_t status;
+	struct gdrc_region *r;
+	struct miss_kern k;
+	int kerr;
+
+	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_ops) {
+		ops = c->p.gpu_ops;
+		be = c->p.gpu_be;
+	}
+	r = gdrc_region_alloc(c);
+	if (!r)
+		return GDRC_ERR_NO_MEMORY;
+	if (req->segs) {
+		r->segs = malloc(req->nseg * sizeof(*r->segs));
+		if (!r->segs) {
+			gdrc_region_free(c, r);
+			return GDRC_ERR_NO_MEMORY;
+		}
+		memcpy(r->segs, req->segs, req->nseg * sizeof(*r->segs));
+	}
+	r->nseg = gdrc_req_nseg(req);
+	kerr = miss_subscribe(c, plan, &k);
+	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_kpin_required &&
+	    !k.pinned) {
+		status = kpin_retry(c, plan, kerr, &k);
+		if (status) {
+			gdrc_stat_add(c, GDRC_STAT_REG_FAILURES, 1);
+			gdrc_region_free(c, r);
+			return status;
+		}
+	}
+	status = reg_with_retry(c, ops, be, &reg, req->device);
+	if (status) {
+		kern_release(c, &k);
+		gdrc_stat_add(c, GDRC_STAT_REG_FAILURES, 1);
+		gdrc_region_free(c, r);
+		return status;
+	}
+	r->kslot = k.slot;
+	r->khandle = k.handle;
+	r->kpinned = k.pinned;
+	r->kmore = k.kmore;
+	r->kpins = k.kpins;
+	r->id = atomic_fetch_add_explicit(&region_id_next, 1,
+					  memory_order_relaxed);
+	r->start = plan->start;
+	r->end = plan->end;
+	r->reg_start = plan->reg_start;
+	r->reg_end = plan->reg_end;
+	r->access = plan->access;
+	r->lkey = reg.lkey;
+	r->rkey = reg.rkey;
+	r->mem_type = req->mem_type;
+	r->kind = req->kind;
+	r->device = req->device;
+	/* GDRC_VALIDATE=auto: the kernel's word replaces the tag query. */
+	if (!req->tag_check || (req->tag_check_auto && k.slot >= 0))
+		r->tag_check = REGION_TAG_NONE;
+	else if (!r->segs)
+		r->tag_check = REGION_TAG_ONE;
+	else
+		r->tag_check = r->nseg <= REGION_SEGS_WALK ? REGION_TAG_SEGS :
+							     REGION_TAG_MANY;
+	r->buffer_id = req->buffer_id;
+	r->alloc_start = req->alloc_start;
+	r->alloc_end = req->alloc_end;
+	r->info_flags = req->info_flags | (k.slot >= 0 ? GDRC_MR_INFO_KMOD : 0);
+	if (!r->tag_check)
+		r->info_flags &= ~GDRC_MR_INFO_TAG_CHECKED;
+	r->was_cached = 0;
+	r->cache = c;
+	r->ops = ops;
+	r->be = be;
+	r->handle = reg.handle;
+	gdrc_region_publish(c, r);
+	*r_p = r;
+	return GDRC_OK;
+}
+
+/* Retries when unmaps keep racing with the registration. */
+#define MISS_STALE_RETRIES 3
+
+static void plan_init(struct gdrc_cache *c, const struct gdrc_cache_req *req,
+		      struct miss_plan *plan)
+{
+	*plan = (struct miss_plan){
+		.access = req->access,
+		.cached = !(req->flags & GDRC_GET_UNCACHED) &&
+			  (req->mem_type != GDRC_MEM_HOST || c->p.kgen ||
+			   atomic_load_explicit(&c->cache_host,
+						memory_order_relaxed)),
+		.req = req,
+	};
+	if (req->mem_type == GDRC_MEM_HOST) {
+		plan->start = gdrc_align_down(req->start, c->page_size);
+		plan->end = gdrc_align_up(req->end, c->page_size);
+	} else {
+		plan->start = req->key_start;
+		plan->end = req->key_end;
+	}
+}
+
+gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
+				  const struct gdrc_cache_req *req,
+				  struct gdrc_mr **mr_p)
+{
+	struct gdrc_cover_arg want = { .c = c, .access = req->access,
+				  .req = req };
+	struct gdrc_inflight inflight = { 0 };
+	struct gdrc_defer d = { 0 };
+	struct gdrc_collect col = { 0 };
+	struct miss_plan plan;
+	struct gdrc_region *r = NULL, *found;
+	gdrc_status_t status;
+	int tries = 0, reserved;
+
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return GDRC_ERR_FORK;
+	gdrc_tls_drop_invalid(c);
+again:
+	plan_init(c, req, &plan);
+	gdrc_cache_wrlock(c);
+	gdrc_drain(c, &d);
+	if (plan.cached) {
+		found = gdrc_find_cover(c, req->start, req->end, &want);
+		if (found) {
+			gdrc_hit(c, found);
+			gdrc_cache_unlock_release(c, &d);
+			*mr_p = gdrc_hit_done(c, found);
+			return GDRC_OK;
+		}
+	}
+	plan_miss(c, &plan, &d);
+	if (gdrc_evict(c, plan.cached, plan.reg_end - plan.reg_start, &d) ||
+	    gdrc_evict_device(c, req->device, plan.reg_end - plan.reg_start,
+			      &d)) {
+		gdrc_stat_add(c, GDRC_STAT_LIMIT_REJECTS, 1);
+		gdrc_cache_unlock_release(c, &d);
+		gdrc_debug("%#lx+%lu exceeds the cache limits",
+			   (unsigned long)plan.reg_start,
+			   (unsigned long)(plan.reg_end - plan.reg_start));
+		return GDRC_ERR_LIMIT;
+	}
+	reserved = plan.cached; /* miss_register may uncache the plan */
+	c->reserved_regions += reserved;
+	c->reserved_bytes += plan.reg_end - plan.reg_start;
+	gdrc_dev_reserve(c, req->device, plan.reg_end - plan.reg_start, 1);
+	inflight = (struct gdrc_inflight){
+		.next = c->inflight, .start = plan.start, .end = plan.end,
+		.alloc_start = req->alloc_start, .alloc_end = req->alloc_end,
+	};
+	c->inflight = &inflight;
+	gdrc_cache_unlock_release(c, &d);
+
+	status = miss_register(c, &plan, &r);
+
+	gdrc_cache_wrlock(c);
+	gdrc_drain(c, &d);
+	for (struct gdrc_inflight **pp = &c->inflight; *pp;
+	     pp = &(*pp)->next) {
+		if (*pp == &inflight) {
+			*pp = inflight.next;
+			break;
+		}
+	}
+	c->reserved_regions -= reserved;
+	c->reserved_bytes -= plan.reg_end - plan.reg_start;
+	gdrc_dev_reserve(c, req->device, plan.reg_end - plan.reg_start, -1);
+	if (status) {
+		gdrc_cache_unlock_release(c, &d);
+		return status;
+	}
+	/* Unmapped while being registered: seen by the hooks (drain marked
+	 * it) or by the kernel channel (its word moved). */
+	if (inflight.stale || gdrc_region_kstale(c, r)) {
+		gdrc_cache_unlock_release(c, &d);
+		gdrc_region_drop(c, r, 1);
+		if (++tries < MISS_STALE_RETRIES)
+			goto again;
+		gdrc_debug("%#lx+%lu kept being unmapped while registering",
+			   (unsigned long)plan.start,
+			   (unsigned long)(plan.end - plan.start));
+		return GDRC_ERR_BUSY;
+	}
+	if (plan.cached) {
+		/* Another thread may have cached the same range meanwhile:
+		 * serve that (a hit) and drop ours. */
+		found = gdrc_find_cover(c, req->start, req->end, &want);
+		if (found) {
+			gdrc_hit(c, found);
+			gdrc_cache_unlock_release(c, &d);
+			gdrc_region_drop(c, r, 1);
+			*mr_p = gdrc_hit_done(c, found);
+			return GDRC_OK;
+		}
+		col = (struct gdrc_collect){
+			.start = plan.start, .end = plan.end,
+			.access = plan.access, .subsume = 1, .req = req,
+		};
+		gdrc_index_overlap(c, plan.start, plan.end, gdrc_collect_fn,
+				   &col);
+		gdrc_remove_collected(c, &col, 0, &d);
+		gdrc_region_insert(c, r);
+	}
+	gdrc_stat_add(c, GDRC_STAT_MISSES, 1);
+	gdrc_stat_add(c, plan.cause, 1);
+	gdrc_cache_unlock_release(c, &d);
+	*mr_p = plan.cached ? gdrc_serve(c, r) : gdrc_serve_direct(r);
+	return GDRC_OK;
+}
+

@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * region.c - a region's life, from its memory to its release.
+ *
+ *   alloc      a pool object (pool.c), with its GPU segments copied
+ *   publish    registered: one direct reference (the miss's), INVALID
+ *   insert     in the cache: the index holds a reference, INVALID clear
+ *   remove     out of the cache: INVALID, the index's reference dropped
+ *   release    references and pins reached zero on an INVALID region:
+ *              the one thread whose CAS added DEAD deregisters it and
+ *              gives its memory back (never under cache->lock: a caller
+ *              holding it passes a struct gdrc_defer instead)
+ *
+ * Also here: which memory a region was made for (its segments and
+ * BUFFER_IDs against a request's), and the per-device accounting that
+ * moves at publication and release.
+ *
+ * Locks: insert and remove need cache->lock for writing (asserted); the
+ * word, accounting and release are atomics and need none.  The pools'
+ * slab_lock is taken inside gdrc_region_free.
+ * Callers: lru.c, inval.c, handle.c, lookup.c, miss.c, cache.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache_int.h"
+
+/* A fast-path hit touches one line of its region. */
+_Static_assert(offsetof(struct gdrc_region, kmore) + sizeof(uint32_t) <=
+		       GDRC_CACHELINE,
+	       "the hit's fields of struct gdrc_region span two lines");
+/* One owner writes a handle: it must not share a line with another. */
+_Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
+	       "a handle is one cache line");
+/* gdrc_cache_put_fast compares a remembered handle with the mr given. */
+_Static_assert(offsetof(struct gdrc_handle, pub) == 0,
+	       "a handle's mr is its address");
+
+/* A region never published reads as released to gdrc_cache_cleanup. */
+void gdrc_region_init_free(void *obj)
+{
+	struct gdrc_region *r = obj;
+
+	atomic_init(&r->word, REGION_DEAD | REGION_INVALID);
+}
+
+struct gdrc_region *gdrc_region_alloc(struct gdrc_cache *c)
+{
+	return gdrc_pool_get(c, &c->regions);
+}
+
+/* Return r and the handles hung on it to the pools. */
+void gdrc_region_free(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	struct gdrc_seg *segs = r->segs;
+	struct gdrc_kpin *kpins = r->kpins;
+	struct gdrc_handle *h, *next;
+
+	/* Cleared before they are freed: a fork child frees what is left
+	 * (free_chunks), and must not find one freed already. */
+	r->segs = NULL;
+	r->kpins = NULL;
+	r->kmore = 0;
+	free(segs);
+	free(kpins);
+	r->self.magic = 0;
+	gdrc_slab_lock(c);
+	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
+	     h = next) {
+		next = h->next;
+		h->pub.magic = 0;
+		gdrc_pool_put_locked(c, &c->handles, h);
+	}
+	atomic_store_explicit(&r->handles, NULL, memory_order_relaxed);
+	gdrc_pool_put_locked(c, &c->regions, r);
+	gdrc_slab_unlock(c);
+}
+
+/* The accounting slot of device (host memory: 0), or NULL past
+ * GDRC_MAX_DEVICES. */
+struct gdrc_dev_acct *gdrc_dev_acct(struct gdrc_cache *c, int device)
+{
+	if (device < GDRC_DEVICE_HOST || device >= GDRC_MAX_DEVICES)
+		return NULL;
+	return &c->dev[device + 1];
+}
+
+/* Count r in (sign 1) or out of (sign -1) its device's totals. */
+static void dev_account(struct gdrc_cache *c, const struct gdrc_region *r,
+			int sign)
+{
+	struct gdrc_dev_acct *a = gdrc_dev_acct(c, r->device);
+	uint64_t len = r->reg_end - r->reg_start;
+
+	if (!a)
+		return;
+	if (sign < 0)
+		len = -len;
+	atomic_fetch_add_explicit(&a->pinned_bytes, len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&a->regions, (uint64_t)sign,
+				  memory_order_relaxed);
+	if (r->ops->backend == GDRC_BACKEND_DMABUF)
+		atomic_fetch_add_explicit(&a->dmabufs, (uint64_t)sign,
+					  memory_order_relaxed);
+}
+
+/*
+ * Make a freshly registered region reachable by its owner: one direct
+ * reference (the caller's), INVALID until inserted.
+ */
+void gdrc_region_publish(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	uint64_t len = r->reg_end - r->reg_start;
+	uint64_t pinned, max;
+
+	r->self.r = r;
+	r->self.h = NULL;
+	r->self.magic = GDRC_MR_MAGIC;
+	atomic_store_explicit(&r->direct, 0, memory_order_relaxed);
+	atomic_store_explicit(&r->handles, NULL, memory_order_relaxed);
+	atomic_store_explicit(&r->word, 1 | REGION_INVALID,
+			      memory_order_release);
+	pinned = atomic_fetch_add_explicit(&c->pinned_bytes, len,
+					   memory_order_relaxed) + len;
+	max = atomic_load_explicit(&c->pinned_bytes_max, memory_order_relaxed);
+	while (pinned > max &&
+	       !atomic_compare_exchange_weak_explicit(&c->pinned_bytes_max,
+						      &max, pinned,
+						      memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+	atomic_fetch_add_explicit(&c->nalive, 1, memory_order_relaxed);
+	dev_account(c, r, 1);
+}
+
+/*
+ * Try to become the one thread that releases r: no reference, no pin, and
+ * invalid.  @return 1 if this thread must release it.
+ */
+static int region_claim_dead(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	uint64_t w = atomic_load_explicit(&r->word, memory_order_acquire);
+
+	while (!(w & (REGION_REF_MASK | REGION_PIN_MASK)) &&
+	       (w & REGION_INVALID) && !(w & REGION_DEAD)) {
+		if (atomic_compare_exchange_weak_explicit(
+			    &r->word, &w, w | REGION_DEAD,
+			    memory_order_acq_rel, memory_order_acquire)) {
+			atomic_fetch_sub_explicit(&c->pinned_bytes,
+						  r->reg_end - r->reg_start,
+						  memory_order_relaxed);
+			atomic_fetch_sub_explicit(&c->nalive, 1,
+						  memory_order_relaxed);
+			dev_account(c, r, -1);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Deregister and free a region this thread claimed.  Never under lock. */
+void gdrc_region_release(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	struct gdrc_pin_reg reg = {
+		.addr = r->reg_start,
+		.length = r->reg_end - r->reg_start,
+		.access = r->access,
+		.mem_type = r->mem_type,
+		.handle = r->handle,
+	};
+
+	r->ops->dereg(r->be, &reg);
+	if (r->kslot >= 0 && r->kpinned)
+		c->p.kunpin(c->p.karg, r->khandle);
+	else if (r->kslot >= 0)
+		c->p.kunsub(c->p.karg, r->khandle);
+	for (uint32_t i = 0; i < r->kmore; i++)
+		c->p.kunpin(c->p.karg, r->kpins[i].handle);
+	gdrc_stat_add(c, GDRC_STAT_DEREGS, 1);
+	gdrc_region_free(c, r);
+}
+
+/*
+ * Subtract delta (a reference or a pin) from r's word; if that was the
+ * last of both, release r now, or, with d (cache->lock held), once the
+ * lock is dropped.
+ */
+void gdrc_region_drop_defer(struct gdrc_cache *c, struct gdrc_region *r,
+			    uint64_t delta, struct gdrc_defer *d)
+{
+	uint64_t w = atomic_fetch_sub_explicit(&r->word, delta,
+					       memory_order_acq_rel) - delta;
+
+	if ((w & (REGION_REF_MASK | REGION_PIN_MASK)) ||
+	    !region_claim_dead(c, r))
+		return;
+	if (d) {
+		r->lru_next = d->dead;
+		d->dead = r;
+	} else {
+		gdrc_region_release(c, r);
+	}
+}
+
+void gdrc_region_drop(struct gdrc_cache *c, struct gdrc_region *r,
+		      uint64_t delta)
+{
+	gdrc_region_drop_defer(c, r, delta, NULL);
+}
+
+void gdrc_cache_region_put(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	gdrc_region_drop(c, r, 1);
+}
+
+void gdrc_defer_release(struct gdrc_cache *c, struct gdrc_defer *d)
+{
+	struct gdrc_region *r, *next;
+
+	for (r = d->dead; r; r = next) {
+		next = r->lru_next;
+		gdrc_region_release(c, r);
+	}
+	d->dead = NULL;
+}
+
+int gdrc_cache_kmore_stale(const struct gdrc_cache *c,
+			   const struct gdrc_region *r)
+{
+	for (uint32_t i = 0; i < r->kmore; i++)
+		if (c->p.kgen[r->kpins[i].slot])
+			return 1;
+	return 0;
+}
+
+/* ====================================================================
+ * Identity: which memory a region was made for
+ * ==================================================================== */
+
+/* Segment i of an array, or the one implicit segment when there is no
+ * array (see gdrc_region.segs). */
+static struct gdrc_seg seg_at(const struct gdrc_seg *segs, unsigned i,
+			      uintptr_t start, uintptr_t end, uint64_t id)
+{
+	if (segs)
+		return segs[i];
+	return (struct gdrc_seg){ .start = start, .end = end,
+				  .buffer_id = id };
+}
+
+struct gdrc_seg gdrc_region_seg(const struct gdrc_region *r, unsigned i)
+{
+	return seg_at(r->segs, i, r->alloc_start, r->alloc_end, r->buffer_id);
+}
+
+struct gdrc_seg gdrc_req_seg(const struct gdrc_cache_req *q, unsigned i)
+{
+	return seg_at(q->segs, i, q->alloc_start, q->alloc_end, q->buffer_id);
+}
+
+unsigned gdrc_req_nseg(const struct gdrc_cache_req *q)
+{
+	return q->segs ? q->nseg : 1;
+}
+
+static int seg_eq(const struct gdrc_seg *a, const struct gdrc_seg *b)
+{
+	return a->start == b->start && a->end == b->end &&
+	       a->buffer_id == b->buffer_id;
+}
+
+/*
+ * Is r made for the memory the driver reports for q now, where both
+ * cover some?  Host memory: the same BUFFER_ID (0, or the CUDA-pinned
+ * allocation's).  GPU memory: every segment of one that overlaps a
+ * segment of the other is that very segment (range and BUFFER_ID), so a
+ * registration over mappings A and B agrees with a request over B and C
+ * while B is unchanged, and not once B was remapped.
+ */
+int gdrc_same_memory(const struct gdrc_region *r,
+		     const struct gdrc_cache_req *q)
+{
+	unsigned i = 0, j = 0, qn = gdrc_req_nseg(q);
+
+	if (r->mem_type != q->mem_type)
+		return 0;
+	if (r->mem_type != GDRC_MEM_CUDA)
+		return r->buffer_id == q->buffer_id;
+	while (i < r->nseg && j < qn) {
+		struct gdrc_seg a = gdrc_region_seg(r, i);
+		struct gdrc_seg b = gdrc_req_seg(q, j);
+
+		if (a.end <= b.start) {
+			i++;
+		} else if (b.end <= a.start) {
+			j++;
+		} else {
+			if (!seg_eq(&a, &b))
+				return 0;
+			i++;
+			j++;
+		}
+	}
+	return 1;
+}
+
+/* Made for exactly q's memory: merging r into q's registration keeps it
+ * inside q's segments. */
+int gdrc_same_segments(const struct gdrc_region *r,
+		       const struct gdrc_cache_req *q)
+{
+	if (r->mem_type != q->mem_type)
+		return 0;
+	if (r->mem_type != GDRC_MEM_CUDA)
+		return r->buffer_id == q->buffer_id;
+	if (r->nseg != gdrc_req_nseg(q))
+		return 0;
+	for (unsigned i = 0; i < r->nseg; i++) {
+		struct gdrc_seg a = gdrc_region_seg(r, i);
+		struct gdrc_seg b = gdrc_req_seg(q, i);
+
+		if (!seg_eq(&a, &b))
+			return 0;
+	}
+	return 1;
+}
+
+/* Index of the first segment of r (with an array) ending past addr. */
+static unsigned seg_search(const struct gdrc_region *r, uintptr_t addr)
+{
+	unsigned lo = 0, hi = r->nseg;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		if (r->segs[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+struct gdrc_seg gdrc_cache_seg_of(const struct gdrc_region *r,
+				  uintptr_t addr)
+{
+	return r->segs ? r->segs[seg_search(r, addr)] : gdrc_region_seg(r, 0);
+}
+
+int gdrc_cache_segs_ok(const struct gdrc_cache *c,
+		       const struct gdrc_region *r, uintptr_t start,
+		       uintptr_t end)
+{
+	return gdrc_segs_check(c, &r->segs[seg_search(r, start)], end);
+}
+
+/* ====================================================================
+ * Membership (under cache->lock, write)
+ * ==================================================================== */
+
+/*
+ * Put a published region in the cache: findable in the index, newest on
+ * the LRU list, counted, and holding the index's own reference.  The
+ * INVALID bit goes last (release): a reader that finds r valid finds it
+ * whole.
+ */
+void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	uint64_t tick = atomic_fetch_add_explicit(&c->tick, 1,
+						  memory_order_relaxed) + 1;
+
+	gdrc_assert_wrlocked(c);
+	gdrc_index_insert(c, r);
+	if (r->alloc_end > r->alloc_start &&
+	    r->alloc_end - r->alloc_start + c->page_size > c->alloc_span_max)
+		c->alloc_span_max = r->alloc_end - r->alloc_start +
+				    c->page_size;
+	r->was_cached = 1;
+	atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
+	gdrc_lru_append(c, r, tick);
+	c->nregions++;
+	atomic_fetch_add_explicit(&r->word, 1, memory_order_relaxed);
+	atomic_fetch_and_explicit(&r->word, ~REGION_INVALID,
+				  memory_order_release);
+}
+
+/*
+ * Take r out of the index and drop the index's reference.  ghost: the miss
+ * cause to remember for its range, or 0 for none.  A region nobody holds
+ * goes on d->dead, to be released after the lock is dropped.
+ */
+void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
+			int ghost, struct gdrc_defer *d)
+{
+	uint64_t old;
+
+	gdrc_assert_wrlocked(c);
+	atomic_fetch_or_explicit(&r->word, REGION_INVALID,
+				 memory_order_acq_rel);
+	gdrc_index_remove(c, r);
+	gdrc_lru_unlink(c, r);
+	c->nregions--;
+	if (ghost)
+		gdrc_ghost_add(c, r, ghost);
+	gdrc_tls_drop_region_locked(c, r, d);
+	old = atomic_fetch_sub_explicit(&r->word, 1, memory_order_acq_rel) - 1;
+	if (!(old & (REGION_REF_MASK | REGION_PIN_MASK)) &&
+	    region_claim_dead(c, r)) {
+		r->lru_next = d->dead;
+		d->dead = r;
+	}
+}
+
