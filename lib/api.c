@@ -45,6 +45,7 @@
 #include "hooks/hooks.h"
 #include "kchan/kchan.h"
 #include "log/log.h"
+#include "req/req.h"
 #include "stats/stats.h"
 #include "api_int.h"
 
@@ -681,89 +682,36 @@ static int range_ok(const void *addr, size_t len)
 	       len <= UINTPTR_MAX - GDRC_MAX_ROUNDING - start;
 }
 
-/*
- * Fill req for GPU memory: the whole allocation is the key range (hits
- * inside it are served), unless it is larger than GDRC_WHOLE_ALLOC_MAX,
- * in which case the request rounded to GPU pages, within the allocation.
- * VMM memory: the allocation is the run of mappings the request covers,
- * each whole (segs, which the caller frees if it is not buf), never
- * past a mapping the request does not reach, never over a hole.
- * SYNC_MEMOPS is set here, before any registration of the allocation is
- * handed out.
- */
-static gdrc_status_t req_gpu(struct gdrc_ctx *ctx, const struct gdrc_class *cls,
-			     struct gdrc_cache_req *req, struct gdrc_seg *buf,
-			     unsigned cap, struct gdrc_seg **segs_p)
+/* The context's policy for a request of GPU memory cls describes.
+ * hooks mode trusts the CUDA hooks only once they passed their self
+ * test (run now if no context was current at gdrc_init). */
+static struct gdrc_req_policy req_policy(struct gdrc_ctx *ctx,
+					 const struct gdrc_class *cls)
 {
-	const struct gdrc_ptr_info *info = &cls->info;
-	uintptr_t alloc_start = info->alloc_base;
-	uintptr_t alloc_end = info->alloc_base + info->alloc_size;
-	gdrc_status_t status;
-	unsigned nseg = 1;
-	int did_set;
+	struct gdrc_req_policy pol = {
+		.tag_check_auto =
+			ctx->knobs.validate == GDRC_KNOB_VALIDATE_AUTO,
+		.whole_alloc_max = ctx->knobs.whole_alloc_max,
+	};
 
-	if (info->kind == GDRC_PTR_MANAGED) {
-		gdrc_debug("%#lx is managed memory: not registered",
-			   (unsigned long)req->start);
-		return GDRC_ERR_UNSUPPORTED;
-	}
-	if (ctx->gpu_refused) {
-		char why[4 * 200];
+	if (cls->info.mem_type == GDRC_MEM_CUDA &&
+	    cls->info.kind != GDRC_PTR_MANAGED)
+		pol.tag_check = ctx->knobs.validate != GDRC_KNOB_VALIDATE_HOOKS ||
+				(ctx->cuda_hooks &&
+				 cuhooks_test(ctx->cuda, cls->cu_ctx) !=
+					 CUHOOKS_OK);
+	return pol;
+}
 
-		gdrc_api_gpu_refusal(ctx, why, sizeof(why));
-		gdrc_error("%#lx is GPU memory and no GPU backend works: %s",
-			   (unsigned long)req->start, why);
-		return GDRC_ERR_UNSUPPORTED;
-	}
-	if (info->kind == GDRC_PTR_VMM) {
-		status = gdrc_classify_segments(ctx->cuda, cls, req->start,
-						req->end, buf, cap, segs_p,
-						&nseg);
-		if (status)
-			return status;
-		alloc_end = (*segs_p)[nseg - 1].end;
-		if (nseg > 1) {
-			req->segs = *segs_p;
-			req->nseg = nseg;
-		}
-	}
-	if (req->end > alloc_end) {
-		gdrc_error("%#lx+%lu runs past its cuda allocation (%#lx+%zu)",
-			   (unsigned long)req->start,
-			   (unsigned long)(req->end - req->start),
-			   (unsigned long)info->alloc_base, info->alloc_size);
-		return GDRC_ERR_UNSUPPORTED;
-	}
-	req->mem_type = GDRC_MEM_CUDA;
-	req->kind = info->kind;
-	req->device = info->device;
-	req->buffer_id = info->buffer_id;
-	req->alloc_start = alloc_start;
-	req->alloc_end = alloc_end;
-	req->reg_align = GDRC_GPU_PAGE_SIZE;
-	/* hooks mode trusts the CUDA hooks only once they passed their self
-	 * test (run now if no context was current at gdrc_init). */
-	req->tag_check = ctx->knobs.validate != GDRC_KNOB_VALIDATE_HOOKS ||
-			 (ctx->cuda_hooks &&
-			  cuhooks_test(ctx->cuda, cls->cu_ctx) != CUHOOKS_OK);
-	req->tag_check_auto = ctx->knobs.validate == GDRC_KNOB_VALIDATE_AUTO;
-	if (alloc_end - alloc_start <= ctx->knobs.whole_alloc_max) {
-		req->key_start = alloc_start;
-		req->key_end = alloc_end;
-	} else {
-		req->key_start = gdrc_align_down(req->start, GDRC_GPU_PAGE_SIZE);
-		req->key_end = gdrc_align_up(req->end, GDRC_GPU_PAGE_SIZE);
-		if (req->key_start < alloc_start)
-			req->key_start = alloc_start;
-		if (req->key_end > alloc_end)
-			req->key_end = alloc_end;
-	}
-	req->info_flags = gdrc_classify_sync_memops(ctx->cuda, cls, &did_set);
-	if (did_set)
-		gdrc_cache_stat_add(&ctx->cache, GDRC_STAT_SYNC_MEMOPS_SET, 1);
-	if (req->tag_check)
-		req->info_flags |= GDRC_MR_INFO_TAG_CHECKED;
-	return GDRC_OK;
+/* GPU memory with no GPU backend that works: say why, once per call. */
+static gdrc_status_t gpu_refused(struct gdrc_ctx *ctx, uintptr_t start)
+{
+	char why[4 * 200];
+
+	gdrc_api_gpu_refusal(ctx, why, sizeof(why));
+	gdrc_error("%#lx is GPU memory and no GPU backend works: %s",
+		   (unsigned long)start, why);
+	return GDRC_ERR_UNSUPPORTED;
 }
 
 /* What a registration must allow for access: remote writes and atomics
@@ -785,7 +733,7 @@ static inline int hooks_trusted(void)
 /* VMM mappings a miss finds without allocating (more: on the heap). */
 #define GDRC_SEG_STACK 8
 
-/* Not found by the fast path: the tree, then classify and register.
+/* Not found by the fast path: the index, then classify and register.
  * Not inlined: its frame would cost every hit six register saves. */
 GDRC_NOINLINE
 static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
@@ -810,26 +758,25 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 			return ret < 0 ? (gdrc_status_t)ret : GDRC_OK;
 	}
 	if (ctx->cuda) {
+		struct gdrc_req_policy pol;
+		int sync_set;
+
 		gdrc_cache_stat_add(&ctx->cache, GDRC_STAT_CLASSIFY_CALLS, 1);
 		status = gdrc_classify(ctx->cuda, start, &cls);
 		if (status)
 			return status;
-		req.kind = cls.info.kind;
-		if (cls.info.kind == GDRC_PTR_HOST_PINNED &&
-		    cls.info.alloc_size) {
-			/* Bounds merges, and lets cuMemFreeHost's event
-			 * (base address only) find it. */
-			req.buffer_id = cls.info.buffer_id;
-			req.alloc_start = cls.info.alloc_base;
-			req.alloc_end = cls.info.alloc_base +
-					cls.info.alloc_size;
-		}
-		if (cls.info.mem_type == GDRC_MEM_CUDA) {
-			status = req_gpu(ctx, &cls, &req, seg_buf,
-					 GDRC_ARRAY_SIZE(seg_buf), &segs);
-			if (status)
-				goto out;
-		}
+		if (cls.info.mem_type == GDRC_MEM_CUDA &&
+		    cls.info.kind != GDRC_PTR_MANAGED && ctx->gpu_refused)
+			return gpu_refused(ctx, start);
+		pol = req_policy(ctx, &cls);
+		status = gdrc_req_from_class(ctx->cuda, &cls, &pol, &req,
+					     seg_buf, GDRC_ARRAY_SIZE(seg_buf),
+					     &segs, &sync_set);
+		if (sync_set)
+			gdrc_cache_stat_add(&ctx->cache,
+					    GDRC_STAT_SYNC_MEMOPS_SET, 1);
+		if (status)
+			goto out;
 	}
 	status = gdrc_cache_get_miss(&ctx->cache, &req, mr_p);
 out:

@@ -17,6 +17,8 @@
 #   pin     pin/*, gdrc_int.h, log/log.h
 #   cache   cache/*, gdrc_int.h, log/log.h, itree/itree.h, pin/pin.h
 #           (never hooks/ or config/)
+#   req     req/*, cache/cache.h (the request type), classify/*, cuda/*,
+#           gdrc_int.h, log/log.h
 #   preload preload/* only (the public header is not a module: it is
 #           a layer over libgdrcache.so.0's public API)
 #   lib/gdrc_int.h      nothing (it depends on the C library only)
@@ -47,9 +49,11 @@ set(_allow_cache "^cache/" "^gdrc_int\\.h$" "^log/log\\.h$"
 set(_allow_cuda "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_classify "^classify/" "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_kchan "^kchan/" "^gdrc_int\\.h$" "^log/log\\.h$")
+set(_allow_req "^req/" "^cache/cache\\.h$" "^classify/" "^cuda/"
+	"^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_preload "^preload/")
 set(_modules log itree stats config hooks pin cache cuda classify kchan
-	preload)
+	req preload)
 
 file(GLOB_RECURSE _files RELATIVE "${SRC}" "${SRC}/*.c" "${SRC}/*.h")
 list(SORT _files)
