@@ -637,6 +637,9 @@ enum gdrc_stat {
 					UCX's UCM (docs/hooks.md) */
 	GDRC_STAT_MISUSE,            /* misuses detected in this process,
 				      * by any context (GDRC_MISUSE) */
+	GDRC_STAT_TREE_LOOKUPS,      /* hits and misses the lock-free page
+				      * hash did not answer: asked the tree
+				      * under the lock (docs/design.md) */
 	GDRC_STAT_COUNT
 };
 

@@ -320,7 +320,8 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 	c->page_size = page > 0 ? (uintptr_t)page : 4096;
 	atomic_flag_clear(&c->oom_warned);
 	gdrc_invq_init(&c->invq);
-	gdrc_index_init(c);
+	if (gdrc_index_init(c))
+		return GDRC_ERR_NO_MEMORY;
 	c->regions = (struct gdrc_pool){
 		.size = sizeof(struct gdrc_region),
 		.link = offsetof(struct gdrc_region, free_next),
@@ -330,10 +331,13 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 		.size = sizeof(struct gdrc_handle),
 		.link = offsetof(struct gdrc_handle, free_next),
 	};
-	if (pthread_rwlock_init(&c->lock, NULL))
+	if (pthread_rwlock_init(&c->lock, NULL)) {
+		gdrc_index_cleanup(c);
 		return GDRC_ERR_NO_MEMORY;
+	}
 	if (pthread_mutex_init(&c->slab_lock, NULL)) {
 		pthread_rwlock_destroy(&c->lock);
+		gdrc_index_cleanup(c);
 		return GDRC_ERR_NO_MEMORY;
 	}
 	/* The first chunk of each pool now, so that the first miss costs
@@ -360,6 +364,7 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 err:
 	gdrc_pool_free_chunks(&c->regions);
 	gdrc_pool_free_chunks(&c->handles);
+	gdrc_index_cleanup(c);
 	pthread_mutex_destroy(&c->slab_lock);
 	pthread_rwlock_destroy(&c->lock);
 	return status;
@@ -386,6 +391,7 @@ static void free_chunks(struct gdrc_cache *c)
 	}
 	gdrc_pool_free_chunks(&c->regions);
 	gdrc_pool_free_chunks(&c->handles);
+	gdrc_index_cleanup(c);
 }
 
 void gdrc_cache_cleanup(struct gdrc_cache *c)

@@ -124,24 +124,34 @@ enum gdrc_put_fault {
 /* One registration.  Fields marked "fixed" do not change between the
  * region's publication and its release. */
 struct gdrc_region {
-	/* What a fast-path hit reads, in the first cache line: */
+	/* Line 0: what every hit reads (fast or through the index) and
+	 * what a put of a direct reference writes. */
 	_Atomic uint64_t word;   /* refs | INVALID | DEAD | pins, see above */
 	_Atomic uint64_t stamp;  /* cache tick at its last get (LRU) */
 	uintptr_t start;         /* fixed: key range [start, end): hits */
 	uintptr_t end;           /* fixed   inside it are served */
-	uint64_t buffer_id;      /* fixed: GPU: its first segment's identity,
-				  * else 0 */
-	int tag_check;           /* fixed: REGION_TAG_*: how hits check */
-	int kslot;               /* fixed: kernel channel word, or -1 */
 	uint32_t access;         /* fixed: GDRC_ACCESS_* registered */
+	int kslot;               /* fixed: kernel channel word, or -1 */
+	int tag_check;           /* fixed: REGION_TAG_*: how hits check */
 	uint32_t kmore;          /* fixed: GPU pins beyond kslot's (one per
 				  * further VMM mapping), in kpins */
+	_Atomic uint32_t direct; /* direct references handed out (self)
+				  * and not yet put: a put beyond them is
+				  * a misuse */
+	struct gdrc_cache *cache;  /* fixed: owner */
 
-	uint64_t id;             /* fixed: unique in the process */
-	uintptr_t reg_start;     /* fixed: range registered (pinned); */
-	uintptr_t reg_end;       /* fixed   GPU: 64 KiB rounded, may be wider */
+	/* Line 1 (the pair of line 0: regions are 128-byte aligned): what
+	 * a direct reference's put and its user read, the tag. */
+	struct gdrc_mr self;     /* fixed: the direct-reference handle */
+	uint64_t buffer_id;      /* fixed: GPU: its first segment's identity,
+				  * else 0 */
 	uint32_t lkey;           /* fixed */
 	uint32_t rkey;           /* fixed */
+	void *handle;            /* fixed: backend object */
+	uint64_t id;             /* fixed: unique in the process */
+
+	uintptr_t reg_start;     /* fixed: range registered (pinned); */
+	uintptr_t reg_end;       /* fixed   GPU: 64 KiB rounded, may be wider */
 	int mem_type;            /* fixed: enum gdrc_mem_type */
 	int kind;                /* fixed: enum gdrc_ptr_kind */
 	int device;              /* fixed: CUDA ordinal or -1 */
@@ -161,16 +171,12 @@ struct gdrc_region {
 	uint64_t khandle;        /* fixed: its subscription */
 	struct gdrc_kpin *kpins; /* fixed: the kmore further pins */
 	int was_cached;          /* fixed: inserted into the index */
-	struct gdrc_cache *cache;  /* fixed: owner */
-	void *handle;            /* fixed: backend object */
-	struct gdrc_mr self;     /* fixed: the direct-reference handle */
-	_Atomic uint32_t direct; /* direct references handed out (self)
-				  * and not yet put: a put beyond them is
-				  * a misuse */
 	struct gdrc_handle *_Atomic handles; /* pushed only; freed with it */
 
 	/* Under cache->lock: */
-	struct gdrc_itree_node node; /* in cache->tree while cached */
+	struct gdrc_itree_node node; /* in the index's tree while cached */
+	int ix_level;                /* index.c: its level in the page
+				      * hash, or -1 (the tree alone) */
 	struct gdrc_region *lru_prev; /* cache->lru, sorted by enq */
 	struct gdrc_region *lru_next;
 	uint64_t enq;                /* stamp when placed on the LRU */
@@ -229,9 +235,14 @@ struct gdrc_tls_entry {
 	struct gdrc_region *r; /* h->pub.r, one load nearer */
 };
 
+/* Regions this thread last hit through the index (handle.c). */
+#define GDRC_TLS_SEEN 4
+
 struct gdrc_tls {
 	struct gdrc_tls_entry e[GDRC_TLS_ENTRIES];
 	unsigned next;      /* round-robin replacement */
+	unsigned seen_next; /* round-robin replacement in seen */
+	const struct gdrc_region *seen[GDRC_TLS_SEEN]; /* compared only */
 	int shard;          /* stats shard; -1 until assigned */
 	int no_handles;     /* no exit hook (any more): gets are served as
 			     * direct references, and nothing is kept */
@@ -370,6 +381,21 @@ struct gdrc_pool {
 	void (*init)(void *obj); /* for each fresh object, or NULL */
 };
 
+/* index.c: a page hash read without a lock, over an interval tree. */
+#define GDRC_IX_LEVELS 6
+
+struct gdrc_phash;
+
+struct gdrc_index {
+	struct gdrc_itree tree;           /* every cached region */
+	struct gdrc_phash *_Atomic ph;    /* the pages of regions of up to
+					   * GDRC_IX_SPAN granules of a level:
+					   * read by lookups without a lock */
+	struct gdrc_phash *retired;       /* tables replaced by a larger
+					   * one, freed with the cache */
+	_Atomic uint64_t level_regions[GDRC_IX_LEVELS]; /* in the hash */
+};
+
 struct gdrc_cache {
 	/* Read by every fast-path get: */
 	uint64_t uid;                  /* fixed: unique per cache */
@@ -390,7 +416,7 @@ struct gdrc_cache {
 	/* Under lock: */
 	const void *lock_writer;       /* debug builds: &gdrc_tls_cur of the
 					* thread holding lock for writing */
-	struct gdrc_itree tree;        /* cached regions (index.c) */
+	struct gdrc_index ix;          /* cached regions (index.c) */
 	struct gdrc_region *lru_head;  /* least recent first */
 	struct gdrc_region *lru_tail;
 	uint64_t nregions;             /* in the index */

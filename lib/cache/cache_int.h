@@ -130,7 +130,8 @@ void gdrc_region_drop_defer(struct gdrc_cache *c, struct gdrc_region *r,
 void gdrc_region_drop(struct gdrc_cache *c, struct gdrc_region *r,
 		      uint64_t delta);
 void gdrc_defer_release(struct gdrc_cache *c, struct gdrc_defer *d);
-void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r);
+void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
+			void **spare_p);
 void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
 			int ghost, struct gdrc_defer *d);
 struct gdrc_seg gdrc_region_seg(const struct gdrc_region *r, unsigned i);
@@ -160,9 +161,23 @@ int gdrc_lru_check(struct gdrc_cache *c);
 
 /* ---- index.c ---- */
 
-void gdrc_index_init(struct gdrc_cache *c);
-void gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r);
+gdrc_status_t gdrc_index_init(struct gdrc_cache *c);
+void gdrc_index_cleanup(struct gdrc_cache *c);
+/* Outside the lock: a larger page hash if the next insertion may not
+ * fit (for gdrc_index_insert), else NULL. */
+void *gdrc_index_prepare(const struct gdrc_cache *c);
+/* *spare_p (from gdrc_index_prepare, or NULL) replaces a full table;
+ * then it is set to NULL, and otherwise the caller frees it (after
+ * dropping the lock). */
+void gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
+		       void **spare_p);
 void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r);
+/* No lock: a cached region covering [start, end) with access, with a
+ * reference taken, or NULL (none, or not found this way: ask the tree
+ * under the lock). */
+struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
+					 uintptr_t start, uintptr_t end,
+					 uint32_t access);
 /* fn for every region whose key overlaps [start, end), in ascending
  * start order; fn must not change the index.  @return 0, or fn's
  * nonzero value that stopped the walk. */
@@ -189,6 +204,7 @@ void gdrc_handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
 int gdrc_handles_busy(struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r);
+struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r);
 
 /* ---- inval.c ---- */
 

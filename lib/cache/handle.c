@@ -378,6 +378,31 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 	return &h->pub;
 }
 
+/*
+ * Serve an index hit.  A thread that will get r again soon is best
+ * served through a handle, which the fast path then finds; one that
+ * walks many regions once each (a random access pattern over more
+ * regions than its GDRC_TLS_ENTRIES) would make and retire a handle per
+ * get, several atomics each, and evict the handles that do repeat.  So
+ * a handle is made when the thread has one on r already, or hit r
+ * through the index among its last GDRC_TLS_SEEN index hits: the second
+ * get of a buffer reaches the fast path from the third on.  Otherwise
+ * the caller's reference is served as it is.
+ */
+struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	for (int i = 0; i < GDRC_TLS_SEEN; i++)
+		if (t->seen[i] == r)
+			return gdrc_serve(c, r);
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		if (t->e[i].uid == c->uid && t->e[i].r == r)
+			return gdrc_serve(c, r);
+	t->seen[t->seen_next++ % GDRC_TLS_SEEN] = r;
+	return gdrc_serve_direct(r);
+}
+
 /* Does a live handle on r have a get outstanding?  A hint: see cache.h. */
 int gdrc_handles_busy(struct gdrc_region *r)
 {

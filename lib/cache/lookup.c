@@ -6,13 +6,18 @@
  *   1. A queued event sends the get to the miss path, which drains the
  *      queue first (inval.c); a fork child gets GDRC_ERR_FORK.
  *   2. This thread's handles on regions that left the cache are let go.
- *   3. Under cache->lock for reading: the index finds a region whose key
- *      covers the request with the rights asked and whose kernel word has
- *      not moved; a direct reference on it and its LRU stamp are taken.
+ *   3. The index finds a region whose key covers the request with the
+ *      rights asked and whose kernel word has not moved, and takes a
+ *      direct reference on it and its LRU stamp: first the page hash,
+ *      without a lock, then, if that found nothing, the tree under
+ *      cache->lock for reading (index.c says why both are exact).
  *   4. Outside the lock: a GPU region's tag check (BUFFER_ID of each
  *      segment the request touches); a failure removes it (write lock).
- *   5. The hit is counted, and served through this thread's handle on
- *      the region (handle.c), which the fast path then finds.
+ *   5. The hit is counted and served (handle.c): through this thread's
+ *      handle on the region, which the fast path then finds, if the
+ *      thread hit it through the index lately; else as a direct
+ *      reference, which costs no handle for an access that does not
+ *      repeat.
  *
  * No CUDA call, allocation or backend call under the lock.  The fast
  * path's own checks (gdrc_cache_hit_ok) and this path's agree: both
@@ -55,11 +60,11 @@ void gdrc_hit(struct gdrc_cache *c, struct gdrc_region *r)
 	gdrc_region_stamp(c, r);
 }
 
-/* Count a hit and serve it through this thread's handle. */
+/* Count a hit and serve it (handle.c: a handle if it repeats). */
 struct gdrc_mr *gdrc_hit_done(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	gdrc_tls_count_hit(c);
-	return gdrc_serve(c, r);
+	return gdrc_serve_hit(c, r);
 }
 
 /* Outside the lock: does a GPU region still hold its memory where
@@ -93,11 +98,17 @@ static int index_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
 		return 0; /* the miss path drains first */
 	gdrc_tls_drop_invalid(c);
-	gdrc_cache_rdlock(c);
-	r = gdrc_find_cover(c, start, end, &a);
-	if (r)
-		gdrc_hit(c, r);
-	gdrc_cache_unlock(c);
+	r = gdrc_index_find_fast(c, start, end, access);
+	if (r) {
+		gdrc_region_stamp(c, r);
+	} else {
+		gdrc_stat_add(c, GDRC_STAT_TREE_LOOKUPS, 1);
+		gdrc_cache_rdlock(c);
+		r = gdrc_find_cover(c, start, end, &a);
+		if (r)
+			gdrc_hit(c, r);
+		gdrc_cache_unlock(c);
+	}
 	if (!r || !tag_valid(c, r, start, end))
 		return 0;
 	*r_p = r;

@@ -425,12 +425,12 @@ static void plan_init(struct gdrc_cache *c, const struct gdrc_cache_req *req,
 	}
 }
 
-gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
-				  const struct gdrc_cache_req *req,
-				  struct gdrc_mr **mr_p)
+static gdrc_status_t get_miss(struct gdrc_cache *c,
+			      const struct gdrc_cache_req *req,
+			      struct gdrc_mr **mr_p, void **spare_p)
 {
 	struct gdrc_cover_arg want = { .c = c, .access = req->access,
-				  .req = req };
+				       .req = req };
 	struct gdrc_inflight inflight = { 0 };
 	struct gdrc_defer d = { 0 };
 	struct gdrc_collect col = { 0 };
@@ -525,7 +525,7 @@ again:
 		gdrc_index_overlap(c, plan.start, plan.end, gdrc_collect_fn,
 				   &col);
 		gdrc_remove_collected(c, &col, 0, &d);
-		gdrc_region_insert(c, r);
+		gdrc_region_insert(c, r, spare_p);
 	}
 	gdrc_stat_add(c, GDRC_STAT_MISSES, 1);
 	gdrc_stat_add(c, plan.cause, 1);
@@ -534,3 +534,15 @@ again:
 	return GDRC_OK;
 }
 
+gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
+				  const struct gdrc_cache_req *req,
+				  struct gdrc_mr **mr_p)
+{
+	/* A larger page hash, made before the lock if the insertion may
+	 * need one (no allocation under cache->lock). */
+	void *spare = gdrc_index_prepare(c);
+	gdrc_status_t status = get_miss(c, req, mr_p, &spare);
+
+	free(spare);
+	return status;
+}

@@ -39,25 +39,29 @@ static void **pool_link(const struct gdrc_pool *pool, void *obj)
 	return (void **)((char *)obj + pool->link);
 }
 
-/* Object i of a chunk: the chunk's first line holds its next pointer. */
+/* Chunks and objects are aligned to pairs of lines, which CPUs fetch
+ * together (the adjacent-line prefetcher). */
+#define POOL_ALIGN (2 * GDRC_CACHELINE)
+
+/* Object i of a chunk: the chunk's first pair holds its next pointer. */
 void *gdrc_pool_obj(const struct gdrc_pool *pool, void *chunk, int i)
 {
-	return (char *)chunk + GDRC_CACHELINE + (size_t)i * pool->size;
+	return (char *)chunk + POOL_ALIGN + (size_t)i * pool->size;
 }
 
 /*
- * Add a chunk of objects to the pool.  The chunk is zeroed and
- * cache-line aligned: each object is a line (or more) of its own, which
+ * Add a chunk of objects to the pool.  The chunk is zeroed and aligned
+ * to POOL_ALIGN: each object is a line (or more) of its own, which
  * calloc's 16-byte alignment would not give, and two threads' handles on
  * one line would slow both.  Takes slab_lock.  @return 0, or -1 out of
  * memory.
  */
 int gdrc_pool_grow(struct gdrc_cache *c, struct gdrc_pool *pool)
 {
-	size_t bytes = GDRC_CACHELINE + GDRC_POOL_CHUNK * pool->size;
+	size_t bytes = POOL_ALIGN + GDRC_POOL_CHUNK * pool->size;
 	void *chunk, *obj;
 
-	if (posix_memalign(&chunk, GDRC_CACHELINE, bytes))
+	if (posix_memalign(&chunk, POOL_ALIGN, bytes))
 		return -1;
 	memset(chunk, 0, bytes);
 	gdrc_slab_lock(c);

@@ -26,9 +26,17 @@
 #include "cache_int.h"
 
 /* A fast-path hit touches one line of its region. */
-_Static_assert(offsetof(struct gdrc_region, kmore) + sizeof(uint32_t) <=
+/* A hit reads line 0 of its region (a tag check also line 1); a put of a
+ * direct reference lines 0 and 1, one 128-byte pair (pool.c aligns
+ * objects to it), which the CPU fetches together. */
+_Static_assert(offsetof(struct gdrc_region, cache) + sizeof(void *) <=
 		       GDRC_CACHELINE,
-	       "the hit's fields of struct gdrc_region span two lines");
+	       "a hit's fields of struct gdrc_region leave line 0");
+_Static_assert(offsetof(struct gdrc_region, id) + sizeof(uint64_t) <=
+		       2 * GDRC_CACHELINE,
+	       "a put's fields of struct gdrc_region leave the first pair");
+_Static_assert(sizeof(struct gdrc_region) % (2 * GDRC_CACHELINE) == 0,
+	       "regions are whole 128-byte pairs");
 /* One owner writes a handle: it must not share a line with another. */
 _Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
 	       "a handle is one cache line");
@@ -362,15 +370,16 @@ int gdrc_cache_segs_ok(const struct gdrc_cache *c,
  * Put a published region in the cache: findable in the index, newest on
  * the LRU list, counted, and holding the index's own reference.  The
  * INVALID bit goes last (release): a reader that finds r valid finds it
- * whole.
+ * whole.  spare_p: as for gdrc_index_insert.
  */
-void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r)
+void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
+			void **spare_p)
 {
 	uint64_t tick = atomic_fetch_add_explicit(&c->tick, 1,
 						  memory_order_relaxed) + 1;
 
 	gdrc_assert_wrlocked(c);
-	gdrc_index_insert(c, r);
+	gdrc_index_insert(c, r, spare_p);
 	if (r->alloc_end > r->alloc_start &&
 	    r->alloc_end - r->alloc_start + c->page_size > c->alloc_span_max)
 		c->alloc_span_max = r->alloc_end - r->alloc_start +

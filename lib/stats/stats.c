@@ -41,6 +41,7 @@ static const char *const stat_names[GDRC_STAT_COUNT] = {
 	[GDRC_STAT_OOM_RETRIES] = "oom_retries",
 	[GDRC_STAT_UCM_EVENTS] = "ucm_events",
 	[GDRC_STAT_MISUSE] = "misuse",
+	[GDRC_STAT_TREE_LOOKUPS] = "tree_lookups",
 };
 
 GDRC_API const char *gdrc_stat_name(enum gdrc_stat stat)

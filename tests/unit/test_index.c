@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_index.c - the cache's index (lib/cache/index.c) through the public
+ * API with the none backend: hits answered by the lock-free page hash at
+ * each of its levels (GDRC_STAT_TREE_LOOKUPS stays put), the hash grown
+ * several times, a removed region's slot never serving another range,
+ * regions too wide for the hash found through the tree, and lookups
+ * racing with invalidations and new registrations from another thread.
+ * ctest runs it with GDRC_CHECK=1: after every change the index check
+ * compares every region's hash entries with the tree.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <cmocka.h>
+
+#include <gdrcache.h>
+
+#define PAGE 4096UL
+#define ACC GDRC_ACCESS_LOCAL_WRITE
+
+static uint64_t stat(struct gdrc_ctx *ctx, enum gdrc_stat s)
+{
+	uint64_t v;
+
+	assert_int_equal(gdrc_stat_get(ctx, s, &v), GDRC_OK);
+	return v;
+}
+
+static struct gdrc_ctx *ctx_new(void)
+{
+	struct gdrc_ctx *ctx;
+
+	assert_int_equal(gdrc_init(NULL, &ctx), GDRC_OK);
+	return ctx;
+}
+
+static char *map(size_t len)
+{
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	assert_true(p != MAP_FAILED);
+	return p;
+}
+
+/* A get of [p, p + len) that must hit, served for key [key, key + klen). */
+static void expect_hit(struct gdrc_ctx *ctx, const char *p, size_t len,
+		       const char *key, size_t klen)
+{
+	uint64_t hits = stat(ctx, GDRC_STAT_HITS);
+	uint64_t misses = stat(ctx, GDRC_STAT_MISSES);
+	struct gdrc_mr_info info;
+	struct gdrc_mr *mr;
+
+	assert_int_equal(gdrc_mr_get(ctx, p, len, ACC, 0, &mr), GDRC_OK);
+	assert_int_equal(gdrc_mr_query(mr, &info), GDRC_OK);
+	assert_int_equal(info.key_addr, (uintptr_t)key);
+	assert_int_equal(info.key_length, klen);
+	gdrc_mr_put(ctx, mr);
+	assert_int_equal(stat(ctx, GDRC_STAT_HITS), hits + 1);
+	assert_int_equal(stat(ctx, GDRC_STAT_MISSES), misses);
+}
+
+static void reg(struct gdrc_ctx *ctx, const char *p, size_t len)
+{
+	struct gdrc_mr *mr;
+
+	assert_int_equal(gdrc_mr_get(ctx, p, len, ACC, 0, &mr), GDRC_OK);
+	gdrc_mr_put(ctx, mr);
+}
+
+/*
+ * 3,000 one-page regions (the hash starts at 1,024 slots and grows at
+ * three quarters: three times), then a hit on each, in an order that
+ * never repeats within a thread's remembered handles: every one answered
+ * by the hash, none by the tree.
+ */
+static void test_index_hash_grows_and_answers(void **state)
+{
+	enum { N = 3000 };
+	struct gdrc_ctx *ctx = ctx_new();
+	char *buf = map(N * PAGE);
+	uint64_t tree;
+
+	(void)state;
+	for (unsigned i = 0; i < N; i++)
+		reg(ctx, buf + i * PAGE, PAGE);
+	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), N);
+	tree = stat(ctx, GDRC_STAT_TREE_LOOKUPS);
+	for (unsigned i = 0; i < N; i++) {
+		unsigned j = (i * 1237u) % N; /* 1237 is prime to N */
+
+		expect_hit(ctx, buf + j * PAGE + 8, 64, buf + j * PAGE, PAGE);
+	}
+	assert_int_equal(stat(ctx, GDRC_STAT_TREE_LOOKUPS), tree);
+	gdrc_fini(ctx);
+	munmap(buf, N * PAGE);
+}
+
+/*
+ * Regions at the hash's first three levels (1 page; 20 pages, past 16
+ * granules of 4 KiB; 300 pages, past 16 of 64 KiB): hits at their first
+ * and last bytes and over their second half, all from the hash.
+ */
+struct level_arg {
+	struct gdrc_ctx *ctx;
+	char *buf;
+	size_t len;
+	int ok;
+};
+
+/* A get of [p, p + len) served for key [a->buf, + a->len)?  No cmocka
+ * assertion off the test's own thread. */
+static int served_by(const struct level_arg *a, const char *p, size_t len)
+{
+	struct gdrc_mr_info info;
+	struct gdrc_mr *mr;
+	int ok;
+
+	if (gdrc_mr_get(a->ctx, p, len, ACC, 0, &mr) != GDRC_OK)
+		return 0;
+	ok = gdrc_mr_query(mr, &info) == GDRC_OK &&
+	     info.key_addr == (uintptr_t)a->buf && info.key_length == a->len;
+	gdrc_mr_put(a->ctx, mr);
+	return ok;
+}
+
+static void *level_hits(void *p)
+{
+	struct level_arg *a = p;
+
+	a->ok = served_by(a, a->buf + a->len - 1, 1) &&
+		served_by(a, a->buf, 1) &&
+		served_by(a, a->buf + a->len / 2, a->len / 2);
+	return NULL;
+}
+
+static void test_index_levels(void **state)
+{
+	static const size_t pages[] = { 1, 20, 300 };
+	struct gdrc_ctx *ctx = ctx_new();
+	char *buf[3];
+	uint64_t tree;
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		buf[i] = map(pages[i] * PAGE);
+		reg(ctx, buf[i], pages[i] * PAGE);
+	}
+	tree = stat(ctx, GDRC_STAT_TREE_LOOKUPS);
+	for (int i = 0; i < 3; i++) {
+		struct level_arg a = { ctx, buf[i], pages[i] * PAGE, 0 };
+		uint64_t hits = stat(ctx, GDRC_STAT_HITS);
+		pthread_t th;
+
+		/* A new thread remembers no handle: its first get of each
+		 * buffer is the index's (then the rest may be the fast
+		 * path's), and none may be the tree's. */
+		assert_int_equal(pthread_create(&th, NULL, level_hits, &a), 0);
+		assert_int_equal(pthread_join(th, NULL), 0);
+		assert_true(a.ok);
+		assert_int_equal(stat(ctx, GDRC_STAT_HITS), hits + 3);
+	}
+	assert_int_equal(stat(ctx, GDRC_STAT_TREE_LOOKUPS), tree);
+	gdrc_fini(ctx);
+	for (int i = 0; i < 3; i++)
+		munmap(buf[i], pages[i] * PAGE);
+}
+
+/*
+ * Two regions in one 64 KiB granule of the hash's second level: a get
+ * between them finds the granule's entry of the wide one, which does
+ * not cover it, and misses; then each serves only what it covers.
+ */
+static void test_index_granule_neighbour(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_new();
+	char *buf = map(64 * PAGE);
+	char *g = (char *)(((uintptr_t)buf + 16 * PAGE - 1) &
+			   ~(16 * PAGE - 1));
+	uint64_t misses;
+	struct gdrc_mr_info info;
+	struct gdrc_mr *mr;
+
+	(void)state;
+	reg(ctx, g + 4 * PAGE, 20 * PAGE); /* level 1: granules g, g + 64K */
+	misses = stat(ctx, GDRC_STAT_MISSES);
+	assert_int_equal(gdrc_mr_get(ctx, g + PAGE, PAGE, ACC, 0, &mr),
+			 GDRC_OK);
+	assert_int_equal(stat(ctx, GDRC_STAT_MISSES), misses + 1);
+	assert_int_equal(gdrc_mr_query(mr, &info), GDRC_OK);
+	assert_int_equal(info.key_addr, (uintptr_t)(g + PAGE));
+	assert_int_equal(info.key_length, PAGE);
+	gdrc_mr_put(ctx, mr);
+	expect_hit(ctx, g + 4 * PAGE, PAGE, g + 4 * PAGE, 20 * PAGE);
+	expect_hit(ctx, g + PAGE + 8, 8, g + PAGE, PAGE);
+	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 2);
+	gdrc_fini(ctx);
+	munmap(buf, 64 * PAGE);
+}
+
+/*
+ * A region invalidated, its memory reused by other registrations: a get
+ * of its old page misses and registers anew, never served another
+ * region's registration through a slot left behind.
+ */
+static void test_index_removed_slot_never_serves(void **state)
+{
+	enum { N = 200 };
+	struct gdrc_ctx *ctx = ctx_new();
+	char *buf = map(2 * N * PAGE);
+
+	(void)state;
+	for (unsigned i = 0; i < N; i++)
+		reg(ctx, buf + i * PAGE, PAGE);
+	for (unsigned i = 0; i < N; i++)
+		assert_int_equal(gdrc_invalidate(ctx, buf + i * PAGE, PAGE),
+				 GDRC_OK);
+	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 0);
+	for (unsigned i = N; i < 2 * N; i++)
+		reg(ctx, buf + i * PAGE, PAGE);
+	for (unsigned i = 0; i < N; i++) {
+		uint64_t misses = stat(ctx, GDRC_STAT_MISSES);
+		struct gdrc_mr_info info;
+		struct gdrc_mr *mr;
+
+		assert_int_equal(gdrc_mr_get(ctx, buf + i * PAGE, PAGE, ACC,
+					     0, &mr),
+				 GDRC_OK);
+		assert_int_equal(stat(ctx, GDRC_STAT_MISSES), misses + 1);
+		assert_int_equal(gdrc_mr_query(mr, &info), GDRC_OK);
+		assert_int_equal(info.key_addr, (uintptr_t)(buf + i * PAGE));
+		gdrc_mr_put(ctx, mr);
+	}
+	gdrc_fini(ctx);
+	munmap(buf, 2 * N * PAGE);
+}
+
+/*
+ * A request the hash cannot answer goes to the tree: a region that
+ * covers the request with too few rights in the hash, and a wider
+ * registration of the same memory made by the miss (the two merge);
+ * then the rights asked are served.
+ */
+static void test_index_rights_fall_to_miss(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_new();
+	char *buf = map(4 * PAGE);
+	uint64_t tree, misses;
+	struct gdrc_mr *mr;
+
+	(void)state;
+	reg(ctx, buf, PAGE);
+	tree = stat(ctx, GDRC_STAT_TREE_LOOKUPS);
+	misses = stat(ctx, GDRC_STAT_MISSES);
+	assert_int_equal(gdrc_mr_get(ctx, buf, PAGE,
+				     ACC | GDRC_ACCESS_REMOTE_READ, 0, &mr),
+			 GDRC_OK);
+	gdrc_mr_put(ctx, mr);
+	assert_int_equal(stat(ctx, GDRC_STAT_TREE_LOOKUPS), tree + 1);
+	assert_int_equal(stat(ctx, GDRC_STAT_MISSES), misses + 1);
+	assert_int_equal(stat(ctx, GDRC_STAT_MISS_ACCESS), 1);
+	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 1);
+	expect_hit(ctx, buf, PAGE, buf, PAGE);
+	gdrc_fini(ctx);
+	munmap(buf, 4 * PAGE);
+}
+
+struct race {
+	struct gdrc_ctx *ctx;
+	char *buf;
+	unsigned pages;
+	_Atomic int stop;
+	_Atomic unsigned long served;
+};
+
+/* Random gets: every registration served covers what was asked. */
+static void *race_getter(void *arg)
+{
+	struct race *r = arg;
+	unsigned seed = 7;
+
+	while (!atomic_load(&r->stop)) {
+		unsigned i = (unsigned)rand_r(&seed) % r->pages;
+		const char *p = r->buf + i * PAGE + 100;
+		struct gdrc_mr_info info;
+		struct gdrc_mr *mr;
+
+		if (gdrc_mr_get(r->ctx, p, 100, ACC, 0, &mr) != GDRC_OK)
+			abort();
+		if (gdrc_mr_query(mr, &info) != GDRC_OK ||
+		    info.key_addr > (uintptr_t)p ||
+		    info.key_addr + info.key_length < (uintptr_t)p + 100)
+			abort();
+		gdrc_mr_put(r->ctx, mr);
+		r->served++;
+	}
+	return NULL;
+}
+
+/*
+ * Two threads of random gets over 256 pages while the main thread
+ * invalidates pages and registers them again, in single pages and in
+ * runs (which merge their neighbours, so regions move between levels):
+ * every registration served covers its request (checked in the getters;
+ * an abort fails the test), and the index stays consistent (GDRC_CHECK).
+ */
+static void test_index_lookups_race_changes(void **state)
+{
+	enum { PAGES = 256, ROUNDS = 4000 };
+	struct race r = { .ctx = ctx_new(), .pages = PAGES };
+	pthread_t th[2];
+	unsigned seed = 3;
+
+	(void)state;
+	r.buf = map(PAGES * PAGE);
+	for (unsigned i = 0; i < PAGES; i++)
+		reg(r.ctx, r.buf + i * PAGE, PAGE);
+	for (int t = 0; t < 2; t++)
+		assert_int_equal(pthread_create(&th[t], NULL, race_getter, &r),
+				 0);
+	for (unsigned n = 0; n < ROUNDS; n++) {
+		unsigned i = (unsigned)rand_r(&seed) % (PAGES - 8);
+		size_t len = (n & 1 ? 1 : 1 + (unsigned)rand_r(&seed) % 8) *
+			     PAGE;
+
+		assert_int_equal(gdrc_invalidate(r.ctx, r.buf + i * PAGE,
+						 len),
+				 GDRC_OK);
+		reg(r.ctx, r.buf + i * PAGE, len);
+	}
+	atomic_store(&r.stop, 1);
+	for (int t = 0; t < 2; t++)
+		assert_int_equal(pthread_join(th[t], NULL), 0);
+	assert_true(r.served > 0);
+	gdrc_fini(r.ctx);
+	munmap(r.buf, PAGES * PAGE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_index_hash_grows_and_answers),
+		cmocka_unit_test(test_index_levels),
+		cmocka_unit_test(test_index_granule_neighbour),
+		cmocka_unit_test(test_index_removed_slot_never_serves),
+		cmocka_unit_test(test_index_rights_fall_to_miss),
+		cmocka_unit_test(test_index_lookups_race_changes),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
