@@ -733,10 +733,10 @@ static inline int hooks_trusted(void)
 /* VMM mappings a miss finds without allocating (more: on the heap). */
 #define GDRC_SEG_STACK 8
 
-/* Not found by the fast path: the index, then classify and register.
- * Not inlined: its frame would cost every hit six register saves. */
+/* Not cached: classify and register.  Not inlined: its frame (the
+ * request, the segments on the stack) would cost every index hit. */
 GDRC_NOINLINE
-static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
+static gdrc_status_t mr_get_miss(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,
 				 uint32_t flags, struct gdrc_mr **mr_p)
 {
@@ -747,16 +747,7 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 	struct gdrc_seg seg_buf[GDRC_SEG_STACK], *segs = seg_buf;
 	struct gdrc_class cls;
 	gdrc_status_t status;
-	int ret;
 
-	hooks_check();
-	/* An unmap of these addresses may still be posting its event. */
-	gdrc_hooks_wait_idle();
-	if (!(flags & GDRC_GET_UNCACHED)) {
-		ret = gdrc_cache_lookup(&ctx->cache, start, end, access, mr_p);
-		if (ret)
-			return ret < 0 ? (gdrc_status_t)ret : GDRC_OK;
-	}
 	if (ctx->cuda) {
 		struct gdrc_req_policy pol;
 		int sync_set;
@@ -783,6 +774,26 @@ out:
 	if (segs != seg_buf)
 		free(segs);
 	return status;
+}
+
+/* Not found by the fast path: the index, then a miss.  Not inlined: its
+ * frame would cost every hit six register saves. */
+GDRC_NOINLINE
+static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
+				 uintptr_t end, uint32_t access,
+				 uint32_t flags, struct gdrc_mr **mr_p)
+{
+	int ret;
+
+	hooks_check();
+	/* An unmap of these addresses may still be posting its event. */
+	gdrc_hooks_wait_idle();
+	if (!(flags & GDRC_GET_UNCACHED)) {
+		ret = gdrc_cache_lookup(&ctx->cache, start, end, access, mr_p);
+		if (ret)
+			return ret < 0 ? (gdrc_status_t)ret : GDRC_OK;
+	}
+	return mr_get_miss(ctx, start, end, access, flags, mr_p);
 }
 
 GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *pub, const void *addr,

@@ -407,7 +407,7 @@ void gdrc_cache_cleanup(struct gdrc_cache *c)
 
 			if (w & REGION_DEAD)
 				continue;
-			if ((w & REGION_REF_MASK) > !(w & REGION_INVALID) ||
+			if ((w & REGION_REF_MASK) ||
 			    gdrc_handles_busy(r))
 				held++;
 			gdrc_region_release(c, r);

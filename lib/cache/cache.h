@@ -22,13 +22,22 @@
  *               register and evict, then the lock is dropped while the
  *               backend registers, and retaken to insert.
  *
- * Region word.  One 64-bit atomic: direct references in the low 32 bits
- * (the index's own, uncached gets, short-lived lookups), REGION_INVALID
- * (not findable: out of the index, or never in it), REGION_DEAD (released)
- * and, from bit 40, one pin per live handle.  Whoever sees references
- * and pins reach zero on an INVALID region and wins the CAS that adds
- * DEAD releases it: exactly one thread does.  Region memory is a per-cache
- * slab freed only with the cache.
+ * Region word.  One 64-bit atomic: in the low 32 bits the direct
+ * references handed out (r->self: uncached gets, index hits that do not
+ * repeat), which a put gives back; REGION_INVALID (not findable: out of
+ * the index, or never in it); REGION_DEAD (released); from bit 40, pins:
+ * one per live handle, the index's own while the region is cached, and
+ * those of lookups and misses in progress.  Nothing but a put of r->self
+ * takes a reference away, and no put takes a pin, so a put more than
+ * was got finds the references at zero, however it races (a misuse,
+ * refused), and never takes what a lookup holds.  A lookup that will
+ * serve a direct reference takes the reference itself (one
+ * compare-and-swap), one that will serve a handle a pin, which becomes
+ * the handle's; a pin may become a reference (a handle could not be
+ * made), never the other way.  Whoever sees references and pins reach
+ * zero on an INVALID region and wins the CAS that adds DEAD releases it:
+ * exactly one thread does.  Region memory is a per-cache slab freed only
+ * with the cache.
  *
  * Handles.  A handle pins its region while it lives.  Its owner counts
  * gets and its own puts in "held" (a plain store, read by others only as
@@ -53,8 +62,8 @@
  * changing anything.  Pools hand objects out first in, first out, so a
  * stale pointer finds a dead object for as long as possible.
  *
- * Eviction treats a region as unused when its only direct reference is
- * the index's and no live handle has a get outstanding (held - remote, a
+ * Eviction treats a region as unused when it has no direct reference
+ * and no live handle has a get outstanding (held - remote, a
  * hint read without stopping the owner: a get racing with the eviction
  * still gets a registration that stays valid until its put).  An evicted
  * or invalidated region pinned by another thread's idle handle stays
@@ -135,9 +144,6 @@ struct gdrc_region {
 	int tag_check;           /* fixed: REGION_TAG_*: how hits check */
 	uint32_t kmore;          /* fixed: GPU pins beyond kslot's (one per
 				  * further VMM mapping), in kpins */
-	_Atomic uint32_t direct; /* direct references handed out (self)
-				  * and not yet put: a put beyond them is
-				  * a misuse */
 	struct gdrc_cache *cache;  /* fixed: owner */
 
 	/* Line 1 (the pair of line 0: regions are 128-byte aligned): what
@@ -183,7 +189,9 @@ struct gdrc_region {
 
 	/* Under cache->slab_lock: */
 	struct gdrc_region *free_next; /* slab free list */
-} GDRC_ALIGNED_CL; /* threads on neighbouring regions share no line */
+} __attribute__((aligned(2 * GDRC_CACHELINE))); /* a whole number of line
+	* pairs: threads on neighbouring regions share no line, and a
+	* region's first pair is fetched together */
 
 /* A GPU pin of the kernel channel: its word and its handle. */
 struct gdrc_kpin {
@@ -490,12 +498,12 @@ void gdrc_cache_cleanup_forked(struct gdrc_cache *c);
 int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		      uint32_t access, struct gdrc_mr **mr_p);
 
-/* As lookup, counting no hit and remembering nothing: a direct reference
- * on the region, dropped with gdrc_cache_region_put. */
+/* As lookup, counting no hit and remembering nothing: a pin on the
+ * region, dropped with gdrc_cache_region_put. */
 int gdrc_cache_peek(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		    struct gdrc_region **r_p);
 
-/* Drop a direct reference (count and release as for a put). */
+/* Drop gdrc_cache_peek's pin (and release as for a put). */
 void gdrc_cache_region_put(struct gdrc_cache *c, struct gdrc_region *r);
 
 /* Count n events under a slow-path counter (enum gdrc_stat). */

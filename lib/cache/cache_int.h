@@ -100,6 +100,11 @@ static inline void gdrc_stat_add(struct gdrc_cache *c, int stat, uint64_t v)
 	atomic_fetch_add_explicit(&c->stat[stat], v, memory_order_relaxed);
 }
 
+/* How a lookup should hold a region it finds: REGION_PIN_ONE or 1 (a
+ * direct reference).  Compares r's address only (it is not held yet). */
+typedef uint64_t (*gdrc_hold_fn)(struct gdrc_cache *c,
+				 const struct gdrc_region *r);
+
 /* Called for each region a walk finds; nonzero stops the walk. */
 typedef int (*gdrc_region_fn)(struct gdrc_region *r, void *arg);
 
@@ -129,6 +134,11 @@ void gdrc_region_drop_defer(struct gdrc_cache *c, struct gdrc_region *r,
 			    uint64_t delta, struct gdrc_defer *d);
 void gdrc_region_drop(struct gdrc_cache *c, struct gdrc_region *r,
 		      uint64_t delta);
+int gdrc_region_unref(struct gdrc_cache *c, struct gdrc_region *r);
+/* Drop what a lookup holds (hold: REGION_PIN_ONE or 1). */
+void gdrc_region_let_go(struct gdrc_cache *c, struct gdrc_region *r,
+			uint64_t hold);
+void gdrc_region_pin_to_ref(struct gdrc_region *r);
 void gdrc_defer_release(struct gdrc_cache *c, struct gdrc_defer *d);
 void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
 			void **spare_p);
@@ -172,12 +182,13 @@ void *gdrc_index_prepare(const struct gdrc_cache *c);
 void gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 		       void **spare_p);
 void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r);
-/* No lock: a cached region covering [start, end) with access, with a
- * reference taken, or NULL (none, or not found this way: ask the tree
- * under the lock). */
+/* No lock: a cached region covering [start, end) with access, held as
+ * hold_of says (*hold_p), or NULL (none, or not found this way: ask the
+ * tree under the lock). */
 struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 					 uintptr_t start, uintptr_t end,
-					 uint32_t access);
+					 uint32_t access, gdrc_hold_fn hold_of,
+					 uint64_t *hold_p);
 /* fn for every region whose key overlaps [start, end), in ascending
  * start order; fn must not change the index.  @return 0, or fn's
  * nonzero value that stopped the walk. */
@@ -204,7 +215,9 @@ void gdrc_handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
 int gdrc_handles_busy(struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r);
-struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r);
+uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r);
+struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
+			       uint64_t hold);
 
 /* ---- inval.c ---- */
 
@@ -243,8 +256,9 @@ struct gdrc_cover_arg {
 struct gdrc_region *gdrc_find_cover(struct gdrc_cache *c, uintptr_t start,
 				    uintptr_t end,
 				    const struct gdrc_cover_arg *a);
-void gdrc_hit(struct gdrc_cache *c, struct gdrc_region *r);
-struct gdrc_mr *gdrc_hit_done(struct gdrc_cache *c, struct gdrc_region *r);
+void gdrc_hit(struct gdrc_cache *c, struct gdrc_region *r, uint64_t hold);
+struct gdrc_mr *gdrc_hit_done(struct gdrc_cache *c, struct gdrc_region *r,
+			      uint64_t hold);
 
 /* ---- cache.c ---- */
 

@@ -176,16 +176,7 @@ static int handle_put_remote(struct gdrc_cache *c, struct gdrc_handle *h)
 /* A put of a direct reference: one of those handed out, else nothing. */
 static int region_put_direct(struct gdrc_cache *c, struct gdrc_region *r)
 {
-	uint32_t n = atomic_load_explicit(&r->direct, memory_order_relaxed);
-
-	do {
-		if (!n)
-			return GDRC_PUT_TOO_MANY;
-	} while (!atomic_compare_exchange_weak_explicit(
-		&r->direct, &n, n - 1, memory_order_relaxed,
-		memory_order_relaxed));
-	gdrc_cache_region_put(c, r);
-	return GDRC_PUT_OK;
+	return gdrc_region_unref(c, r) ? GDRC_PUT_TOO_MANY : GDRC_PUT_OK;
 }
 
 int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr)
@@ -269,8 +260,7 @@ void gdrc_tls_drop_invalid(struct gdrc_cache *c)
 		struct gdrc_tls_entry *e = &t->e[i];
 
 		if (e->uid == c->uid &&
-		    (atomic_load_explicit(&e->h->pub.r->word,
-					  memory_order_acquire) &
+		    (atomic_load_explicit(&e->r->word, memory_order_acquire) &
 		     REGION_INVALID))
 			tls_entry_drop(c, e);
 	}
@@ -323,19 +313,19 @@ static struct gdrc_handle *handle_alloc(struct gdrc_cache *c)
 	return gdrc_pool_get(c, &c->handles);
 }
 
-/* Hand out r's own mr: the caller's direct reference becomes the get. */
+/* Hand out r's own mr: the caller's direct reference is the get. */
 struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r)
 {
-	atomic_fetch_add_explicit(&r->direct, 1, memory_order_relaxed);
 	return &r->self;
 }
 
 /*
- * Serve r to this thread through its handle, turning the caller's direct
- * reference on r into a get counted in the handle: this thread's live
- * handle on r if it has one, else a released handle of r, else a new one.
- * Without memory for a handle, or in a thread that keeps none (its exit
- * hook ran or could not be set), r's own is served (a direct reference).
+ * Serve r to this thread through its handle, the caller's pin on r
+ * becoming the get: this thread's live handle on r if it has one (the
+ * pin is dropped: the handle holds its own), else a released handle of
+ * r, else a new one, which keeps the pin.  Without memory for a handle,
+ * or in a thread that keeps none (its exit hook ran or could not be
+ * set), the pin becomes a direct reference, and r's own mr is served.
  */
 struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 {
@@ -344,12 +334,13 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 
 	gdrc_tls_shard();
 	if (t->no_handles)
-		return gdrc_serve_direct(r); /* the caller's reference */
+		goto direct;
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
 		h = t->e[i].h;
 		if (t->e[i].uid == c->uid && h->pub.r == r) {
 			gdrc_owned_add(&h->held, 1);
-			gdrc_region_drop(c, r, 1); /* the index still holds r */
+			/* The handle's pin keeps r. */
+			gdrc_region_drop(c, r, REGION_PIN_ONE);
 			return &h->pub;
 		}
 	}
@@ -357,7 +348,7 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 	if (!h) {
 		h = handle_alloc(c);
 		if (!h)
-			return gdrc_serve_direct(r);
+			goto direct;
 		h->pub.r = r;
 		h->pub.h = h;
 		h->pub.magic = GDRC_MR_MAGIC;
@@ -371,34 +362,51 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 	}
 	atomic_store_explicit(&h->held, 1, memory_order_relaxed);
 	atomic_store_explicit(&h->remote, 0, memory_order_relaxed);
-	atomic_fetch_add_explicit(&r->word, REGION_PIN_ONE - 1,
-				  memory_order_acq_rel);
 	atomic_store_explicit(&h->state, HANDLE_IN_USE, memory_order_release);
 	tls_install(c, h);
 	return &h->pub;
+direct:
+	gdrc_region_pin_to_ref(r);
+	return gdrc_serve_direct(r);
 }
 
 /*
- * Serve an index hit.  A thread that will get r again soon is best
+ * How an index hit on r should hold it (before it is taken, so that a
+ * hit costs one atomic).  A thread that will get r again soon is best
  * served through a handle, which the fast path then finds; one that
  * walks many regions once each (a random access pattern over more
  * regions than its GDRC_TLS_ENTRIES) would make and retire a handle per
  * get, several atomics each, and evict the handles that do repeat.  So
  * a handle is made when the thread has one on r already, or hit r
  * through the index among its last GDRC_TLS_SEEN index hits: the second
- * get of a buffer reaches the fast path from the third on.  Otherwise
- * the caller's reference is served as it is.
+ * get of a buffer reaches the fast path from the third on.  Otherwise a
+ * direct reference is served.  Compares r's address only.
+ * @return REGION_PIN_ONE (serve with gdrc_serve) or 1 (a reference,
+ *         served with gdrc_serve_direct).
  */
-struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r)
+uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 
+	if (t->no_handles)
+		return 1;
 	for (int i = 0; i < GDRC_TLS_SEEN; i++)
 		if (t->seen[i] == r)
-			return gdrc_serve(c, r);
+			return REGION_PIN_ONE;
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
 		if (t->e[i].uid == c->uid && t->e[i].r == r)
-			return gdrc_serve(c, r);
+			return REGION_PIN_ONE;
+	return 1;
+}
+
+/* Serve a hit held as gdrc_hold_for said (hold). */
+struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
+			       uint64_t hold)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	if (hold == REGION_PIN_ONE)
+		return gdrc_serve(c, r);
 	t->seen[t->seen_next++ % GDRC_TLS_SEEN] = r;
 	return gdrc_serve_direct(r);
 }

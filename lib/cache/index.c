@@ -28,9 +28,9 @@
  * between two entries, an entry moved past it, or a region released and
  * reused for other memory since the slot was written.  None of that can
  * serve a wrong registration: a candidate counts only once a
- * compare-and-swap added a reference to a word that was neither INVALID
- * nor DEAD (region memory is type-stable, pool.c), after which its key,
- * rights and kernel word are checked again and cannot change.  What the
+ * compare-and-swap added a pin or a reference to a word that was neither
+ * INVALID nor DEAD (region memory is type-stable, pool.c), after which
+ * its key, rights and kernel word are checked and cannot change.  What the
  * read can do is miss: the caller then asks the tree under the lock,
  * which is exact.  A region removed since a get's first load of pending
  * has INVALID set before pending clears (inval.c), so the CAS refuses it.
@@ -292,12 +292,14 @@ void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r)
 }
 
 /*
- * A reference on r if it is cached (neither INVALID nor DEAD), then the
- * checks of a cover, which no longer race with anything: r stays what it
- * is while referenced.  @return 1 with the reference; 0 without.
+ * Hold r (hold: a pin or a direct reference) if it is cached, neither
+ * INVALID nor DEAD, then check it covers the request, which no longer
+ * races with anything: r stays what it is while held.  One
+ * compare-and-swap.  @return 1 held; 0 not.
  */
 static int region_try_get(struct gdrc_cache *c, struct gdrc_region *r,
-			  uintptr_t start, uintptr_t end, uint32_t access)
+			  uintptr_t start, uintptr_t end, uint32_t access,
+			  uint64_t hold)
 {
 	uint64_t w = atomic_load_explicit(&r->word, memory_order_relaxed);
 
@@ -305,18 +307,19 @@ static int region_try_get(struct gdrc_cache *c, struct gdrc_region *r,
 		if (w & (REGION_INVALID | REGION_DEAD))
 			return 0;
 	} while (!atomic_compare_exchange_weak_explicit(
-		&r->word, &w, w + 1, memory_order_acquire,
+		&r->word, &w, w + hold, memory_order_acquire,
 		memory_order_relaxed));
 	if (r->start <= start && end <= r->end && !(access & ~r->access) &&
 	    !gdrc_region_kstale(c, r))
 		return 1;
-	gdrc_region_drop(c, r, 1);
+	gdrc_region_let_go(c, r, hold);
 	return 0;
 }
 
 struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 					 uintptr_t start, uintptr_t end,
-					 uint32_t access)
+					 uint32_t access, gdrc_hold_fn hold_of,
+					 uint64_t *hold_p)
 {
 	const struct gdrc_phash *t =
 		atomic_load_explicit(&c->ix.ph, memory_order_acquire);
@@ -341,7 +344,10 @@ struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 				continue;
 			r = atomic_load_explicit(&t->slot[i].r,
 						 memory_order_relaxed);
-			if (r && region_try_get(c, r, start, end, access))
+			if (!r)
+				continue;
+			*hold_p = hold_of(c, r);
+			if (region_try_get(c, r, start, end, access, *hold_p))
 				return r;
 		}
 	}

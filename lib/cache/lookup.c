@@ -49,28 +49,38 @@ struct gdrc_region *gdrc_find_cover(struct gdrc_cache *c, uintptr_t start,
 }
 
 /*
- * Take a reference on a region found in the index (lock held), and stamp
- * it with the current tick as a fast hit does: the tick itself moves only
- * at insertions, so that an index hit writes nothing shared (the
- * tick's line is the one every fast hit reads).
+ * Hold a region found in the tree (lock held: it is cached) as hold says
+ * (a pin or a direct reference: gdrc_hold_for), and stamp it with the
+ * current tick as a fast hit does: the tick itself moves only at
+ * insertions, so that an index hit writes nothing shared (the tick's
+ * line is the one every fast hit reads).
  */
-void gdrc_hit(struct gdrc_cache *c, struct gdrc_region *r)
+void gdrc_hit(struct gdrc_cache *c, struct gdrc_region *r, uint64_t hold)
 {
-	atomic_fetch_add_explicit(&r->word, 1, memory_order_acquire);
+	atomic_fetch_add_explicit(&r->word, hold, memory_order_acquire);
 	gdrc_region_stamp(c, r);
 }
 
-/* Count a hit and serve it (handle.c: a handle if it repeats). */
-struct gdrc_mr *gdrc_hit_done(struct gdrc_cache *c, struct gdrc_region *r)
+/* Count a hit and serve it as it is held. */
+struct gdrc_mr *gdrc_hit_done(struct gdrc_cache *c, struct gdrc_region *r,
+			      uint64_t hold)
 {
 	gdrc_tls_count_hit(c);
-	return gdrc_serve_hit(c, r);
+	return gdrc_serve_hit(c, r, hold);
+}
+
+/* gdrc_cache_peek's hold: a pin, never served. */
+static uint64_t hold_pin(struct gdrc_cache *c, const struct gdrc_region *r)
+{
+	(void)c;
+	(void)r;
+	return REGION_PIN_ONE;
 }
 
 /* Outside the lock: does a GPU region still hold its memory where
  * [start, end) touches it? */
 static int tag_valid(struct gdrc_cache *c, struct gdrc_region *r,
-		     uintptr_t start, uintptr_t end)
+		     uintptr_t start, uintptr_t end, uint64_t hold)
 {
 	int shard;
 
@@ -81,54 +91,62 @@ static int tag_valid(struct gdrc_cache *c, struct gdrc_region *r,
 	if (gdrc_region_tags_ok(c, r, start, end))
 		return 1;
 	gdrc_invalidate_region(c, r, GDRC_STAT_INV_TAG_CHECK);
-	gdrc_region_drop(c, r, 1);
+	gdrc_region_let_go(c, r, hold);
 	return 0;
 }
 
-/* The index path's search: a direct reference on a valid covering
- * region. */
+/* The index path's search: a valid covering region, held as hold_of
+ * says (*hold_p). */
 static int index_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
-		     uint32_t access, struct gdrc_region **r_p)
+		      uint32_t access, gdrc_hold_fn hold_of,
+		      struct gdrc_region **r_p, uint64_t *hold_p)
 {
 	struct gdrc_cover_arg a = { .c = c, .access = access };
 	struct gdrc_region *r;
+	uint64_t hold = 0;
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
 	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
 		return 0; /* the miss path drains first */
 	gdrc_tls_drop_invalid(c);
-	r = gdrc_index_find_fast(c, start, end, access);
+	r = gdrc_index_find_fast(c, start, end, access, hold_of, &hold);
 	if (r) {
 		gdrc_region_stamp(c, r);
 	} else {
 		gdrc_stat_add(c, GDRC_STAT_TREE_LOOKUPS, 1);
 		gdrc_cache_rdlock(c);
 		r = gdrc_find_cover(c, start, end, &a);
-		if (r)
-			gdrc_hit(c, r);
+		if (r) {
+			hold = hold_of(c, r);
+			gdrc_hit(c, r, hold);
+		}
 		gdrc_cache_unlock(c);
 	}
-	if (!r || !tag_valid(c, r, start, end))
+	if (!r || !tag_valid(c, r, start, end, hold))
 		return 0;
 	*r_p = r;
+	*hold_p = hold;
 	return 1;
 }
 
 int gdrc_cache_peek(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		    struct gdrc_region **r_p)
 {
-	return index_find(c, start, end, 0, r_p);
+	uint64_t hold;
+
+	return index_find(c, start, end, 0, hold_pin, r_p, &hold);
 }
 
 int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		      uint32_t access, struct gdrc_mr **mr_p)
 {
 	struct gdrc_region *r;
-	int ret = index_find(c, start, end, access, &r);
+	uint64_t hold;
+	int ret = index_find(c, start, end, access, gdrc_hold_for, &r, &hold);
 
 	if (ret == 1)
-		*mr_p = gdrc_hit_done(c, r);
+		*mr_p = gdrc_hit_done(c, r, hold);
 	return ret;
 }
 

@@ -75,16 +75,20 @@ static void lru_insert_sorted(struct gdrc_cache *c, struct gdrc_region *r)
 
 
 /*
- * Claim an unused cached region for eviction: its only direct reference
- * is the index's, and no handle has a get outstanding.  Pins stay; the
- * region is released when the last handle lets go.  Under the write lock,
- * so no handle is created meanwhile.
+ * Claim an unused cached region for eviction: no direct reference, and
+ * no handle has a get outstanding.  Pins stay (an idle handle's, the
+ * index's, a lookup's): the region is released when the last goes.  A
+ * lookup of the page hash may take r at the same time without the lock:
+ * if its reference lands first the CAS here fails and r is in use; if
+ * INVALID lands first the lookup's fails; a handle it is making from a
+ * pin serves a registration that stays valid until its put, as any get
+ * racing with an eviction does.
  */
 static int region_claim_unused(struct gdrc_region *r)
 {
 	uint64_t w = atomic_load_explicit(&r->word, memory_order_acquire);
 
-	while ((w & (REGION_REF_MASK | REGION_INVALID | REGION_DEAD)) == 1) {
+	while (!(w & (REGION_REF_MASK | REGION_INVALID | REGION_DEAD))) {
 		if (gdrc_handles_busy(r))
 			return 0;
 		if (atomic_compare_exchange_weak_explicit(
@@ -97,7 +101,7 @@ static int region_claim_unused(struct gdrc_region *r)
 
 /*
  * Find the least recently used region nobody holds and claim it for
- * eviction (its word goes from "index reference only" to INVALID).
+ * eviction (INVALID set while it had no direct reference).
  * The tick cannot move during the walk: it advances only under the
  * write lock, which the caller holds.
  */
@@ -272,7 +276,7 @@ unsigned gdrc_evict_all_unused(struct gdrc_cache *c, int device,
 
 /*
  * Codes: -3 links broken, -4 not sorted by enq, -5 length differs from
- * nregions, -6 a listed region is invalid or unreferenced.  Caller holds
+ * nregions, -6 a listed region is invalid or without the index's pin.  Caller holds
  * the lock (either mode) or owns the cache.
  */
 int gdrc_lru_check(struct gdrc_cache *c)
@@ -289,7 +293,7 @@ int gdrc_lru_check(struct gdrc_cache *c)
 		if (prev && prev->enq > r->enq)
 			return -4;
 		if ((w & (REGION_INVALID | REGION_DEAD)) ||
-		    !(w & REGION_REF_MASK))
+		    !(w & REGION_PIN_MASK))
 			return -6;
 		n++;
 	}

@@ -438,6 +438,7 @@ static gdrc_status_t get_miss(struct gdrc_cache *c,
 	struct gdrc_region *r = NULL, *found;
 	gdrc_status_t status;
 	int tries = 0, reserved;
+	uint64_t hold;
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
@@ -449,9 +450,10 @@ again:
 	if (plan.cached) {
 		found = gdrc_find_cover(c, req->start, req->end, &want);
 		if (found) {
-			gdrc_hit(c, found);
+			hold = gdrc_hold_for(c, found);
+			gdrc_hit(c, found, hold);
 			gdrc_cache_unlock_release(c, &d);
-			*mr_p = gdrc_hit_done(c, found);
+			*mr_p = gdrc_hit_done(c, found, hold);
 			return GDRC_OK;
 		}
 	}
@@ -499,7 +501,7 @@ again:
 	 * it) or by the kernel channel (its word moved). */
 	if (inflight.stale || gdrc_region_kstale(c, r)) {
 		gdrc_cache_unlock_release(c, &d);
-		gdrc_region_drop(c, r, 1);
+		gdrc_region_drop(c, r, REGION_PIN_ONE);
 		if (++tries < MISS_STALE_RETRIES)
 			goto again;
 		gdrc_debug("%#lx+%lu kept being unmapped while registering",
@@ -512,10 +514,11 @@ again:
 		 * serve that (a hit) and drop ours. */
 		found = gdrc_find_cover(c, req->start, req->end, &want);
 		if (found) {
-			gdrc_hit(c, found);
+			hold = gdrc_hold_for(c, found);
+			gdrc_hit(c, found, hold);
 			gdrc_cache_unlock_release(c, &d);
-			gdrc_region_drop(c, r, 1);
-			*mr_p = gdrc_hit_done(c, found);
+			gdrc_region_drop(c, r, REGION_PIN_ONE);
+			*mr_p = gdrc_hit_done(c, found, hold);
 			return GDRC_OK;
 		}
 		col = (struct gdrc_collect){
@@ -530,6 +533,8 @@ again:
 	gdrc_stat_add(c, GDRC_STAT_MISSES, 1);
 	gdrc_stat_add(c, plan.cause, 1);
 	gdrc_cache_unlock_release(c, &d);
+	if (!plan.cached)
+		gdrc_region_pin_to_ref(r); /* the miss's pin is the get */
 	*mr_p = plan.cached ? gdrc_serve(c, r) : gdrc_serve_direct(r);
 	return GDRC_OK;
 }

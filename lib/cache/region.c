@@ -113,8 +113,9 @@ static void dev_account(struct gdrc_cache *c, const struct gdrc_region *r,
 }
 
 /*
- * Make a freshly registered region reachable by its owner: one direct
- * reference (the caller's), INVALID until inserted.
+ * Make a freshly registered region reachable by its owner: one pin (the
+ * miss's, which becomes its handle's, or a reference if it serves a
+ * direct one), INVALID until inserted.
  */
 void gdrc_region_publish(struct gdrc_cache *c, struct gdrc_region *r)
 {
@@ -124,9 +125,8 @@ void gdrc_region_publish(struct gdrc_cache *c, struct gdrc_region *r)
 	r->self.r = r;
 	r->self.h = NULL;
 	r->self.magic = GDRC_MR_MAGIC;
-	atomic_store_explicit(&r->direct, 0, memory_order_relaxed);
 	atomic_store_explicit(&r->handles, NULL, memory_order_relaxed);
-	atomic_store_explicit(&r->word, 1 | REGION_INVALID,
+	atomic_store_explicit(&r->word, REGION_PIN_ONE | REGION_INVALID,
 			      memory_order_release);
 	pinned = atomic_fetch_add_explicit(&c->pinned_bytes, len,
 					   memory_order_relaxed) + len;
@@ -188,17 +188,11 @@ void gdrc_region_release(struct gdrc_cache *c, struct gdrc_region *r)
 	gdrc_region_free(c, r);
 }
 
-/*
- * Subtract delta (a reference or a pin) from r's word; if that was the
- * last of both, release r now, or, with d (cache->lock held), once the
- * lock is dropped.
- */
-void gdrc_region_drop_defer(struct gdrc_cache *c, struct gdrc_region *r,
-			    uint64_t delta, struct gdrc_defer *d)
+/* w was just written: if it holds nothing, release r now, or, with d
+ * (cache->lock held), once the lock is dropped. */
+static void region_drop_done(struct gdrc_cache *c, struct gdrc_region *r,
+			     uint64_t w, struct gdrc_defer *d)
 {
-	uint64_t w = atomic_fetch_sub_explicit(&r->word, delta,
-					       memory_order_acq_rel) - delta;
-
 	if ((w & (REGION_REF_MASK | REGION_PIN_MASK)) ||
 	    !region_claim_dead(c, r))
 		return;
@@ -210,15 +204,61 @@ void gdrc_region_drop_defer(struct gdrc_cache *c, struct gdrc_region *r,
 	}
 }
 
+/* Subtract delta (pins) from r's word; release r if that was the last. */
+void gdrc_region_drop_defer(struct gdrc_cache *c, struct gdrc_region *r,
+			    uint64_t delta, struct gdrc_defer *d)
+{
+	uint64_t w = atomic_fetch_sub_explicit(&r->word, delta,
+					       memory_order_acq_rel) - delta;
+
+	region_drop_done(c, r, w, d);
+}
+
 void gdrc_region_drop(struct gdrc_cache *c, struct gdrc_region *r,
 		      uint64_t delta)
 {
 	gdrc_region_drop_defer(c, r, delta, NULL);
 }
 
+/*
+ * Give back a direct reference, unless there is none: a put of r->self
+ * with none outstanding (or, racing with one, a lookup's that a misuse
+ * took first) changes nothing.  One compare-and-swap.
+ * @return 0; -1 none to give back.
+ */
+int gdrc_region_unref(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	uint64_t w = atomic_load_explicit(&r->word, memory_order_relaxed);
+
+	do {
+		if (!(w & REGION_REF_MASK))
+			return -1;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&r->word, &w, w - 1, memory_order_acq_rel,
+		memory_order_relaxed));
+	region_drop_done(c, r, w - 1, NULL);
+	return 0;
+}
+
+void gdrc_region_let_go(struct gdrc_cache *c, struct gdrc_region *r,
+			uint64_t hold)
+{
+	if (hold == REGION_PIN_ONE)
+		gdrc_region_drop(c, r, REGION_PIN_ONE);
+	else
+		gdrc_region_unref(c, r);
+}
+
+/* A pin that becomes a direct reference (a handle could not be made). */
+void gdrc_region_pin_to_ref(struct gdrc_region *r)
+{
+	atomic_fetch_add_explicit(&r->word, 1 - REGION_PIN_ONE,
+				  memory_order_relaxed);
+}
+
 void gdrc_cache_region_put(struct gdrc_cache *c, struct gdrc_region *r)
 {
-	gdrc_region_drop(c, r, 1);
+	gdrc_region_drop(c, r, REGION_PIN_ONE);
 }
 
 void gdrc_defer_release(struct gdrc_cache *c, struct gdrc_defer *d)
@@ -368,9 +408,8 @@ int gdrc_cache_segs_ok(const struct gdrc_cache *c,
 
 /*
  * Put a published region in the cache: findable in the index, newest on
- * the LRU list, counted, and holding the index's own reference.  The
- * INVALID bit goes last (release): a reader that finds r valid finds it
- * whole.  spare_p: as for gdrc_index_insert.
+ * the LRU list, counted, and holding the index's own pin.  The INVALID
+ * bit goes last (release): a reader that finds r valid finds it whole.  spare_p: as for gdrc_index_insert.
  */
 void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
 			void **spare_p)
@@ -388,21 +427,21 @@ void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
 	atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
 	gdrc_lru_append(c, r, tick);
 	c->nregions++;
-	atomic_fetch_add_explicit(&r->word, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&r->word, REGION_PIN_ONE,
+				  memory_order_relaxed);
 	atomic_fetch_and_explicit(&r->word, ~REGION_INVALID,
 				  memory_order_release);
 }
 
 /*
- * Take r out of the index and drop the index's reference.  ghost: the miss
+ * Take r out of the index and drop the index's pin (held until the end,
+ * so that nobody releases r while it is being taken out).  ghost: the miss
  * cause to remember for its range, or 0 for none.  A region nobody holds
  * goes on d->dead, to be released after the lock is dropped.
  */
 void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
 			int ghost, struct gdrc_defer *d)
 {
-	uint64_t old;
-
 	gdrc_assert_wrlocked(c);
 	atomic_fetch_or_explicit(&r->word, REGION_INVALID,
 				 memory_order_acq_rel);
@@ -412,11 +451,6 @@ void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
 	if (ghost)
 		gdrc_ghost_add(c, r, ghost);
 	gdrc_tls_drop_region_locked(c, r, d);
-	old = atomic_fetch_sub_explicit(&r->word, 1, memory_order_acq_rel) - 1;
-	if (!(old & (REGION_REF_MASK | REGION_PIN_MASK)) &&
-	    region_claim_dead(c, r)) {
-		r->lru_next = d->dead;
-		d->dead = r;
-	}
+	gdrc_region_drop_defer(c, r, REGION_PIN_ONE, d);
 }
 
