@@ -378,41 +378,50 @@ static void registry_del(struct gdrc_cache *c)
 	pthread_mutex_unlock(&cache_registry_lock);
 }
 
+static void free_arrays(void *obj, void *arg)
+{
+	struct gdrc_region *r = obj;
+
+	(void)arg;
+	free(r->segs);
+	free(r->kpins);
+}
+
 static void free_chunks(struct gdrc_cache *c)
 {
-	for (void *ch = c->regions.chunks; ch; ch = *(void **)ch) {
-		for (int i = 0; i < GDRC_POOL_CHUNK; i++) {
-			struct gdrc_region *r =
-				gdrc_pool_obj(&c->regions, ch, i);
-
-			free(r->segs);
-			free(r->kpins);
-		}
-	}
+	gdrc_pool_each(&c->regions, free_arrays, NULL);
 	gdrc_pool_free_chunks(&c->regions);
 	gdrc_pool_free_chunks(&c->handles);
 	gdrc_index_cleanup(c);
 }
 
+struct cleanup {
+	struct gdrc_cache *c;
+	unsigned held;
+};
+
+/* Release a region not yet released, counting those still in use. */
+static void cleanup_one(void *obj, void *arg)
+{
+	struct gdrc_region *r = obj;
+	struct cleanup *cl = arg;
+	uint64_t w = atomic_load(&r->word);
+
+	if (w & REGION_DEAD)
+		return;
+	if ((w & REGION_REF_MASK) || gdrc_handles_busy(r))
+		cl->held++;
+	gdrc_region_release(cl->c, r);
+}
+
 void gdrc_cache_cleanup(struct gdrc_cache *c)
 {
-	unsigned held = 0;
+	struct cleanup cl = { .c = c };
+	unsigned held;
 
 	registry_del(c);
-	for (void *ch = c->regions.chunks; ch; ch = *(void **)ch) {
-		for (int i = 0; i < GDRC_POOL_CHUNK; i++) {
-			struct gdrc_region *r =
-				gdrc_pool_obj(&c->regions, ch, i);
-			uint64_t w = atomic_load(&r->word);
-
-			if (w & REGION_DEAD)
-				continue;
-			if ((w & REGION_REF_MASK) ||
-			    gdrc_handles_busy(r))
-				held++;
-			gdrc_region_release(c, r);
-		}
-	}
+	gdrc_pool_each(&c->regions, cleanup_one, &cl);
+	held = cl.held;
 	if (held)
 		gdrc_warn("%u registrations still held at fini; released",
 			  held);

@@ -383,7 +383,10 @@ struct gdrc_pool {
 	void *free_tail; /* last freed: reuse is first in, first out, so
 			  * that a stale pointer finds a dead object for
 			  * as long as possible */
-	void *chunks;  /* linked through each chunk's first word */
+	void *chunks;  /* the newest first (pool.c) */
+	char *bump;    /* the newest chunk's objects never handed out */
+	char *bump_end;
+	size_t next_count; /* objects in the next chunk */
 	size_t size;   /* object size, a multiple of GDRC_CACHELINE */
 	size_t link;   /* offset of the free-list pointer in an object */
 	void (*init)(void *obj); /* for each fresh object, or NULL */

@@ -110,14 +110,13 @@ typedef int (*gdrc_region_fn)(struct gdrc_region *r, void *arg);
 
 /* ---- pool.c ---- */
 
-/* Objects per pool chunk. */
-#define GDRC_POOL_CHUNK 64
-
 int gdrc_pool_grow(struct gdrc_cache *c, struct gdrc_pool *pool);
 void *gdrc_pool_get(struct gdrc_cache *c, struct gdrc_pool *pool);
 void gdrc_pool_put_locked(struct gdrc_cache *c, struct gdrc_pool *pool,
 			  void *obj);
-void *gdrc_pool_obj(const struct gdrc_pool *pool, void *chunk, int i);
+/* fn(obj, arg) for every object ever handed out (in use or freed). */
+void gdrc_pool_each(struct gdrc_pool *pool, void (*fn)(void *obj, void *arg),
+		    void *arg);
 void gdrc_pool_free_chunks(struct gdrc_pool *pool);
 void gdrc_slab_lock(struct gdrc_cache *c);
 void gdrc_slab_unlock(struct gdrc_cache *c);
@@ -176,6 +175,8 @@ void gdrc_index_cleanup(struct gdrc_cache *c);
 /* Outside the lock: a larger page hash if the next insertion may not
  * fit (for gdrc_index_insert), else NULL. */
 void *gdrc_index_prepare(const struct gdrc_cache *c);
+/* Free what gdrc_index_prepare made (NULL: nothing). */
+void gdrc_index_table_free(void *table);
 /* *spare_p (from gdrc_index_prepare, or NULL) replaces a full table;
  * then it is set to NULL, and otherwise the caller frees it (after
  * dropping the lock). */

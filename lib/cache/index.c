@@ -43,6 +43,7 @@
  * inval.c (overlap, prepare), cache.c (init, check, cleanup).
  */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "cache_int.h"
 
@@ -58,6 +59,7 @@ struct ph_slot {
 
 struct gdrc_phash {
 	struct gdrc_phash *retired_next;
+	size_t bytes;          /* mapped: its size; else 0 (calloc'ed) */
 	unsigned bits;         /* slots = 1 << bits */
 	_Atomic uint64_t used; /* written under the lock, read as a hint */
 	struct ph_slot slot[];
@@ -83,14 +85,42 @@ static uint64_t ph_mask(const struct gdrc_phash *t)
 	return (1ULL << t->bits) - 1;
 }
 
+/* A table this large is mapped on its own, with transparent huge pages
+ * asked for (a lookup that misses the TLB as well pays twice). */
+#define PH_HUGE (2UL << 20)
+
 static struct gdrc_phash *ph_new(unsigned bits)
 {
-	struct gdrc_phash *t = calloc(1, sizeof(*t) + (sizeof(struct ph_slot)
-						       << bits));
+	size_t bytes = sizeof(struct gdrc_phash) +
+		       (sizeof(struct ph_slot) << bits);
+	struct gdrc_phash *t;
 
-	if (t)
+	if (bytes < PH_HUGE) {
+		t = calloc(1, bytes);
+		bytes = 0;
+	} else {
+		bytes = (bytes + PH_HUGE - 1) & ~(PH_HUGE - 1);
+		t = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (t == MAP_FAILED)
+			return NULL;
+		madvise(t, bytes, MADV_HUGEPAGE); /* a hint: may fail */
+	}
+	if (t) {
+		t->bytes = bytes;
 		t->bits = bits;
+	}
 	return t;
+}
+
+void gdrc_index_table_free(void *p)
+{
+	struct gdrc_phash *t = p;
+
+	if (t && t->bytes)
+		munmap(t, t->bytes);
+	else
+		free(t);
 }
 
 /* The level r enters, or -1: too wide for the hash. */
@@ -201,11 +231,12 @@ void gdrc_index_cleanup(struct gdrc_cache *c)
 {
 	struct gdrc_phash *t, *next;
 
-	free(atomic_load_explicit(&c->ix.ph, memory_order_relaxed));
+	gdrc_index_table_free(atomic_load_explicit(&c->ix.ph,
+						   memory_order_relaxed));
 	atomic_store_explicit(&c->ix.ph, NULL, memory_order_relaxed);
 	for (t = c->ix.retired; t; t = next) {
 		next = t->retired_next;
-		free(t);
+		gdrc_index_table_free(t);
 	}
 	c->ix.retired = NULL;
 }

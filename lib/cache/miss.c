@@ -548,6 +548,6 @@ gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
 	void *spare = gdrc_index_prepare(c);
 	gdrc_status_t status = get_miss(c, req, mr_p, &spare);
 
-	free(spare);
+	gdrc_index_table_free(spare);
 	return status;
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * pool.c - fixed-size objects (regions, handles), a cache line each at
- * least, carved from chunks of GDRC_POOL_CHUNK that are freed only with
- * the cache.  Region memory is therefore type-stable: a reader holding a
+ * least, carved from chunks (each twice the last, up to POOL_MAX
+ * objects; large ones on huge pages) that are freed only with the
+ * cache.  Region memory is therefore type-stable: a reader holding a
  * stale pointer to a region or a handle reads an object of the same
  * type, never memory given back to malloc, which is what lets the fast
  * path and a put read a handle without a lock.
@@ -16,6 +17,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cache_int.h"
 
@@ -42,58 +44,109 @@ static void **pool_link(const struct gdrc_pool *pool, void *obj)
 /* Chunks and objects are aligned to pairs of lines, which CPUs fetch
  * together (the adjacent-line prefetcher). */
 #define POOL_ALIGN (2 * GDRC_CACHELINE)
+/* Objects in the first chunk, and the most in one. */
+#define POOL_FIRST 64
+#define POOL_MAX 65536
+/* A chunk this large is mapped on its own, with transparent huge pages
+ * asked for: a million regions span 400 MB, and a lookup that misses
+ * the TLB as well as the cache pays twice. */
+#define POOL_HUGE (2UL << 20)
 
-/* Object i of a chunk: the chunk's first pair holds its next pointer. */
-void *gdrc_pool_obj(const struct gdrc_pool *pool, void *chunk, int i)
+/* A chunk's first POOL_ALIGN bytes. */
+struct pool_chunk {
+	struct pool_chunk *next;
+	size_t count;  /* objects */
+	size_t bytes;  /* the whole chunk */
+	int mapped;    /* mmap'ed (else posix_memalign'ed) */
+};
+
+_Static_assert(sizeof(struct pool_chunk) <= POOL_ALIGN,
+	       "a chunk's header fits its first line pair");
+
+static void pool_chunk_free(struct pool_chunk *ch)
 {
-	return (char *)chunk + POOL_ALIGN + (size_t)i * pool->size;
+	if (ch->mapped)
+		munmap(ch, ch->bytes);
+	else
+		free(ch);
+}
+
+static char *chunk_objs(struct pool_chunk *ch)
+{
+	return (char *)ch + POOL_ALIGN;
 }
 
 /*
- * Add a chunk of objects to the pool.  The chunk is zeroed and aligned
- * to POOL_ALIGN: each object is a line (or more) of its own, which
- * calloc's 16-byte alignment would not give, and two threads' handles on
- * one line would slow both.  Takes slab_lock.  @return 0, or -1 out of
- * memory.
+ * A new chunk of pool->next_count objects, the next twice as many (up
+ * to POOL_MAX), aligned to POOL_ALIGN: each object is a line (or more)
+ * of its own, which malloc's 16-byte alignment would not give, and two
+ * threads' handles on one line would slow both.  Its objects are handed
+ * out from the bump pointer and only then touched, so memory never used
+ * is never resident.  Takes slab_lock.  @return 0, or -1 out of memory.
  */
 int gdrc_pool_grow(struct gdrc_cache *c, struct gdrc_pool *pool)
 {
-	size_t bytes = POOL_ALIGN + GDRC_POOL_CHUNK * pool->size;
-	void *chunk, *obj;
+	size_t count = pool->next_count ? pool->next_count : POOL_FIRST;
+	size_t bytes = POOL_ALIGN + count * pool->size;
+	struct pool_chunk *ch;
+	int mapped = bytes >= POOL_HUGE;
+	void *p;
 
-	if (posix_memalign(&chunk, POOL_ALIGN, bytes))
+	if (mapped) {
+		bytes = (bytes + POOL_HUGE - 1) & ~(POOL_HUGE - 1);
+		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return -1;
+		madvise(p, bytes, MADV_HUGEPAGE); /* a hint: may fail */
+		count = (bytes - POOL_ALIGN) / pool->size;
+	} else if (posix_memalign(&p, POOL_ALIGN, bytes)) {
 		return -1;
-	memset(chunk, 0, bytes);
-	gdrc_slab_lock(c);
-	*(void **)chunk = pool->chunks;
-	pool->chunks = chunk;
-	for (int i = 0; i < GDRC_POOL_CHUNK; i++) {
-		obj = gdrc_pool_obj(pool, chunk, i);
-		if (pool->init)
-			pool->init(obj);
-		*pool_link(pool, obj) = pool->free;
-		if (!pool->free)
-			pool->free_tail = obj;
-		pool->free = obj;
 	}
+	ch = p;
+	*ch = (struct pool_chunk){ .count = count, .bytes = bytes,
+				   .mapped = mapped };
+	gdrc_slab_lock(c);
+	if (pool->bump != pool->bump_end) {
+		/* Another thread grew it meanwhile: keep ours for later. */
+		gdrc_slab_unlock(c);
+		pool_chunk_free(ch);
+		return 0;
+	}
+	ch->next = pool->chunks;
+	pool->chunks = ch;
+	pool->bump = chunk_objs(ch);
+	pool->bump_end = pool->bump + count * pool->size;
+	if (count < POOL_MAX)
+		pool->next_count = count * 2;
 	gdrc_slab_unlock(c);
 	return 0;
 }
 
-/* Take an object, growing the pool by a chunk when it is empty. */
+/* Take an object: the one freed longest ago, else a fresh one (zeroed
+ * and set up by pool->init), growing the pool when both run out. */
 void *gdrc_pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
 {
 	void *obj;
 
 	gdrc_slab_lock(c);
-	while (!pool->free) {
+	while (!pool->free && pool->bump == pool->bump_end) {
 		gdrc_slab_unlock(c);
 		if (gdrc_pool_grow(c, pool))
 			return NULL;
 		gdrc_slab_lock(c);
 	}
 	obj = pool->free;
-	pool->free = *pool_link(pool, obj);
+	if (obj) {
+		pool->free = *pool_link(pool, obj);
+		gdrc_slab_unlock(c);
+		return obj;
+	}
+	obj = pool->bump;
+	pool->bump += pool->size;
+	memset(obj, 0, pool->size);
+	if (pool->init)
+		pool->init(obj);
 	gdrc_slab_unlock(c);
 	return obj;
 }
@@ -111,16 +164,30 @@ void gdrc_pool_put_locked(struct gdrc_cache *c, struct gdrc_pool *pool,
 	pool->free_tail = obj;
 }
 
+void gdrc_pool_each(struct gdrc_pool *pool, void (*fn)(void *obj, void *arg),
+		    void *arg)
+{
+	for (struct pool_chunk *ch = pool->chunks; ch; ch = ch->next) {
+		char *end = chunk_objs(ch) + ch->count * pool->size;
+
+		if (ch == pool->chunks)
+			end = pool->bump; /* the newest: what was handed out */
+		for (char *obj = chunk_objs(ch); obj < end; obj += pool->size)
+			fn(obj, arg);
+	}
+}
+
 void gdrc_pool_free_chunks(struct gdrc_pool *pool)
 {
-	void *chunk, *next;
+	struct pool_chunk *ch, *next;
 
-	for (chunk = pool->chunks; chunk; chunk = next) {
-		next = *(void **)chunk;
-		free(chunk);
+	for (ch = pool->chunks; ch; ch = next) {
+		next = ch->next;
+		pool_chunk_free(ch);
 	}
 	pool->chunks = NULL;
 	pool->free = NULL;
 	pool->free_tail = NULL;
+	pool->bump = pool->bump_end = NULL;
+	pool->next_count = 0;
 }
-
