@@ -128,6 +128,9 @@ struct gdrc_region *gdrc_region_alloc(struct gdrc_cache *c);
 void gdrc_region_free(struct gdrc_cache *c, struct gdrc_region *r);
 struct gdrc_dev_acct *gdrc_dev_acct(struct gdrc_cache *c, int device);
 void gdrc_region_publish(struct gdrc_cache *c, struct gdrc_region *r);
+void gdrc_kern_give_back(struct gdrc_cache *c, int slot, int pinned,
+			 uint64_t handle, uint32_t kmore,
+			 const struct gdrc_kpin *kpins);
 void gdrc_region_release(struct gdrc_cache *c, struct gdrc_region *r);
 void gdrc_region_drop_defer(struct gdrc_cache *c, struct gdrc_region *r,
 			    uint64_t delta, struct gdrc_defer *d);

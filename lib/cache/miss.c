@@ -197,12 +197,8 @@ struct miss_kern {
 /* Give back whatever k holds (a failed registration). */
 static void kern_release(struct gdrc_cache *c, struct miss_kern *k)
 {
-	if (k->slot >= 0 && k->pinned)
-		c->p.kunpin(c->p.karg, k->handle);
-	else if (k->slot >= 0)
-		c->p.kunsub(c->p.karg, k->handle);
-	for (uint32_t i = 0; i < k->kmore; i++)
-		c->p.kunpin(c->p.karg, k->kpins[i].handle);
+	gdrc_kern_give_back(c, k->slot, k->pinned, k->handle, k->kmore,
+			    k->kpins);
 	free(k->kpins);
 	*k = (struct miss_kern){ .slot = -1 };
 }
@@ -425,6 +421,29 @@ static void plan_init(struct gdrc_cache *c, const struct gdrc_cache_req *req,
 	}
 }
 
+/*
+ * Under the write lock: a cached registration that covers the request
+ * (made by another thread, or while this one registered).  If there is
+ * one, the lock is dropped and the hit served in *mr_p.
+ * @return 1 served; 0 none, the lock still held.
+ */
+static int serve_cover(struct gdrc_cache *c, const struct gdrc_cache_req *req,
+		       const struct gdrc_cover_arg *want, struct gdrc_defer *d,
+		       struct gdrc_mr **mr_p)
+{
+	struct gdrc_region *found;
+	uint64_t hold;
+
+	found = gdrc_find_cover(c, req->start, req->end, want);
+	if (!found)
+		return 0;
+	hold = gdrc_hold_for(c, found);
+	gdrc_hit(c, found, hold);
+	gdrc_cache_unlock_release(c, d);
+	*mr_p = gdrc_hit_done(c, found, hold);
+	return 1;
+}
+
 static gdrc_status_t get_miss(struct gdrc_cache *c,
 			      const struct gdrc_cache_req *req,
 			      struct gdrc_mr **mr_p, void **spare_p)
@@ -435,10 +454,9 @@ static gdrc_status_t get_miss(struct gdrc_cache *c,
 	struct gdrc_defer d = { 0 };
 	struct gdrc_collect col = { 0 };
 	struct miss_plan plan;
-	struct gdrc_region *r = NULL, *found;
+	struct gdrc_region *r = NULL;
 	gdrc_status_t status;
 	int tries = 0, reserved;
-	uint64_t hold;
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
@@ -447,16 +465,8 @@ again:
 	plan_init(c, req, &plan);
 	gdrc_cache_wrlock(c);
 	gdrc_drain(c, &d);
-	if (plan.cached) {
-		found = gdrc_find_cover(c, req->start, req->end, &want);
-		if (found) {
-			hold = gdrc_hold_for(c, found);
-			gdrc_hit(c, found, hold);
-			gdrc_cache_unlock_release(c, &d);
-			*mr_p = gdrc_hit_done(c, found, hold);
-			return GDRC_OK;
-		}
-	}
+	if (plan.cached && serve_cover(c, req, &want, &d, mr_p))
+		return GDRC_OK;
 	plan_miss(c, &plan, &d);
 	if (gdrc_evict(c, plan.cached, plan.reg_end - plan.reg_start, &d) ||
 	    gdrc_evict_device(c, req->device, plan.reg_end - plan.reg_start,
@@ -512,13 +522,8 @@ again:
 	if (plan.cached) {
 		/* Another thread may have cached the same range meanwhile:
 		 * serve that (a hit) and drop ours. */
-		found = gdrc_find_cover(c, req->start, req->end, &want);
-		if (found) {
-			hold = gdrc_hold_for(c, found);
-			gdrc_hit(c, found, hold);
-			gdrc_cache_unlock_release(c, &d);
+		if (serve_cover(c, req, &want, &d, mr_p)) {
 			gdrc_region_drop(c, r, REGION_PIN_ONE);
-			*mr_p = gdrc_hit_done(c, found, hold);
 			return GDRC_OK;
 		}
 		col = (struct gdrc_collect){

@@ -166,6 +166,21 @@ static int region_claim_dead(struct gdrc_cache *c, struct gdrc_region *r)
 	return 0;
 }
 
+/* Give back what the kernel channel holds for a registration: its word
+ * (slot: a GPU pin if pinned, else a watch; -1: none) and kmore further
+ * GPU pins.  System calls: never under cache->lock. */
+void gdrc_kern_give_back(struct gdrc_cache *c, int slot, int pinned,
+			 uint64_t handle, uint32_t kmore,
+			 const struct gdrc_kpin *kpins)
+{
+	if (slot >= 0 && pinned)
+		c->p.kunpin(c->p.karg, handle);
+	else if (slot >= 0)
+		c->p.kunsub(c->p.karg, handle);
+	for (uint32_t i = 0; i < kmore; i++)
+		c->p.kunpin(c->p.karg, kpins[i].handle);
+}
+
 /* Deregister and free a region this thread claimed.  Never under lock. */
 void gdrc_region_release(struct gdrc_cache *c, struct gdrc_region *r)
 {
@@ -178,12 +193,8 @@ void gdrc_region_release(struct gdrc_cache *c, struct gdrc_region *r)
 	};
 
 	r->ops->dereg(r->be, &reg);
-	if (r->kslot >= 0 && r->kpinned)
-		c->p.kunpin(c->p.karg, r->khandle);
-	else if (r->kslot >= 0)
-		c->p.kunsub(c->p.karg, r->khandle);
-	for (uint32_t i = 0; i < r->kmore; i++)
-		c->p.kunpin(c->p.karg, r->kpins[i].handle);
+	gdrc_kern_give_back(c, r->kslot, r->kpinned, r->khandle, r->kmore,
+			    r->kpins);
 	gdrc_stat_add(c, GDRC_STAT_DEREGS, 1);
 	gdrc_region_free(c, r);
 }
