@@ -696,10 +696,10 @@ static struct gdrc_req_policy req_policy(struct gdrc_ctx *ctx,
 
 	if (cls->info.mem_type == GDRC_MEM_CUDA &&
 	    cls->info.kind != GDRC_PTR_MANAGED)
-		pol.tag_check = ctx->knobs.validate != GDRC_KNOB_VALIDATE_HOOKS ||
-				(ctx->cuda_hooks &&
-				 cuhooks_test(ctx->cuda, cls->cu_ctx) !=
-					 CUHOOKS_OK);
+		pol.tag_check =
+			ctx->knobs.validate != GDRC_KNOB_VALIDATE_HOOKS ||
+			(ctx->cuda_hooks &&
+			 cuhooks_test(ctx->cuda, cls->cu_ctx) != CUHOOKS_OK);
 	return pol;
 }
 

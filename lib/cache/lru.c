@@ -273,11 +273,10 @@ unsigned gdrc_evict_all_unused(struct gdrc_cache *c, int device,
 	return n;
 }
 
-
 /*
  * Codes: -3 links broken, -4 not sorted by enq, -5 length differs from
- * nregions, -6 a listed region is invalid or without the index's pin.  Caller holds
- * the lock (either mode) or owns the cache.
+ * nregions, -6 a listed region is invalid or without the index's pin.
+ * Caller holds the lock (either mode) or owns the cache.
  */
 int gdrc_lru_check(struct gdrc_cache *c)
 {

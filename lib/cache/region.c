@@ -420,7 +420,8 @@ int gdrc_cache_segs_ok(const struct gdrc_cache *c,
 /*
  * Put a published region in the cache: findable in the index, newest on
  * the LRU list, counted, and holding the index's own pin.  The INVALID
- * bit goes last (release): a reader that finds r valid finds it whole.  spare_p: as for gdrc_index_insert.
+ * bit goes last (release): a reader that finds r valid finds it whole.
+ * spare_p: as for gdrc_index_insert.
  */
 void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
 			void **spare_p)
