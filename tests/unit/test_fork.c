@@ -141,6 +141,16 @@ static void test_fork_while_contexts_come_and_go(void **state)
 	 * the child counts what the vanished thread held as lost. */
 	if (getenv("GDRC_TEST_VALGRIND"))
 		skip();
+#ifdef __SANITIZE_ADDRESS__
+	/* Debian 12's libasan (gcc 12) takes no lock of its allocator
+	 * across fork(): a child can find a size class's lock held by the
+	 * churning thread, which it lacks, and hang in its first malloc
+	 * (seen in gdrc_init's posix_memalign, every run once the
+	 * context's and the first pool chunk's sizes shared a class).
+	 * glibc's malloc, jemalloc and mimalloc do; the plain and TSan
+	 * suites run this. */
+	skip();
+#endif
 	atomic_store(&churn_stop, 0);
 	assert_int_equal(pthread_create(&t, NULL, churn, NULL), 0);
 	for (int i = 0; i < 200; i++) {
