@@ -43,6 +43,7 @@
  * inval.c (overlap, prepare), cache.c (init, check, cleanup).
  */
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "cache_int.h"
@@ -96,7 +97,12 @@ static struct gdrc_phash *ph_new(unsigned bits)
 	struct gdrc_phash *t;
 
 	if (bytes < PH_HUGE) {
-		t = calloc(1, bytes);
+		/* Touched now, not left to calloc's fresh zero pages: the
+		 * first table is made at gdrc_init, and a context's first
+		 * insert should take no page fault. */
+		t = malloc(bytes);
+		if (t)
+			memset(t, 0, bytes);
 		bytes = 0;
 	} else {
 		bytes = (bytes + PH_HUGE - 1) & ~(PH_HUGE - 1);
