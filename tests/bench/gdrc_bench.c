@@ -243,6 +243,7 @@ struct bench_opts {
 	int ucx_child; /* --ucx-default-child: only UCX's hit, then exit */
 	int mixed_child; /* --mixed-child=N: both caches, order N, exit */
 	int gpu_only;  /* --gpu-only: a. and g. */
+	int threads_only; /* --threads-only: a. and e. without UCX */
 	const char *json;
 	uint64_t div; /* 10 with --quick, else 1 */
 };
@@ -2585,8 +2586,8 @@ static int bench_caches_host(struct gdrc_ctx *ctx, const char *addr,
 static void bench_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: gdrc-bench [--quick] [--gpu-only] [--json PATH] "
-		"[--help]\n"
+		"usage: gdrc-bench [--quick] [--gpu-only] [--threads-only] "
+		"[--json PATH] [--help]\n"
 		"(--ucx-default-child, --mixed-child are internal: the UCX\n"
 		"runs in a child)\n"
 		"Measure libgdrcache's cache (none backend, hooks on): hit,\n"
@@ -2595,6 +2596,8 @@ static void bench_usage(FILE *f)
 		"ucs_rcache for reference when built with UCX.\n"
 		"  --quick      10x fewer iterations, n up to 100000\n"
 		"  --gpu-only   only the host hit (a.) and the GPU section (g.)\n"
+		"  --threads-only  only the host hit (a.) and gdrcache's\n"
+		"               threaded hits (e., no UCX rows)\n"
 		"  --json PATH  also write the results as JSON to PATH\n"
 		"  --help       this text\n");
 }
@@ -2605,6 +2608,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "quick", no_argument, NULL, 'q' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "gpu-only", no_argument, NULL, 'g' },
+		{ "threads-only", no_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "ucx-default-child", no_argument, NULL, 'u' },
 		{ "mixed-child", required_argument, NULL, 'm' },
@@ -2624,6 +2628,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 'g':
 			o->gpu_only = 1;
+			break;
+		case 't':
+			o->threads_only = 1;
 			break;
 		case 'u':
 			o->ucx_child = 1;
@@ -2706,6 +2713,11 @@ int main(int argc, char **argv)
 		goto out;
 	if (o.gpu_only)
 		goto gpu;
+	if (o.threads_only) {
+		if (bench_threads(ctx, NULL, buf, &o, &res))
+			goto out;
+		goto done;
+	}
 #ifdef GDRC_BENCH_HAVE_UCX
 	if (bench_ucx_create(&rc, &res.machine.ucx_events) ||
 	    bench_ucx_hit(rc, buf, &o, &res) || bench_ucx_default(&o, &res) ||
@@ -2720,7 +2732,7 @@ int main(int argc, char **argv)
 gpu:
 	if (bench_gpu(&o, &res))
 		goto out;
-
+done:
 	printf("\ntotal time %.1f s\n",
 	       (double)(bench_now_ns() - t_start) / 1e9);
 	if (o.json && bench_write_json(o.json, &o, &res))
