@@ -36,12 +36,7 @@ for order in '"$orders"'; do
 done
 exit 0'
 
-rc=0
-bash "$vmlab" run --share "$repo" --timeout 300 --smp 2 -- sh -c "$guest_cmd" || rc=$?
-if ((rc != 0)); then
-	echo "fabric: guest exit status $rc"
-	exit "$rc"
-fi
+vm_run fabric "$guest_cmd"
 rc=0
 for order in $orders; do
 	echo "== $order"

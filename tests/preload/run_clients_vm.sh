@@ -59,12 +59,7 @@ pair plain FI_LOG_LEVEL=warn
 pair preload LD_PRELOAD="'"$pre"'" GDRC_STATS=1 GDRC_LOG_LEVEL=info
 exit 0'
 
-rc=0
-bash "$vmlab" run --share "$repo" --timeout 300 --smp 2 -- sh -c "$guest_cmd" || rc=$?
-if ((rc != 0)); then
-	echo "clients: guest exit status $rc"
-	exit "$rc"
-fi
+vm_run clients "$guest_cmd"
 cat "$out/status.txt"
 rc=0
 for mode in plain preload; do

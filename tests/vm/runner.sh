@@ -8,6 +8,9 @@
 #   vm_stage DIR FILE...  copy FILEs into DIR (inside the share), a
 #                         shared library under its soname, so that the
 #                         guest's loader finds it there
+#   vm_run NAME CMD       run CMD (sh -c) in one guest that sees the
+#                         share, with 2 CPUs; if the guest's status is
+#                         not 0, say so and exit with it
 #   vm_stage_preload DIR PROG PRELOAD_SO
 #                         stage a program and libgdrcache-preload.so,
 #                         with libgdrcache.so.0 beside it (its $ORIGIN);
@@ -25,6 +28,17 @@ vm_require() {
 	if ((rc != 0)); then
 		echo "$1: VM lab unavailable ($rc): skipped"
 		exit 77
+	fi
+}
+
+vm_run() {
+	local rc=0
+
+	bash "$vmlab" run --share "$repo" --timeout 300 --smp 2 -- \
+		sh -c "$2" || rc=$?
+	if ((rc != 0)); then
+		echo "$1: guest exit status $rc"
+		exit "$rc"
 	fi
 }
 
