@@ -58,10 +58,24 @@
 #define MREMAP_DONTUNMAP 4
 #endif
 
-/* movabs $target, %r11 ; jmp *%r11 */
+/*
+ * Two forms, 13 bytes each (docs/hooks.md, "Another library got there
+ * first"):
+ *   plain    movabs $target, %r10 ; jmp *%r10           49 ba .. 41 ff e2
+ *   chained  movabs $target, %rax ; jmp *%rax ; nop     48 b8 .. ff e0 90
+ * Neither is libfabric's or Open MPI's own (%r11), which libfabric takes
+ * for its own patch and refuses to write over (and then keeps its MR
+ * cache on without its events): so libfabric writes over our plain
+ * patch, our probe sees it, and a retake chains over libfabric's.  The
+ * chained form says, in the code itself, that the chain is to be
+ * followed: when libfabric's cleanup writes back what it saved (our plain
+ * patch), the replacements stop calling into it.
+ */
 #define PATCH_LEN 13
 #define PATCH_IMM_OFF 2
 #define PATCH_JMP_OFF 10
+#define PATCH_OP_PLAIN 0xba   /* the byte after REX: mov imm64, %r10 */
+#define PATCH_OP_CHAINED 0xb8 /* mov imm64, %rax */
 
 /* The version every x86-64 glibc exports these symbols at. */
 #define PATCH_GLIBC_VER "GLIBC_2.2.5"
@@ -71,6 +85,9 @@ struct patch_site {
 	void *repl;             /* our replacement */
 	uint8_t *addr;          /* libc's entry point; set at apply */
 	uint8_t orig[PATCH_LEN]; /* its first bytes, to revert */
+	uint8_t glibc[PATCH_LEN]; /* glibc's own first bytes (first resolve) */
+	int have_glibc;
+	uint8_t applied[PATCH_LEN]; /* what we wrote last */
 	int patched;
 	/* Chained: the replacement of the library that patched this first
 	 * (Open MPI's or libfabric's, which make the system call
@@ -136,12 +153,22 @@ enum {
 
 static struct patch_site patch_sites[PATCH_COUNT];
 
-/* Hook context: the chained function of site i, or NULL. */
+/*
+ * Hook context: the chained function of site i, or NULL.  Followed only
+ * while libc's entry holds our chained form: the library we chain to
+ * may have put back our plain patch (its cleanup restores what it
+ * saved), and its code may be gone by now.
+ */
 GDRC_HOOK_CONTEXT
 static inline void *patch_chain(int i)
 {
-	return atomic_load_explicit(&patch_sites[i].chain,
-				    memory_order_acquire);
+	const struct patch_site *site = &patch_sites[i];
+	void *chain = atomic_load_explicit(&site->chain, memory_order_acquire);
+
+	if (chain &&
+	    ((const volatile uint8_t *)site->addr)[1] != PATCH_OP_CHAINED)
+		return NULL;
+	return chain;
 }
 
 /* Hook context: a libc-style result (-1 or MAP_FAILED with errno) in the
@@ -351,16 +378,24 @@ static void patch_read(uint8_t *buf, const uint8_t *src)
 	gdrc_code_read(buf, src, PATCH_LEN);
 }
 
-static void patch_encode(uint8_t *buf, const void *target)
+static void patch_encode(uint8_t *buf, const void *target, int chained)
 {
 	uint64_t imm = (uint64_t)(uintptr_t)target;
 
-	buf[0] = 0x49; /* REX.WB */
-	buf[1] = 0xbb; /* mov imm64, %r11 */
 	memcpy(buf + PATCH_IMM_OFF, &imm, sizeof(imm));
-	buf[PATCH_JMP_OFF] = 0x41; /* REX.B */
-	buf[PATCH_JMP_OFF + 1] = 0xff;
-	buf[PATCH_JMP_OFF + 2] = 0xe3; /* jmp *%r11 */
+	if (chained) {
+		buf[0] = 0x48; /* REX.W */
+		buf[1] = PATCH_OP_CHAINED;
+		buf[PATCH_JMP_OFF] = 0xff;
+		buf[PATCH_JMP_OFF + 1] = 0xe0; /* jmp *%rax */
+		buf[PATCH_JMP_OFF + 2] = 0x90; /* nop */
+	} else {
+		buf[0] = 0x49; /* REX.WB */
+		buf[1] = PATCH_OP_PLAIN;
+		buf[PATCH_JMP_OFF] = 0x41; /* REX.B */
+		buf[PATCH_JMP_OFF + 1] = 0xff;
+		buf[PATCH_JMP_OFF + 2] = 0xe2; /* jmp *%r10 */
+	}
 }
 
 /* Bytes read to recognise a jump: an endbr64, then the longest form. */
@@ -374,8 +409,9 @@ static void patch_encode(uint8_t *buf, const void *target)
  * registrations of unmapped memory (seen with UCX 1.13: its far form
  * below went unrecognised here and was overwritten).  The forms, each
  * possibly after an endbr64:
- *   movabs $imm64, %reg; jmp *%reg   ours (%r11), UCM's far form (%rax),
- *                                    libfabric's and Open MPI's
+ *   movabs $imm64, %reg; jmp *%reg   ours (%r10, %rax), UCM's far form
+ *                                    (%rax), libfabric's and Open MPI's
+ *                                    (%r11)
  *   jmp rel32 (e9), jmp rel8 (eb)    UCM's near form
  *   jmp *rel32(%rip) (ff 25)         a jump through a pointer
  * *target_p: where it goes (0 for a movabs that is not followed by its
@@ -494,6 +530,42 @@ static int patch_resolve(struct patch_site *site, void *libc,
 		return -1;
 	}
 	site->chain_next = NULL;
+	if (!site->have_glibc) {
+		patch_read(site->glibc, addr);
+		site->have_glibc = !patch_redirected(addr, &target);
+	}
+	if (patch_redirected(addr, &target) && target == (uintptr_t)site->repl) {
+		uint8_t now[PATCH_LEN];
+
+		patch_read(now, addr);
+		site->addr = addr;
+		if (now[1] == PATCH_OP_CHAINED) {
+			/* Our chained patch, still there: keep its chain and
+			 * what it went over. */
+			Dl_info owner;
+
+			site->chain_next = atomic_load_explicit(
+				&site->chain, memory_order_relaxed);
+			if (site->chain_next &&
+			    dladdr(site->chain_next, &owner) &&
+			    owner.dli_fname)
+				snprintf(patch_chained_to,
+					 sizeof(patch_chained_to), "%s",
+					 owner.dli_fname);
+			return 0;
+		}
+		/* Our plain patch, put back by a library we had chained to
+		 * (its cleanup restores what it saved): glibc's own bytes
+		 * are the ones to revert to. */
+		if (!site->have_glibc) {
+			snprintf(why, why_len,
+				 "libc's %s holds our patch, and its own first bytes were never seen",
+				 site->name);
+			return -1;
+		}
+		memcpy(site->orig, site->glibc, PATCH_LEN);
+		return 0;
+	}
 	if (patch_redirected(addr, &target)) {
 		Dl_info owner;
 		const char *who = "an unknown object";
@@ -613,7 +685,7 @@ int gdrc_patch_apply(struct gdrc_patch_libc *libc, char *why,
 		/* Before our jump goes in: its first caller must see it. */
 		atomic_store_explicit(&site->chain, site->chain_next,
 				      memory_order_release);
-		patch_encode(code, site->repl);
+		patch_encode(code, site->repl, site->chain_next != NULL);
 		if (patch_write(site->addr, code)) {
 			err = errno;
 			patch_unwind();
@@ -622,6 +694,7 @@ int gdrc_patch_apply(struct gdrc_patch_libc *libc, char *why,
 				 site->name, strerror(err));
 			return -1;
 		}
+		memcpy(site->applied, code, PATCH_LEN);
 		site->patched = 1;
 	}
 
@@ -641,7 +714,7 @@ void gdrc_patch_revert(void)
 
 int gdrc_patch_intact(void)
 {
-	uint8_t code[PATCH_LEN], now[PATCH_LEN];
+	uint8_t now[PATCH_LEN];
 	size_t i;
 
 	for (i = 0; i < GDRC_ARRAY_SIZE(patch_sites); i++) {
@@ -649,9 +722,8 @@ int gdrc_patch_intact(void)
 
 		if (!site->patched)
 			return 0;
-		patch_encode(code, site->repl);
 		patch_read(now, site->addr);
-		if (memcmp(now, code, PATCH_LEN))
+		if (memcmp(now, site->applied, PATCH_LEN))
 			return 0;
 	}
 	return 1;

@@ -16,6 +16,7 @@
 #ifndef GDRC_TESTS_COEXIST_H
 #define GDRC_TESTS_COEXIST_H
 
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +152,10 @@ static void coexist_probes(void)
 	munmap(q, 2 * len);
 
 #ifndef __SANITIZE_ADDRESS__ /* ASan's allocator keeps freed blocks */
+	/* A fixed threshold: glibc raises its dynamic one to the size of
+	 * each mapped block freed, and a second round's block would come
+	 * from the heap, which the mmap(MAP_FIXED) below would wreck. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	m = malloc(8 << 20); /* over glibc's mmap threshold */
 	memset(m, 1, 8 << 20);
 	id = coexist_warm(m, "malloc");

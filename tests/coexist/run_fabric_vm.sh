@@ -3,11 +3,9 @@
 #
 # run_fabric_vm.sh: test_fabric_coexist in a VM lab guest with soft-RoCE
 # up (libfabric's verbs provider, the only one of 1.17 with an MR cache,
-# needs a device), in the orders given (default: fabric-first, which is
-# what ctest runs: libfabric's memhooks patch glibc before gdrc_init).
-# The other order, gdrc-first, shows a known problem (docs/hooks.md,
-# "libfabric after gdrcache"): run it by hand with
-#   bash tests/coexist/run_fabric_vm.sh build/tests/test_fabric_coexist gdrc-first
+# needs a device), in the orders given (default both, as ctest runs it:
+# fabric-first, libfabric's memhooks patch glibc before gdrc_init;
+# gdrc-first, after it).
 #
 # Usage: run_fabric_vm.sh TEST_FABRIC_COEXIST [ORDER...]
 # Exit: 0 all passed; 77 the VM lab is unavailable; the lab's
@@ -19,7 +17,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 . "$here/../vm/runner.sh"
 prog=${1:?usage: run_fabric_vm.sh TEST_FABRIC_COEXIST [ORDER...]}
 shift
-orders=${*:-fabric-first}
+orders=${*:-fabric-first gdrc-first}
 out=$here/.out-fabric
 
 vm_require fabric
