@@ -39,6 +39,10 @@
  *                always makes one per hit;
  *   invalidate   gdrc_invalidate of a GPU range;
  *   second_device  memory of device 1 reports ordinal 1.
+ *   other_device_from_threads  device 1's plain and pool memory from
+ *                threads with device 0's context current and with none:
+ *                right device, SYNC_MEMOPS, context left alone, hits,
+ *                its free removing only its own registration.
  *
  * libgdrcache runs with cfg NULL, i.e. the "none" backend (registrations
  * tracked, keys 0): no NIC is needed.  Each test creates and destroys
@@ -54,6 +58,7 @@
  * which ctest reports as skipped; tests needing two devices skip alone.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1420,6 +1425,126 @@ static void test_gpu_second_device_cumem(void **state)
 	CU(cuDevicePrimaryCtxRelease(dev1));
 }
 
+/* What a thread with a given context current (or none) saw of device
+ * 1's memory: no cmocka assertion off the test's own thread. */
+struct other_dev {
+	struct gdrc_ctx *ctx;
+	CUcontext current;       /* set in the thread: pctx0, or NULL */
+	CUdeviceptr addr[2];     /* device 1's: plain, pool */
+	struct gdrc_mr_info info[2];
+	gdrc_status_t status[2];
+	CUcontext after;         /* current when the thread was done */
+	CUresult cu;
+};
+
+static void *other_dev_thread(void *p)
+{
+	struct other_dev *o = p;
+	struct gdrc_mr *mr;
+
+	o->cu = cuCtxSetCurrent(o->current);
+	for (int i = 0; i < 2 && o->cu == CUDA_SUCCESS; i++) {
+		o->status[i] = gdrc_mr_get(o->ctx, vp(o->addr[i]), 4096,
+					   ACCESS, 0, &mr);
+		if (o->status[i])
+			continue;
+		gdrc_mr_query(mr, &o->info[i]);
+		gdrc_mr_put(o->ctx, mr);
+	}
+	if (o->cu == CUDA_SUCCESS)
+		o->cu = cuCtxGetCurrent(&o->after);
+	return NULL;
+}
+
+static struct other_dev other_dev_run(struct gdrc_ctx *ctx, CUcontext cur,
+				      const CUdeviceptr *addr)
+{
+	struct other_dev o = { .ctx = ctx, .current = cur,
+			       .addr = { addr[0], addr[1] } };
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, other_dev_thread, &o), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(o.cu, CUDA_SUCCESS);
+	assert_ptr_equal(o.after, cur); /* left as it found it */
+	for (int i = 0; i < 2; i++) {
+		GD(o.status[i]);
+		assert_int_equal(o.info[i].device, 1);
+		assert_int_equal(o.info[i].kind,
+				 i ? GDRC_PTR_POOL : GDRC_PTR_DEVICE);
+		assert_true(o.info[i].flags & GDRC_MR_INFO_SYNC_MEMOPS);
+	}
+	return o;
+}
+
+/*
+ * Device 1's memory (cuMemAlloc, and its default memory pool) got, put
+ * and freed from threads whose current context is device 0's, or none:
+ * the right device, SYNC_MEMOPS set on each allocation, the thread's
+ * context as it was, the second thread's gets hits on the first's
+ * registrations, and device 1's free (through the hooked cuMemFree, from
+ * device 0's thread) removes its registration and nothing else.
+ */
+static void test_gpu_other_device_from_threads(void **state)
+{
+	struct other_dev a, b;
+	struct gdrc_ctx *ctx;
+	CUdeviceptr addr[2];
+	CUcontext pctx1;
+	CUstream stream;
+	CUdevice dev1;
+	uint64_t hits;
+
+	(void)state;
+	if (ndevices < 2) {
+		print_message("    one device only\n");
+		skip();
+	}
+	CU(cuDeviceGet(&dev1, 1));
+	if (!dev_attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev1)) {
+		print_message("    device 1 has no memory pools\n");
+		skip();
+	}
+	CU(cuDevicePrimaryCtxRetain(&pctx1, dev1));
+	CU(cuCtxSetCurrent(pctx1));
+	CU(cuMemAlloc(&addr[0], MIB));
+	CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+	CU(cuMemAllocAsync(&addr[1], MIB, stream));
+	CU(cuStreamSynchronize(stream));
+	CU(cuCtxSetCurrent(pctx0));
+	ctx = ctx_open();
+
+	a = other_dev_run(ctx, pctx0, addr);
+	print_mr("device 1 from device 0's thread", &a.info[0]);
+	print_mr("device 1 pool from device 0's thread", &a.info[1]);
+	CU(cuCtxSetCurrent(pctx1));
+	assert_int_equal(sync_memops_of(addr[0]), 1);
+	assert_int_equal(sync_memops_of(addr[1]), 1);
+	CU(cuCtxSetCurrent(pctx0));
+	hits = stat_of(ctx, GDRC_STAT_HITS);
+	b = other_dev_run(ctx, NULL, addr);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(b.info[i].id, a.info[i].id);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), hits + 2);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 2);
+
+	/* Freed from device 0's context: only that registration goes. */
+	CU(cuMemFree(addr[0]));
+	gdrc_mr_put(ctx, get(ctx, addr[1], 4096, &b.info[1]));
+	assert_int_equal(b.info[1].id, a.info[1].id);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 1);
+	assert_true(stat_of(ctx, GDRC_STAT_INV_CUDA_HOOK) +
+			    stat_of(ctx, GDRC_STAT_INV_TAG_CHECK) >=
+		    1);
+	gdrc_fini(ctx);
+	CU(cuCtxSetCurrent(pctx1));
+	CU(cuMemFreeAsync(addr[1], stream));
+	CU(cuStreamSynchronize(stream));
+	CU(cuStreamDestroy(stream));
+	CU(cuCtxSetCurrent(pctx0));
+	CU(cuDevicePrimaryCtxRelease(dev1));
+}
+
 /*
  * A context made with the driver API (cuCtxCreate), not the primary one:
  * classification, SYNC_MEMOPS and the tag check work the same, and a
@@ -1549,6 +1674,8 @@ int main(void)
 		cmocka_unit_test(test_gpu_validate_always_cumem),
 		cmocka_unit_test(test_gpu_invalidate_cumem),
 		cmocka_unit_test_teardown(test_gpu_second_device_cumem,
+					  restore_ctx0),
+		cmocka_unit_test_teardown(test_gpu_other_device_from_threads,
 					  restore_ctx0),
 		cmocka_unit_test_teardown(test_gpu_driver_context_cumem,
 					  restore_ctx0),
