@@ -132,10 +132,9 @@ void gdrc_kern_give_back(struct gdrc_cache *c, int slot, int pinned,
 			 uint64_t handle, uint32_t kmore,
 			 const struct gdrc_kpin *kpins);
 void gdrc_region_release(struct gdrc_cache *c, struct gdrc_region *r);
-void gdrc_region_drop_defer(struct gdrc_cache *c, struct gdrc_region *r,
-			    uint64_t delta, struct gdrc_defer *d);
-void gdrc_region_drop(struct gdrc_cache *c, struct gdrc_region *r,
-		      uint64_t delta);
+void gdrc_region_unpin_defer(struct gdrc_cache *c, struct gdrc_region *r,
+			     struct gdrc_defer *d);
+void gdrc_region_unpin(struct gdrc_cache *c, struct gdrc_region *r);
 int gdrc_region_unref(struct gdrc_cache *c, struct gdrc_region *r);
 /* Drop what a lookup holds (hold: REGION_PIN_ONE or 1). */
 void gdrc_region_let_go(struct gdrc_cache *c, struct gdrc_region *r,

@@ -121,7 +121,7 @@ static void handle_release(struct gdrc_cache *c, struct gdrc_handle *h,
 
 	atomic_store_explicit(&h->state, HANDLE_RELEASED,
 			      memory_order_release);
-	gdrc_region_drop_defer(c, r, REGION_PIN_ONE, d);
+	gdrc_region_unpin_defer(c, r, d);
 }
 
 /* Add n to h's remote count; release h if that completed it. */
@@ -340,7 +340,7 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 		if (t->e[i].uid == c->uid && h->pub.r == r) {
 			gdrc_owned_add(&h->held, 1);
 			/* The handle's pin keeps r. */
-			gdrc_region_drop(c, r, REGION_PIN_ONE);
+			gdrc_region_unpin(c, r);
 			return &h->pub;
 		}
 	}

@@ -168,7 +168,7 @@ static int ph_stays(uint64_t i, uint64_t j, uint64_t h)
 
 /* Remove key's entry for r, shifting the rest of its cluster back. */
 static void ph_del(struct gdrc_phash *t, uintptr_t key,
-		   const struct gdrc_region *r)
+		   struct gdrc_region *r)
 {
 	uint64_t mask = ph_mask(t), i = ph_home(t, key), j;
 	uintptr_t k;
@@ -206,12 +206,6 @@ static void ph_each_key(struct gdrc_phash *t, struct gdrc_region *r,
 
 	for (uintptr_t g = r->start >> s; g <= (r->end - 1) >> s; g++)
 		fn(t, ix_key(g, r->ix_level), r);
-}
-
-static void ph_del_fn(struct gdrc_phash *t, uintptr_t key,
-		      struct gdrc_region *r)
-{
-	ph_del(t, key, r);
 }
 
 static int ph_fits(const struct gdrc_phash *t, uint64_t more)
@@ -320,7 +314,7 @@ void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r)
 	gdrc_itree_remove(&c->ix.tree, &r->node);
 	if (r->ix_level < 0)
 		return;
-	ph_each_key(t, r, ph_del_fn);
+	ph_each_key(t, r, ph_del);
 	atomic_fetch_sub_explicit(&t->used, region_slots(r, r->ix_level),
 				  memory_order_relaxed);
 	atomic_fetch_sub_explicit(&c->ix.level_regions[r->ix_level], 1,

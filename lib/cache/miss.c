@@ -511,7 +511,7 @@ again:
 	 * it) or by the kernel channel (its word moved). */
 	if (inflight.stale || gdrc_region_kstale(c, r)) {
 		gdrc_cache_unlock_release(c, &d);
-		gdrc_region_drop(c, r, REGION_PIN_ONE);
+		gdrc_region_unpin(c, r);
 		if (++tries < MISS_STALE_RETRIES)
 			goto again;
 		gdrc_debug("%#lx+%lu kept being unmapped while registering",
@@ -523,7 +523,7 @@ again:
 		/* Another thread may have cached the same range meanwhile:
 		 * serve that (a hit) and drop ours. */
 		if (serve_cover(c, req, &want, &d, mr_p)) {
-			gdrc_region_drop(c, r, REGION_PIN_ONE);
+			gdrc_region_unpin(c, r);
 			return GDRC_OK;
 		}
 		col = (struct gdrc_collect){

@@ -130,8 +130,8 @@ int gdrc_pool_grow(struct gdrc_cache *c, struct gdrc_pool *pool)
 	return 0;
 }
 
-/* Take an object: the one freed longest ago, else a fresh one (zeroed
- * and set up by pool->init), growing the pool when both run out. */
+/* Take an object: the one freed longest ago, else a fresh one (zero,
+ * set up by pool->init), growing the pool when both run out. */
 void *gdrc_pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
 {
 	void *obj;
@@ -149,9 +149,10 @@ void *gdrc_pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
 		gdrc_slab_unlock(c);
 		return obj;
 	}
+	/* Never handed out: zero already (a small chunk was cleared when
+	 * made, a mapped one is fresh pages). */
 	obj = pool->bump;
 	pool->bump += pool->size;
-	memset(obj, 0, pool->size);
 	if (pool->init)
 		pool->init(obj);
 	gdrc_slab_unlock(c);

@@ -215,20 +215,21 @@ static void region_drop_done(struct gdrc_cache *c, struct gdrc_region *r,
 	}
 }
 
-/* Subtract delta (pins) from r's word; release r if that was the last. */
-void gdrc_region_drop_defer(struct gdrc_cache *c, struct gdrc_region *r,
-			    uint64_t delta, struct gdrc_defer *d)
+/* Drop a pin (a handle's, the index's, a lookup's or a miss's: no put
+ * takes one); release r if that was the last of everything. */
+void gdrc_region_unpin_defer(struct gdrc_cache *c, struct gdrc_region *r,
+			     struct gdrc_defer *d)
 {
-	uint64_t w = atomic_fetch_sub_explicit(&r->word, delta,
-					       memory_order_acq_rel) - delta;
+	uint64_t w = atomic_fetch_sub_explicit(&r->word, REGION_PIN_ONE,
+					       memory_order_acq_rel) -
+		     REGION_PIN_ONE;
 
 	region_drop_done(c, r, w, d);
 }
 
-void gdrc_region_drop(struct gdrc_cache *c, struct gdrc_region *r,
-		      uint64_t delta)
+void gdrc_region_unpin(struct gdrc_cache *c, struct gdrc_region *r)
 {
-	gdrc_region_drop_defer(c, r, delta, NULL);
+	gdrc_region_unpin_defer(c, r, NULL);
 }
 
 /*
@@ -255,7 +256,7 @@ void gdrc_region_let_go(struct gdrc_cache *c, struct gdrc_region *r,
 			uint64_t hold)
 {
 	if (hold == REGION_PIN_ONE)
-		gdrc_region_drop(c, r, REGION_PIN_ONE);
+		gdrc_region_unpin(c, r);
 	else
 		gdrc_region_unref(c, r);
 }
@@ -269,7 +270,7 @@ void gdrc_region_pin_to_ref(struct gdrc_region *r)
 
 void gdrc_cache_region_put(struct gdrc_cache *c, struct gdrc_region *r)
 {
-	gdrc_region_drop(c, r, REGION_PIN_ONE);
+	gdrc_region_unpin(c, r);
 }
 
 void gdrc_defer_release(struct gdrc_cache *c, struct gdrc_defer *d)
@@ -463,6 +464,6 @@ void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
 	if (ghost)
 		gdrc_ghost_add(c, r, ghost);
 	gdrc_tls_drop_region_locked(c, r, d);
-	gdrc_region_drop_defer(c, r, REGION_PIN_ONE, d);
+	gdrc_region_unpin_defer(c, r, d);
 }
 
