@@ -85,7 +85,8 @@ struct patch_site {
 	void *repl;             /* our replacement */
 	uint8_t *addr;          /* libc's entry point; set at apply */
 	uint8_t orig[PATCH_LEN]; /* its first bytes, to revert */
-	uint8_t glibc[PATCH_LEN]; /* glibc's own first bytes (first resolve) */
+	uint8_t glibc[PATCH_LEN]; /* glibc's own first bytes, read the first
+				   * time a resolve found them unpatched */
 	int have_glibc;
 	uint8_t applied[PATCH_LEN]; /* what we wrote last */
 	int patched;
@@ -490,6 +491,48 @@ static int patch_chainable(const uint8_t *code, const char *who)
 	return 0;
 }
 
+/* The object holding addr, for messages ("an unknown object"). */
+static const char *patch_owner(void *addr)
+{
+	Dl_info owner;
+
+	if (addr && dladdr(addr, &owner) && owner.dli_fname &&
+	    owner.dli_fname[0])
+		return owner.dli_fname;
+	return "an unknown object";
+}
+
+/*
+ * libc's entry at addr jumps to site's own replacement: our chained
+ * patch, still there (keep its chain and what it went over), or our
+ * plain patch, put back by a library we had chained to (its cleanup
+ * restores what it saved), whose revert is to glibc's own first bytes.
+ */
+static int patch_resolve_ours(struct patch_site *site, uint8_t *addr,
+			      char *why, size_t why_len)
+{
+	uint8_t now[PATCH_LEN];
+
+	patch_read(now, addr);
+	site->addr = addr;
+	if (now[1] == PATCH_OP_CHAINED) {
+		site->chain_next = atomic_load_explicit(&site->chain,
+							memory_order_relaxed);
+		if (site->chain_next)
+			snprintf(patch_chained_to, sizeof(patch_chained_to),
+				 "%s", patch_owner(site->chain_next));
+		return 0;
+	}
+	if (!site->have_glibc) {
+		snprintf(why, why_len,
+			 "libc's %s holds our patch, and its own first bytes were never seen",
+			 site->name);
+		return -1;
+	}
+	memcpy(site->orig, site->glibc, PATCH_LEN);
+	return 0;
+}
+
 /*
  * Find libc's own definition (not a sanitizer's or preload's interposer,
  * which a handle lookup skips), check it can take the patch, and save its
@@ -500,6 +543,7 @@ static int patch_resolve(struct patch_site *site, void *libc,
 {
 	const ElfW(Sym) *sym = NULL;
 	uintptr_t target;
+	int redirected;
 	Dl_info info;
 	void *addr;
 
@@ -530,59 +574,25 @@ static int patch_resolve(struct patch_site *site, void *libc,
 		return -1;
 	}
 	site->chain_next = NULL;
-	if (!site->have_glibc) {
+	redirected = patch_redirected(addr, &target);
+	if (!redirected && !site->have_glibc) {
 		patch_read(site->glibc, addr);
-		site->have_glibc = !patch_redirected(addr, &target);
+		site->have_glibc = 1;
 	}
-	if (patch_redirected(addr, &target) && target == (uintptr_t)site->repl) {
-		uint8_t now[PATCH_LEN];
+	if (redirected && target == (uintptr_t)site->repl)
+		return patch_resolve_ours(site, addr, why, why_len);
+	if (redirected) {
+		const char *who = patch_owner((void *)target);
 
-		patch_read(now, addr);
-		site->addr = addr;
-		if (now[1] == PATCH_OP_CHAINED) {
-			/* Our chained patch, still there: keep its chain and
-			 * what it went over. */
-			Dl_info owner;
-
-			site->chain_next = atomic_load_explicit(
-				&site->chain, memory_order_relaxed);
-			if (site->chain_next &&
-			    dladdr(site->chain_next, &owner) &&
-			    owner.dli_fname)
-				snprintf(patch_chained_to,
-					 sizeof(patch_chained_to), "%s",
-					 owner.dli_fname);
-			return 0;
-		}
-		/* Our plain patch, put back by a library we had chained to
-		 * (its cleanup restores what it saved): glibc's own bytes
-		 * are the ones to revert to. */
-		if (!site->have_glibc) {
-			snprintf(why, why_len,
-				 "libc's %s holds our patch, and its own first bytes were never seen",
-				 site->name);
-			return -1;
-		}
-		memcpy(site->orig, site->glibc, PATCH_LEN);
-		return 0;
-	}
-	if (patch_redirected(addr, &target)) {
-		Dl_info owner;
-		const char *who = "an unknown object";
-
-		if (target && dladdr((void *)target, &owner) &&
-		    owner.dli_fname && owner.dli_fname[0])
-			who = owner.dli_fname;
-		if (patch_chainable(addr, who)) {
-			site->chain_next = (void *)target;
-			snprintf(patch_chained_to, sizeof(patch_chained_to),
-				 "%s", who);
-		} else {
+		if (!patch_chainable(addr, who)) {
 			snprintf(why, why_len,
 				 "libc's %s already jumps to %p in %s: another copy of libgdrcache or another hook library (ucx, libfabric, open mpi) owns it",
 				 site->name, (void *)target, who);
 			return -1;
 		}
+		site->chain_next = (void *)target;
+		snprintf(patch_chained_to, sizeof(patch_chained_to), "%s",
+			 who);
 	}
 	site->addr = addr;
 	patch_read(site->orig, addr);
