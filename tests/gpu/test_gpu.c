@@ -1395,6 +1395,18 @@ static void test_gpu_invalidate_cumem(void **state)
 	CU(cuMemFree(p));
 }
 
+/* Device 1 and its primary context, retained (the caller releases it);
+ * the test skips on a machine with one device. */
+static void device1(CUdevice *dev_p, CUcontext *ctx_p)
+{
+	if (ndevices < 2) {
+		print_message("    one device only\n");
+		skip();
+	}
+	CU(cuDeviceGet(dev_p, 1));
+	CU(cuDevicePrimaryCtxRetain(ctx_p, *dev_p));
+}
+
 static void test_gpu_second_device_cumem(void **state)
 {
 	struct gdrc_mr_info info;
@@ -1405,12 +1417,7 @@ static void test_gpu_second_device_cumem(void **state)
 	CUdeviceptr p;
 
 	(void)state;
-	if (ndevices < 2) {
-		print_message("    one device only\n");
-		skip();
-	}
-	CU(cuDeviceGet(&dev1, 1));
-	CU(cuDevicePrimaryCtxRetain(&pctx1, dev1));
+	device1(&dev1, &pctx1);
 	CU(cuCtxSetCurrent(pctx1));
 	CU(cuMemAlloc(&p, MIB));
 	ctx = ctx_open();
@@ -1496,16 +1503,12 @@ static void test_gpu_other_device_from_threads(void **state)
 	uint64_t hits;
 
 	(void)state;
-	if (ndevices < 2) {
-		print_message("    one device only\n");
-		skip();
-	}
-	CU(cuDeviceGet(&dev1, 1));
+	device1(&dev1, &pctx1);
 	if (!dev_attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev1)) {
+		CU(cuDevicePrimaryCtxRelease(dev1));
 		print_message("    device 1 has no memory pools\n");
 		skip();
 	}
-	CU(cuDevicePrimaryCtxRetain(&pctx1, dev1));
 	CU(cuCtxSetCurrent(pctx1));
 	CU(cuMemAlloc(&addr[0], MIB));
 	CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
