@@ -113,7 +113,7 @@ void gdrc_tls_count_hit(struct gdrc_cache *c)
 
 /* Drop h's pin and make h reusable: called once per life of h, by the
  * add that brought its remote count to HANDLE_RETIRED (cache.h).  d as
- * for gdrc_region_drop_defer. */
+ * for gdrc_region_unpin_defer. */
 static void handle_release(struct gdrc_cache *c, struct gdrc_handle *h,
 			   struct gdrc_defer *d)
 {
