@@ -37,7 +37,8 @@
  *   f. machine  CPU model, CPUs, date (UTC), library, compiler and UCX
  *               versions.
  *   g. gpu      only when a CUDA driver and a device are there (else one
- *               "skipped" line): the bare cuPointerGetAttribute(BUFFER_ID)
+ *               "skipped" line), on device 0 and again on device 1 where
+ *               there is one: the bare cuPointerGetAttribute(BUFFER_ID)
  *               that a validated GPU hit adds; GPU hits with
  *               GDRC_VALIDATE=always (ratio to that bare query) and =hooks
  *               (ratio to the host hit of a.), and in paired rounds the
@@ -49,7 +50,9 @@
  *               one reservation, as cuMem allocators lay memory out), hit
  *               by requests that touch k = 1, 2, 3 of them, in paired
  *               rounds against k bare BUFFER_ID queries (target: at most
- *               1.25 for each k).
+ *               1.25 for each k).  On device 1, also its always and
+ *               hooks hits from a thread with device 0's primary context
+ *               current, and their ratio to the same hits from its own.
  *               The driver is opened at run time (GDRC_CUDA_LIBRARY,
  *               default libcuda.so.1, as the library does): building needs
  *               no CUDA toolkit.
@@ -98,7 +101,10 @@
  * ratio of the paired rounds), "ratio_always_get_vs_tag_paired" (the same
  * for the get alone), "hit_hooks_ns", "ratio_hooks_vs_host_hit",
  * "miss_device_ns", "miss_pool_ns", "miss_host_pinned_ns",
- * "classify_ns"} or null when g. was skipped.  Each number is the best
+ * "classify_ns", "vmm_k1_hit_ns" ... "vmm_k3_ratio_paired"} of device 0
+ * or null when g. was skipped; "gpu1" the same of device 1 (null with
+ * one device) with "cross_hit_always_ns" and "cross_hit_hooks_ns", its
+ * hits from a thread with device 0's context current.  Each number is the best
  * repetition; the same key with "_median" appended holds the median.
  * UCX values are null when UCX is not built; with --gpu-only, those of
  * b. to e. are null or empty.
@@ -202,6 +208,7 @@ struct bench_gpu_res {
 	int ran;
 	char skip[256];
 	char device[256];
+	int ordinal;			/* the CUDA device measured */
 	int driver;			/* cuDriverGetVersion, e.g. 13000 */
 	struct bench_res tag_query;	/* bare cuPointerGetAttribute */
 	struct bench_res hit_always;	/* GDRC_VALIDATE=always */
@@ -218,7 +225,15 @@ struct bench_gpu_res {
 	struct bench_res vmm_paired[3];
 	struct bench_res vmm_hit[3];	/* ns per get + put */
 	struct bench_res vmm_tags[3];	/* ns per k bare queries */
+	/* Device 1 and up: hits on this device's memory from a thread
+	 * with device 0's primary context current. */
+	int cross_ran;
+	struct bench_res cross_always;
+	struct bench_res cross_hooks;
 };
+
+/* g. runs on device 0 and, where there is one, device 1. */
+#define BENCH_GPUS 2
 
 struct bench_results {
 	struct bench_machine machine;
@@ -235,7 +250,7 @@ struct bench_results {
 	int nlookup;
 	struct bench_thr_res thr[2 * BENCH_MAX_THR_ROWS];
 	int nthr;
-	struct bench_gpu_res gpu;
+	struct bench_gpu_res gpu[BENCH_GPUS]; /* by CUDA ordinal */
 };
 
 struct bench_opts {
@@ -1569,10 +1584,10 @@ static struct bench_cuda bench_cu;
 
 /* What g. holds while it runs; bench_gpu_close releases all of it. */
 struct bench_gpu {
-	void *handle;		/* dlopen of the driver */
-	int inited;		/* cuInit succeeded: never dlclose then */
-	CUdevice dev;
-	CUcontext cu_ctx;	/* device 0's primary context, retained */
+	CUdevice dev;		/* the device measured */
+	CUcontext cu_ctx;	/* its primary context, retained */
+	CUdevice home_dev;	/* device 0, when dev is another one */
+	CUcontext home;		/* device 0's primary context, or NULL */
 	CUstream stream;	/* for the pool allocation */
 	CUdeviceptr dev_buf;	/* cuMemAlloc: tag query, hits, misses */
 	CUdeviceptr unreg_buf;	/* cuMemAlloc, never registered: classify */
@@ -1610,19 +1625,21 @@ static int bench_gpu_check(CUresult res, const char *what)
 	return -1;
 }
 
+/* The driver, once loaded; an initialised one is never closed (it keeps
+ * threads and exit handlers, and libgdrcache holds it too). */
+static void *bench_cu_handle;
+static int bench_cu_inited;
+
 /*
  * Open the driver libgdrcache opens (GDRC_CUDA_LIBRARY, default
  * libcuda.so.1; with another one the cache would classify pointers with a
- * driver that did not allocate them), initialise it and make device 0's
- * primary context current on this thread, where everything of g. runs.
- * @return 0: ready; 1: no usable driver or no device (a skip, the reason
- *         in why); -1: the driver failed.
+ * driver that did not allocate them) and initialise it.
+ * @return 0: ready, *ndev devices; 1: no usable driver or no device (a
+ *         skip, the reason in why); -1: the driver failed.
  */
-static int bench_gpu_open(struct bench_gpu *g, struct bench_gpu_res *r,
-			  char *why, size_t len)
+static int bench_cuda_load(int *driver, int *ndev, char *why, size_t len)
 {
 	const char *path = getenv("GDRC_CUDA_LIBRARY");
-	int ndev = 0;
 	CUresult res;
 
 	if (path && !strcmp(path, "none")) {
@@ -1631,14 +1648,14 @@ static int bench_gpu_open(struct bench_gpu *g, struct bench_gpu_res *r,
 	}
 	if (!path || !*path)
 		path = "libcuda.so.1";
-	g->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (!g->handle) {
+	bench_cu_handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!bench_cu_handle) {
 		snprintf(why, len, "no CUDA driver: %s", dlerror());
 		return 1;
 	}
 	for (size_t i = 0; i < sizeof(bench_cu_syms) / sizeof(bench_cu_syms[0]);
 	     i++) {
-		void *fn = dlsym(g->handle, bench_cu_syms[i].name);
+		void *fn = dlsym(bench_cu_handle, bench_cu_syms[i].name);
 
 		if (!fn) {
 			/* Too old for stream-ordered allocation (11.2). */
@@ -1657,17 +1674,37 @@ static int bench_gpu_open(struct bench_gpu *g, struct bench_gpu_res *r,
 	}
 	if (bench_gpu_check(res, "cuInit"))
 		return -1;
-	g->inited = 1;
-	if (bench_gpu_check(bench_cu.cuDriverGetVersion(&r->driver),
+	bench_cu_inited = 1;
+	if (bench_gpu_check(bench_cu.cuDriverGetVersion(driver),
 			    "cuDriverGetVersion") ||
-	    bench_gpu_check(bench_cu.cuDeviceGetCount(&ndev),
+	    bench_gpu_check(bench_cu.cuDeviceGetCount(ndev),
 			    "cuDeviceGetCount"))
 		return -1;
-	if (ndev < 1) {
+	if (*ndev < 1) {
 		snprintf(why, len, "no CUDA device");
 		return 1;
 	}
-	if (bench_gpu_check(bench_cu.cuDeviceGet(&g->dev, 0), "cuDeviceGet") ||
+	return 0;
+}
+
+static void bench_cuda_unload(void)
+{
+	if (bench_cu_handle && !bench_cu_inited)
+		dlclose(bench_cu_handle);
+	bench_cu_handle = NULL;
+}
+
+/*
+ * Device ordinal's primary context, retained and made current on this
+ * thread, where everything of g. runs; for a device other than 0, device
+ * 0's too (retained, for the hits from its thread).  @return 0 or -1.
+ */
+static int bench_gpu_open(struct bench_gpu *g, struct bench_gpu_res *r,
+			  int ordinal)
+{
+	r->ordinal = ordinal;
+	if (bench_gpu_check(bench_cu.cuDeviceGet(&g->dev, ordinal),
+			    "cuDeviceGet") ||
 	    bench_gpu_check(bench_cu.cuDeviceGetName(r->device,
 						     sizeof(r->device),
 						     g->dev),
@@ -1675,6 +1712,13 @@ static int bench_gpu_open(struct bench_gpu *g, struct bench_gpu_res *r,
 	    bench_gpu_check(bench_cu.cuDevicePrimaryCtxRetain(&g->cu_ctx,
 							      g->dev),
 			    "cuDevicePrimaryCtxRetain"))
+		return -1;
+	if (ordinal &&
+	    (bench_gpu_check(bench_cu.cuDeviceGet(&g->home_dev, 0),
+			     "cuDeviceGet") ||
+	     bench_gpu_check(bench_cu.cuDevicePrimaryCtxRetain(&g->home,
+							       g->home_dev),
+			     "cuDevicePrimaryCtxRetain")))
 		return -1;
 	return bench_gpu_check(bench_cu.cuCtxSetCurrent(g->cu_ctx),
 			       "cuCtxSetCurrent");
@@ -1788,10 +1832,10 @@ static int bench_gpu_close(struct bench_gpu *g)
 		       bench_gpu_check(bench_cu.cuDevicePrimaryCtxRelease(
 					       g->dev),
 				       "cuDevicePrimaryCtxRelease");
-	/* An initialised libcuda must stay loaded (it keeps threads and
-	 * exit handlers), and libgdrcache holds it too. */
-	if (g->handle && !g->inited)
-		dlclose(g->handle);
+	if (g->home)
+		ret |= bench_gpu_check(bench_cu.cuDevicePrimaryCtxRelease(
+					       g->home_dev),
+				       "cuDevicePrimaryCtxRelease");
 	return ret ? -1 : 0;
 }
 
@@ -2201,10 +2245,44 @@ static int bench_vmm(struct bench_gpu *g, uint64_t calls,
 	return 0;
 }
 
-static int bench_gpu_measure(struct bench_gpu *g, const struct bench_opts *o,
-			     struct bench_results *res)
+/*
+ * The same hits on this device's memory from device 0's thread: device 0's
+ * primary context current, as in a process that drives several GPUs from
+ * one thread.  The registrations are the ones just made, so each get is a
+ * hit; the ratios are to the hits with the device's own context current.
+ */
+static int bench_gpu_cross(struct bench_gpu *g, const struct bench_opts *o,
+			   const char *hit_addr, struct bench_gpu_res *r)
 {
-	struct bench_gpu_res *r = &res->gpu;
+	uint64_t calls = BENCH_GPU_CALL_ITERS / o->div;
+	int ret;
+
+	if (bench_gpu_check(bench_cu.cuCtxSetCurrent(g->home),
+			    "cuCtxSetCurrent (device 0)"))
+		return -1;
+	ret = bench_gpu_hit(g->always, hit_addr, 1, calls,
+			    "g. same, from device 0's thread", &r->cross_always) ||
+	      bench_gpu_hit(g->hooks, hit_addr, 0, BENCH_HIT_ITERS / o->div,
+			    "g. hooks, from device 0's thread",
+			    &r->cross_hooks);
+	if (bench_gpu_check(bench_cu.cuCtxSetCurrent(g->cu_ctx),
+			    "cuCtxSetCurrent") || ret)
+		return -1;
+	bench_gpu_line("g. always hit, from device 0's thread",
+		       &r->cross_always);
+	bench_gpu_ratio("g. ratio to its own thread's (~1)",
+			&r->cross_always, &r->hit_always);
+	bench_gpu_line("g. hooks hit, from device 0's thread",
+		       &r->cross_hooks);
+	bench_gpu_ratio("g. ratio to its own thread's (~1)", &r->cross_hooks,
+			&r->hit_hooks);
+	r->cross_ran = 1;
+	return 0;
+}
+
+static int bench_gpu_measure(struct bench_gpu *g, const struct bench_opts *o,
+			     struct bench_results *res, struct bench_gpu_res *r)
+{
 	uint64_t calls = BENCH_GPU_CALL_ITERS / o->div;
 	uint64_t misses = BENCH_GPU_MISS_ITERS / o->div;
 	const char *hit_addr = (const char *)(uintptr_t)g->dev_buf +
@@ -2247,6 +2325,8 @@ static int bench_gpu_measure(struct bench_gpu *g, const struct bench_opts *o,
 	bench_gpu_line("g. gpu hit, validate hooks", &r->hit_hooks);
 	bench_gpu_ratio("g. ratio hooks/host hit of a. (~1)", &r->hit_hooks,
 			&res->hit);
+	if (g->home && bench_gpu_cross(g, o, hit_addr, r))
+		return -1;
 
 	/* 4. The cache's own miss cost, nothing registered (none backend):
 	 * classification, the tree, and SYNC_MEMOPS the first time an
@@ -2286,16 +2366,18 @@ static int bench_gpu_measure(struct bench_gpu *g, const struct bench_opts *o,
 	return bench_vmm(g, calls, r);
 }
 
-/* g. @return 0 when measured or skipped, -1 when a call failed. */
-static int bench_gpu(const struct bench_opts *o, struct bench_results *res)
+/* g. on one device.  @return 0 when measured or skipped (the reason in
+ * r->skip), -1 when a call failed. */
+static int bench_gpu_device(const struct bench_opts *o,
+			    struct bench_results *res, int ordinal)
 {
-	struct bench_gpu_res *r = &res->gpu;
+	struct bench_gpu_res *r = &res->gpu[ordinal];
 	struct bench_gpu g = { 0 };
 	const char *why = NULL;
 	int ret;
 
-	printf("\n");
-	ret = bench_gpu_open(&g, r, r->skip, sizeof(r->skip));
+	r->driver = res->gpu[0].driver;
+	ret = bench_gpu_open(&g, r, ordinal) ? -1 : 0;
 	if (ret)
 		goto out;
 	if (bench_gpu_ctx("always", &g.always) ||
@@ -2311,15 +2393,35 @@ static int bench_gpu(const struct bench_opts *o, struct bench_results *res)
 		ret = 1;
 		goto out;
 	}
-	printf("g. gpu: %s, driver %d.%d (%d), device 0\n", r->device,
-	       r->driver / 1000, r->driver % 1000 / 10, r->driver);
+	printf("g. gpu: %s, driver %d.%d (%d), device %d\n", r->device,
+	       r->driver / 1000, r->driver % 1000 / 10, r->driver, ordinal);
 	printf("%-37s %10s %10s\n", "ns per op (get+put unless said)", "best",
 	       "median");
-	ret = bench_gpu_alloc(&g, r) || bench_gpu_measure(&g, o, res) ? -1 : 0;
+	ret = bench_gpu_alloc(&g, r) || bench_gpu_measure(&g, o, res, r) ?
+		      -1 : 0;
 	r->ran = ret == 0;
 out:
 	if (bench_gpu_close(&g))
 		ret = -1;
+	return ret;
+}
+
+/* g. on device 0 and, where there is one, device 1.
+ * @return 0 when measured or skipped, -1 when a call failed. */
+static int bench_gpu(const struct bench_opts *o, struct bench_results *res)
+{
+	struct bench_gpu_res *r = &res->gpu[0];
+	int ndev = 0, ret;
+
+	printf("\n");
+	ret = bench_cuda_load(&r->driver, &ndev, r->skip, sizeof(r->skip));
+	for (int d = 0; !ret && d < ndev && d < BENCH_GPUS; d++) {
+		if (d)
+			printf("\n");
+		ret = bench_gpu_device(o, res, d);
+		r = &res->gpu[d];
+	}
+	bench_cuda_unload();
 	if (ret == 1) {
 		printf("g. gpu: skipped (%s)\n", r->skip);
 		ret = 0;
@@ -2382,19 +2484,22 @@ static void bench_gpu_json_ratio(FILE *f, const char *key,
 }
 
 /* "gpu": {...}, or null when g. was skipped. */
-static void bench_gpu_json(FILE *f, const struct bench_results *res)
+/* g. of one device, as the value of key ("gpu": device 0, "gpu1"). */
+static void bench_gpu_json(FILE *f, const char *key,
+			   const struct bench_gpu_res *g,
+			   const struct bench_results *res)
 {
-	const struct bench_gpu_res *g = &res->gpu;
 	const char *sep = ",\n    ";
 
-	fputs("  \"gpu\": ", f);
+	fprintf(f, "  \"%s\": ", key);
 	if (!g->ran) {
 		fputs("null", f);
 		return;
 	}
 	fputs("{\"device\": ", f);
 	bench_json_str(f, g->device);
-	fprintf(f, ", \"driver\": %d,\n    ", g->driver);
+	fprintf(f, ", \"ordinal\": %d, \"driver\": %d,\n    ", g->ordinal,
+		g->driver);
 	bench_json_res(f, "tag_query_ns", &g->tag_query, sep);
 	bench_json_res(f, "hit_always_ns", &g->hit_always, sep);
 	bench_gpu_json_ratio(f, "ratio_always_vs_tag", &g->hit_always,
@@ -2405,6 +2510,11 @@ static void bench_gpu_json(FILE *f, const struct bench_results *res)
 	bench_json_res(f, "hit_hooks_ns", &g->hit_hooks, sep);
 	bench_gpu_json_ratio(f, "ratio_hooks_vs_host_hit", &g->hit_hooks,
 			     &res->hit, sep);
+	if (g->cross_ran) {
+		bench_json_res(f, "cross_hit_always_ns", &g->cross_always,
+			       sep);
+		bench_json_res(f, "cross_hit_hooks_ns", &g->cross_hooks, sep);
+	}
 	bench_json_res(f, "miss_device_ns", &g->miss_device, sep);
 	bench_json_res(f, "miss_pool_ns", &g->miss_pool, sep);
 	bench_json_res(f, "miss_host_pinned_ns", &g->miss_host_pinned, sep);
@@ -2528,7 +2638,9 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 		fputs("}", f);
 	}
 	fputs("\n  ],\n", f);
-	bench_gpu_json(f, res);
+	bench_gpu_json(f, "gpu", &res->gpu[0], res);
+	fputs(",\n", f);
+	bench_gpu_json(f, "gpu1", &res->gpu[1], res);
 	fputs("\n}\n", f);
 	if (fclose(f)) {
 		perror("gdrc-bench: --json");

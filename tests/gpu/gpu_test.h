@@ -96,6 +96,15 @@ static inline uint64_t stat_of(struct gdrc_ctx *ctx, enum gdrc_stat s)
 	return v;
 }
 
+static inline uint64_t dev_stat_of(struct gdrc_ctx *ctx, int device,
+				   enum gdrc_device_stat s)
+{
+	uint64_t v = 0;
+
+	GD(gdrc_device_stat_get(ctx, device, s, &v));
+	return v;
+}
+
 static inline void print_mr(const char *what, const struct gdrc_mr_info *i)
 {
 	print_message("    %s: id %llu buffer id %llu key %#llx+%llu "
@@ -113,7 +122,7 @@ static inline void print_mr(const char *what, const struct gdrc_mr_info *i)
 static const char *const gpu_test_knobs[] = {
 	"GDRC_VALIDATE",    "GDRC_WHOLE_ALLOC_MAX", "GDRC_MEM_HOOKS",
 	"GDRC_BACKEND",     "GDRC_CUDA_LIBRARY",    "GDRC_MAX_REGIONS",
-	"GDRC_MAX_BYTES",
+	"GDRC_MAX_BYTES",   "GDRC_GPU_MAX_BYTES",   "GDRC_GPU_MAX_REGIONS",
 };
 
 /*

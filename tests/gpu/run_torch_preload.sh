@@ -3,19 +3,20 @@
 # torch_train.py twice, without and with LD_PRELOAD=PRELOAD_SO: both
 # must complete and print the same numbers, bit for bit.  Exit 77 when
 # torch or a GPU is missing (torch_train.py says so).
-# Usage: run_torch_preload.sh PYTHON PRELOAD_SO
-py=${1:?usage: run_torch_preload.sh PYTHON PRELOAD_SO}
-so=${2:?usage: run_torch_preload.sh PYTHON PRELOAD_SO}
+# Usage: run_torch_preload.sh PYTHON PRELOAD_SO [STEPS [DEVICES]]
+py=${1:?usage: run_torch_preload.sh PYTHON PRELOAD_SO [STEPS [DEVICES]]}
+so=${2:?usage: run_torch_preload.sh PYTHON PRELOAD_SO [STEPS [DEVICES]]}
+shift 2
 here=$(dirname "$0")
 out=$(mktemp -d) || exit 1
 trap 'rm -rf "$out"' EXIT
-"$py" "$here/torch_train.py" > "$out/plain" 2>&1
+"$py" "$here/torch_train.py" "$@" > "$out/plain" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
 	cat "$out/plain"
 	exit $rc
 fi
-LD_PRELOAD=$so GDRC_LOG_LEVEL=debug "$py" "$here/torch_train.py" \
+LD_PRELOAD=$so GDRC_LOG_LEVEL=debug "$py" "$here/torch_train.py" "$@" \
 	> "$out/preload" 2> "$out/preload.err" || {
 	cat "$out/preload" "$out/preload.err"
 	exit 1

@@ -43,6 +43,11 @@
  *                threads with device 0's context current and with none:
  *                right device, SYNC_MEMOPS, context left alone, hits,
  *                its free removing only its own registration.
+ *   device_limits  GDRC_GPU_MAX_REGIONS and GDRC_GPU_MAX_BYTES on two
+ *                devices: each device evicts and refuses on its own,
+ *                the other's registrations and counters untouched;
+ *   release_unused_devices  gdrc_release_unused of device 1, then 0,
+ *                then all: only that device's unused ones go.
  *
  * libgdrcache runs with cfg NULL, i.e. the "none" backend (registrations
  * tracked, keys 0): no NIC is needed.  Each test creates and destroys
@@ -1548,6 +1553,214 @@ static void test_gpu_other_device_from_threads(void **state)
 	CU(cuDevicePrimaryCtxRelease(dev1));
 }
 
+/* ---- Per-device limits and release, on two devices (issue 18) ---- */
+
+/* n allocations of size on device 1, made in its primary context. */
+static void alloc_on1(CUcontext pctx1, CUdeviceptr *p, int n, size_t size)
+{
+	CU(cuCtxSetCurrent(pctx1));
+	for (int i = 0; i < n; i++)
+		CU(cuMemAlloc(&p[i], size));
+	CU(cuCtxSetCurrent(pctx0));
+}
+
+static void free_all(CUdeviceptr *p, int n)
+{
+	for (int i = 0; i < n; i++)
+		CU(cuMemFree(p[i]));
+}
+
+/* A get and put from the main thread (device 0's context current):
+ * @return what the registration was. */
+static struct gdrc_mr_info got(struct gdrc_ctx *ctx, CUdeviceptr p)
+{
+	struct gdrc_mr_info info;
+
+	gdrc_mr_put(ctx, get(ctx, p, 4096, &info));
+	return info;
+}
+
+/*
+ * GDRC_GPU_MAX_REGIONS=2, each device on its own: device 1's two fill
+ * its limit and are left alone while device 0 evicts its least recently
+ * used; device 1's third (from device 0's thread) evicts device 1's
+ * oldest; with both of device 1's in use, a third is refused with
+ * GDRC_ERR_LIMIT and nothing changes on either device.
+ */
+static void test_gpu_device_limits_regions(void **state)
+{
+	static const char *const env[] = { "GDRC_GPU_MAX_REGIONS", "2",
+					   NULL };
+	struct gdrc_mr_info first0, first1, info;
+	struct gdrc_mr *held[2], *mr = NULL;
+	CUdeviceptr d0[3], d1[3];
+	struct gdrc_ctx *ctx;
+	CUcontext pctx1;
+	CUdevice dev1;
+
+	(void)state;
+	device1(&dev1, &pctx1);
+	alloc_on1(pctx1, d1, 3, MIB);
+	for (int i = 0; i < 3; i++)
+		CU(cuMemAlloc(&d0[i], MIB));
+	ctx = ctx_open_env(env);
+	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_MAX_REGIONS), 2);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_MAX_REGIONS), 2);
+
+	first1 = got(ctx, d1[0]);
+	assert_int_equal(first1.device, 1);
+	(void)got(ctx, d1[1]);
+	first0 = got(ctx, d0[0]);
+	(void)got(ctx, d0[1]);
+	(void)got(ctx, d0[2]);
+	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_REGIONS), 2);
+	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_EVICTIONS), 1);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_REGIONS), 2);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_EVICTIONS), 0);
+	assert_int_not_equal(got(ctx, d0[0]).id, first0.id);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_EVICTIONS), 0);
+
+	/* Device 1's third: its own oldest goes, device 0's stay. */
+	info = got(ctx, d1[2]);
+	assert_int_equal(info.device, 1);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_REGIONS), 2);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_EVICTIONS), 1);
+	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_REGIONS), 2);
+	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_EVICTIONS), 2);
+
+	/* Both of device 1's in use: a third is refused, nothing moves. */
+	held[0] = get(ctx, d1[1], 4096, NULL);
+	held[1] = get(ctx, d1[2], 4096, NULL);
+	GD_EXPECT(gdrc_mr_get(ctx, vp(d1[0]), 4096, ACCESS, 0, &mr),
+		  GDRC_ERR_LIMIT);
+	assert_null(mr);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_LIMIT_REJECTS), 1);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_REGIONS), 2);
+	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_REGIONS), 2);
+	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_EVICTIONS), 2);
+	gdrc_mr_put(ctx, held[0]);
+	gdrc_mr_put(ctx, held[1]);
+	info = got(ctx, d1[0]);
+	assert_int_not_equal(info.id, first1.id);
+	assert_int_equal(info.device, 1);
+	gdrc_fini(ctx);
+	free_all(d0, 3);
+	CU(cuCtxSetCurrent(pctx1));
+	free_all(d1, 3);
+	CU(cuCtxSetCurrent(pctx0));
+	CU(cuDevicePrimaryCtxRelease(dev1));
+}
+
+/*
+ * GDRC_GPU_MAX_BYTES=4M, each device on its own: an 8 MiB allocation of
+ * device 1 could never fit and is refused without evicting device 1's
+ * registration; device 0's 4 MiB are not counted against device 1; each
+ * device's pinned bytes are the lengths of its own registrations.
+ */
+static void test_gpu_device_limits_bytes(void **state)
+{
+	static const char *const env[] = { "GDRC_GPU_MAX_BYTES", "4M", NULL };
+	struct gdrc_mr_info small1, big0;
+	struct gdrc_mr *mr = NULL;
+	CUdeviceptr d1[2], d0;
+	struct gdrc_ctx *ctx;
+	CUcontext pctx1;
+	CUdevice dev1;
+
+	(void)state;
+	device1(&dev1, &pctx1);
+	CU(cuCtxSetCurrent(pctx1));
+	CU(cuMemAlloc(&d1[0], 2 * MIB));
+	CU(cuMemAlloc(&d1[1], 8 * MIB));
+	CU(cuCtxSetCurrent(pctx0));
+	CU(cuMemAlloc(&d0, 4 * MIB));
+	ctx = ctx_open_env(env);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_MAX_BYTES),
+			 4 * MIB);
+	small1 = got(ctx, d1[0]);
+	assert_int_equal(small1.device, 1);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_PINNED_BYTES),
+			 small1.length);
+	GD_EXPECT(gdrc_mr_get(ctx, vp(d1[1]), 4096, ACCESS, 0, &mr),
+		  GDRC_ERR_LIMIT);
+	assert_null(mr);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_REGIONS), 1);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_EVICTIONS), 0);
+	assert_int_equal(got(ctx, d1[0]).id, small1.id);
+
+	big0 = got(ctx, d0);
+	print_mr("device 0, 4 MiB, with device 1 holding 2", &big0);
+	assert_int_equal(big0.device, 0);
+	assert_int_equal(big0.key_length, 4 * MIB);
+	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_PINNED_BYTES),
+			 big0.length);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_PINNED_BYTES),
+			 small1.length);
+	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_EVICTIONS), 0);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_EVICTIONS), 0);
+	gdrc_fini(ctx);
+	CU(cuMemFree(d0));
+	CU(cuCtxSetCurrent(pctx1));
+	free_all(d1, 2);
+	CU(cuCtxSetCurrent(pctx0));
+	CU(cuDevicePrimaryCtxRelease(dev1));
+}
+
+/*
+ * gdrc_release_unused on one device of two: device 1's unused
+ * registrations go, one held stays and is served; device 0's are left;
+ * then device 0's; GDRC_DEVICE_ALL takes the last once it is put.
+ */
+static void test_gpu_release_unused_devices(void **state)
+{
+	struct gdrc_mr_info held_info, info;
+	CUdeviceptr d0[2], d1[3];
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *held;
+	CUcontext pctx1;
+	CUdevice dev1;
+	uint64_t n = 99;
+
+	(void)state;
+	device1(&dev1, &pctx1);
+	alloc_on1(pctx1, d1, 3, MIB);
+	for (int i = 0; i < 2; i++)
+		CU(cuMemAlloc(&d0[i], MIB));
+	ctx = ctx_open();
+	held = get(ctx, d1[0], 4096, &held_info);
+	assert_int_equal(held_info.device, 1);
+	for (int i = 1; i < 3; i++)
+		assert_int_equal(got(ctx, d1[i]).device, 1);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(got(ctx, d0[i]).device, 0);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_REGIONS), 3);
+
+	GD(gdrc_release_unused(ctx, 1, &n));
+	assert_int_equal(n, 2);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_REGIONS), 1);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_EVICTIONS), 2);
+	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_REGIONS), 2);
+	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_EVICTIONS), 0);
+	GD(gdrc_mr_query(held, &info));
+	assert_int_equal(got(ctx, d1[0] + 4096).id, held_info.id);
+
+	GD(gdrc_release_unused(ctx, 0, &n));
+	assert_int_equal(n, 2);
+	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_REGIONS), 0);
+	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_REGIONS), 1);
+	gdrc_mr_put(ctx, held);
+	GD(gdrc_release_unused(ctx, GDRC_DEVICE_ALL, &n));
+	assert_int_equal(n, 1);
+	assert_int_equal(dev_stat_of(ctx, GDRC_DEVICE_ALL,
+				     GDRC_DEVICE_STAT_REGIONS), 0);
+	gdrc_fini(ctx);
+	free_all(d0, 2);
+	CU(cuCtxSetCurrent(pctx1));
+	free_all(d1, 3);
+	CU(cuCtxSetCurrent(pctx0));
+	CU(cuDevicePrimaryCtxRelease(dev1));
+}
+
 /*
  * A context made with the driver API (cuCtxCreate), not the primary one:
  * classification, SYNC_MEMOPS and the tag check work the same, and a
@@ -1679,6 +1892,12 @@ int main(void)
 		cmocka_unit_test_teardown(test_gpu_second_device_cumem,
 					  restore_ctx0),
 		cmocka_unit_test_teardown(test_gpu_other_device_from_threads,
+					  restore_ctx0),
+		cmocka_unit_test_teardown(test_gpu_device_limits_regions,
+					  restore_ctx0),
+		cmocka_unit_test_teardown(test_gpu_device_limits_bytes,
+					  restore_ctx0),
+		cmocka_unit_test_teardown(test_gpu_release_unused_devices,
 					  restore_ctx0),
 		cmocka_unit_test_teardown(test_gpu_driver_context_cumem,
 					  restore_ctx0),

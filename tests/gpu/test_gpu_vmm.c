@@ -39,7 +39,12 @@
  *                  made a context current work, and leave it with none;
  *                  a thread with device 0's primary context the same;
  *   mode_stats     one fixed workload per mode, printing the
- *                  tag_checks, hits and invalidations counters.
+ *                  tag_checks, hits and invalidations counters;
+ *   other_device   the layout on device 1 (skipped with one device),
+ *                  got, put and invalidated from threads with device
+ *                  0's primary context current and with none: keys on
+ *                  device 1, hits across threads, B's remap (made from
+ *                  device 0's context) never served stale.
  * Every case prints each mode's counters too.
  *
  * libgdrcache runs with cfg NULL, i.e. the "none" backend (registrations
@@ -176,16 +181,16 @@ static void get_refused(struct gdrc_ctx *ctx, CUdeviceptr addr, size_t len,
 }
 
 /*
- * A registration of device 0's GPU memory keyed [key, key + len): the
+ * A registration of device's GPU memory keyed [key, key + len): the
  * registered range is that rounded out to 64 KiB, buffer_id the one of
  * the first mapping (or allocation) it covers.
  */
-static void check_key(const struct gdrc_mr_info *i, int kind,
-		      CUdeviceptr key, size_t len, unsigned long long bid)
+static void check_key_on(const struct gdrc_mr_info *i, int device, int kind,
+			 CUdeviceptr key, size_t len, unsigned long long bid)
 {
 	assert_int_equal(i->mem_type, GDRC_MEM_CUDA);
 	assert_int_equal(i->kind, kind);
-	assert_int_equal(i->device, 0);
+	assert_int_equal(i->device, device);
 	assert_int_equal(i->backend, GDRC_BACKEND_NONE);
 	assert_int_equal(i->access, ACCESS);
 	assert_int_equal(i->key_addr, key);
@@ -199,6 +204,12 @@ static void check_key(const struct gdrc_mr_info *i, int kind,
 	assert_true(i->flags & GDRC_MR_INFO_CACHED);
 }
 
+static void check_key(const struct gdrc_mr_info *i, int kind,
+		      CUdeviceptr key, size_t len, unsigned long long bid)
+{
+	check_key_on(i, 0, kind, key, len, bid);
+}
+
 /* ====================================================================
  * The layout: A 4 MiB at 0, B 4 MiB at 4, C 2 MiB at 8, hole at 10
  * ==================================================================== */
@@ -208,6 +219,7 @@ enum { SEG_A, SEG_B, SEG_C };
 static const char *const seg_names[NSEG] = { "A", "B", "C" };
 
 struct layout {
+	CUdevice dev;                          /* where the pieces live */
 	CUmemAllocationProp prop;
 	CUdeviceptr va;                        /* RESERVED bytes */
 	CUdeviceptr seg[NSEG];                 /* A, B, C */
@@ -218,33 +230,34 @@ struct layout {
 	int mapped[NSEG];                      /* h[i] mapped at seg[i] */
 };
 
-/* The allocation properties every piece is made with. */
-static void vmm_prop(CUmemAllocationProp *prop)
+/* The allocation properties every piece on dev is made with. */
+static void vmm_prop(CUmemAllocationProp *prop, CUdevice dev)
 {
 	CUdevice_attribute rdma;
 
 	memset(prop, 0, sizeof(*prop));
 	prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop->location.id = (int)dev0;
+	prop->location.id = (int)dev;
 	/* What RDMA needs; asked only where the device supports it. */
 	rdma = CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED;
-	prop->allocFlags.gpuDirectRDMACapable = dev_attr(rdma, dev0) ? 1 : 0;
+	prop->allocFlags.gpuDirectRDMACapable = dev_attr(rdma, dev) ? 1 : 0;
 }
 
-/* Skip the calling test unless device 0 has VMM with a granularity the
+/* Skip the calling test unless dev has VMM with a granularity the
  * layout's 2 MiB pieces are made of. */
-static void need_vmm(void)
+static void need_vmm_on(CUdevice dev)
 {
 	CUmemAllocationProp prop;
 	size_t gran = 0;
 
 	if (!dev_attr(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-		      dev0)) {
-		print_message("    device 0 has no virtual memory management\n");
+		      dev)) {
+		print_message("    device %d has no virtual memory management\n",
+			      (int)dev);
 		skip();
 	}
-	vmm_prop(&prop);
+	vmm_prop(&prop, dev);
 	CU(cuMemGetAllocationGranularity(&gran, &prop,
 					 CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 	if (!gran || (2 * MIB) % gran) {
@@ -252,6 +265,11 @@ static void need_vmm(void)
 			      gran);
 		skip();
 	}
+}
+
+static void need_vmm(void)
+{
+	need_vmm_on(dev0);
 }
 
 static void seg_create(struct layout *l, int i)
@@ -267,14 +285,14 @@ static void seg_release(struct layout *l, int i)
 	l->have[i] = 0;
 }
 
-/* Map h[i] at seg[i], read-write for device 0. */
+/* Map h[i] at seg[i], read-write for the layout's device. */
 static void seg_map(struct layout *l, int i)
 {
 	CUmemAccessDesc access;
 
 	memset(&access, 0, sizeof(access));
 	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	access.location.id = (int)dev0;
+	access.location.id = (int)l->dev;
 	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	CU(cuMemMap(l->seg[i], l->size[i], 0, l->h[i], 0));
 	l->mapped[i] = 1;
@@ -287,10 +305,11 @@ static void seg_unmap(struct layout *l, int i)
 	l->mapped[i] = 0;
 }
 
-static void layout_make(struct layout *l)
+static void layout_make_on(struct layout *l, CUdevice dev)
 {
 	memset(l, 0, sizeof(*l));
-	vmm_prop(&l->prop);
+	l->dev = dev;
+	vmm_prop(&l->prop, dev);
 	CU(cuMemAddressReserve(&l->va, RESERVED, 0, 0, 0));
 	l->seg[SEG_A] = l->va;
 	l->size[SEG_A] = 4 * MIB;
@@ -303,11 +322,16 @@ static void layout_make(struct layout *l)
 		seg_create(l, i);
 		seg_map(l, i);
 	}
-	print_message("    layout: %#llx, A bid %llu, B bid %llu, C bid %llu, "
-		      "gpuDirectRDMACapable %d\n",
+	print_message("    layout on device %d: %#llx, A bid %llu, B bid %llu, "
+		      "C bid %llu, gpuDirectRDMACapable %d\n", (int)dev,
 		      (unsigned long long)l->va, buffer_id_of(l->seg[SEG_A]),
 		      buffer_id_of(l->seg[SEG_B]), buffer_id_of(l->seg[SEG_C]),
 		      (int)l->prop.allocFlags.gpuDirectRDMACapable);
+}
+
+static void layout_make(struct layout *l)
+{
+	layout_make_on(l, dev0);
 }
 
 static void layout_free(struct layout *l)
@@ -831,6 +855,169 @@ static void test_gpu_vmm_mode_stats(void **state)
 }
 
 /* ====================================================================
+ * 8. Device 1's layout from threads of device 0's context and of none
+ * ==================================================================== */
+
+/* One thread's turn on device 1's memory: it makes cur current, may
+ * invalidate [inv, inv + inv_len), asks gdrc_ptr_query of q and gets
+ * [p, p + len) twice (the second a hit); the main thread checks. */
+struct turn {
+	struct gdrc_ctx *ctx;
+	CUcontext cur;          /* made current first; NULL: none */
+	CUdeviceptr p, q, inv;
+	size_t len, inv_len;    /* inv_len 0: no invalidation */
+	CUresult cu;
+	CUcontext after;        /* current when the thread was done */
+	gdrc_status_t inv_status, query_status, get_status[2];
+	struct gdrc_ptr_info pinfo;
+	struct gdrc_mr_info info[2];
+};
+
+static void *turn_thread(void *arg)
+{
+	struct turn *t = arg;
+	struct gdrc_mr *mr;
+
+	t->cu = cuCtxSetCurrent(t->cur);
+	if (t->cu != CUDA_SUCCESS)
+		return NULL;
+	if (t->inv_len)
+		t->inv_status = gdrc_invalidate(t->ctx, vp(t->inv),
+						t->inv_len);
+	t->query_status = gdrc_ptr_query(t->ctx, vp(t->q), &t->pinfo);
+	for (int i = 0; i < 2; i++) {
+		mr = NULL;
+		t->get_status[i] = gdrc_mr_get(t->ctx, vp(t->p), t->len,
+					       ACCESS, 0, &mr);
+		if (t->get_status[i] != GDRC_OK)
+			continue;
+		t->get_status[i] = gdrc_mr_query(mr, &t->info[i]);
+		gdrc_mr_put(t->ctx, mr);
+	}
+	t->cu = cuCtxGetCurrent(&t->after);
+	return NULL;
+}
+
+/* Run a turn on a new thread: every call worked, on device 1's memory,
+ * the second get served the first's registration, and the thread's
+ * context was left as the turn set it.  @return the first get's. */
+static struct gdrc_mr_info turn_run(struct turn *t)
+{
+	pthread_t th;
+
+	assert_int_equal(pthread_create(&th, NULL, turn_thread, t), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	CU(t->cu);
+	assert_ptr_equal(t->after, t->cur);
+	if (t->inv_len)
+		GD(t->inv_status);
+	GD(t->query_status);
+	assert_int_equal(t->pinfo.kind, GDRC_PTR_VMM);
+	assert_int_equal(t->pinfo.device, 1);
+	assert_int_equal(t->pinfo.buffer_id, buffer_id_of(t->q));
+	for (int i = 0; i < 2; i++) {
+		GD(t->get_status[i]);
+		assert_int_equal(t->info[i].device, 1);
+	}
+	assert_int_equal(t->info[1].id, t->info[0].id);
+	return t->info[0];
+}
+
+static struct gdrc_mr_info turn_get(struct gdrc_ctx *ctx, CUcontext cur,
+				    CUdeviceptr p, size_t len, CUdeviceptr q)
+{
+	struct turn t = { .ctx = ctx, .cur = cur, .p = p, .len = len,
+			  .q = q };
+
+	return turn_run(&t);
+}
+
+/*
+ * Device 1's A, B, C seen from threads with device 0's primary context
+ * current and with none (the main thread keeps device 0's): keys over
+ * several mappings on the right device, hits across the threads, a
+ * remap of B (a new allocation, from the main thread) never served
+ * stale, and gdrc_invalidate from device 0's thread.
+ */
+static void other_device_case(const struct mode *m, CUdevice dev1)
+{
+	struct gdrc_mr_info ab, abc, info;
+	struct gdrc_ctx *ctx;
+	struct layout l;
+	CUdeviceptr a, b;
+	uint64_t hits;
+
+	print_message("  mode GDRC_VALIDATE=%s GDRC_MEM_HOOKS=%s\n",
+		      m->validate, m->hooks);
+	layout_make_on(&l, dev1);
+	a = l.seg[SEG_A];
+	b = l.seg[SEG_B];
+	ctx = ctx_open_mode(m);
+
+	ab = turn_get(ctx, pctx0, a + MIB, 4 * MIB, b + 5);
+	print_mr("device 1 A+1M 4M from device 0's thread", &ab);
+	check_key_on(&ab, 1, GDRC_PTR_VMM, a, 8 * MIB, buffer_id_of(a));
+	hits = stat_of(ctx, GDRC_STAT_HITS);
+	info = turn_get(ctx, NULL, a + MIB, 4 * MIB, a);
+	assert_int_equal(info.id, ab.id);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), hits + 2);
+	abc = turn_get(ctx, NULL, l.va, 10 * MIB, l.seg[SEG_C] + 5);
+	check_key_on(&abc, 1, GDRC_PTR_VMM, a, 10 * MIB, buffer_id_of(a));
+
+	/* B becomes a new allocation, remapped from device 0's thread. */
+	seg_unmap(&l, SEG_B);
+	seg_release(&l, SEG_B);
+	seg_create(&l, SEG_B);
+	seg_map(&l, SEG_B);
+	info = turn_get(ctx, NULL, l.va, 10 * MIB, b + 5);
+	print_mr("device 1 A..C after B's remap, no-context thread", &info);
+	assert_int_not_equal(info.id, abc.id);
+	check_key_on(&info, 1, GDRC_PTR_VMM, a, 10 * MIB, buffer_id_of(a));
+	abc = info;
+	info = turn_get(ctx, pctx0, b + 64, 64, b);
+	check_key_on(&info, 1, GDRC_PTR_VMM, b, 4 * MIB, buffer_id_of(b));
+	if (hooks_on(m))
+		assert_int_not_equal(turn_get(ctx, pctx0, a + MIB, 4 * MIB,
+					      a).id,
+				     ab.id);
+	assert_true(stat_of(ctx, GDRC_STAT_INVALIDATIONS) >= 1);
+
+	/* Invalidated from device 0's thread: the next get registers. */
+	{
+		struct turn t = { .ctx = ctx, .cur = pctx0, .p = l.va,
+				  .len = 10 * MIB, .q = a, .inv = l.va,
+				  .inv_len = 10 * MIB };
+
+		info = turn_run(&t);
+	}
+	assert_int_not_equal(info.id, abc.id);
+	check_key_on(&info, 1, GDRC_PTR_VMM, a, 10 * MIB, buffer_id_of(a));
+	print_stats(ctx, m, "device 1 from other threads");
+	gdrc_fini(ctx);
+	layout_free(&l);
+}
+
+static void test_gpu_vmm_other_device(void **state)
+{
+	CUcontext pctx1;
+	CUdevice dev1;
+
+	(void)state;
+	if (ndevices < 2) {
+		print_message("    one device only\n");
+		skip();
+	}
+	CU(cuDeviceGet(&dev1, 1));
+	need_vmm_on(dev1);
+	/* Device 1's primary context alive, as an application using that
+	 * device has it; no thread here makes it current. */
+	CU(cuDevicePrimaryCtxRetain(&pctx1, dev1));
+	for (size_t m = 0; m < ARRAY_SIZE(modes); m++)
+		other_device_case(&modes[m], dev1);
+	CU(cuDevicePrimaryCtxRelease(dev1));
+}
+
+/* ====================================================================
  * Setup
  * ==================================================================== */
 
@@ -874,6 +1061,7 @@ int main(void)
 		T(test_gpu_vmm_pool_trim),
 		T(test_gpu_vmm_no_context),
 		T(test_gpu_vmm_mode_stats),
+		T(test_gpu_vmm_other_device),
 	};
 	int skip = gpu_test_start(&ndevices);
 

@@ -9,7 +9,13 @@ reallocates along the way (torch.cuda.empty_cache after each epoch, so
 the caching allocator gives its segments back with cudaFree), and prints
 the loss of every step and a checksum of the weights, bit for bit.
 
-Usage: torch_train.py [steps]     Exit 77 without torch or a GPU.
+With devices > 1, each device trains a model of its own and the steps
+take turns: torch.cuda.set_device(step % devices) before each, so that
+the current device (and the runtime's current context) changes between
+steps, as a process driving several GPUs from one thread does.
+
+Usage: torch_train.py [steps [devices]]
+Exit 77 without torch, a GPU, or as many GPUs as asked.
 """
 import os
 import struct
@@ -26,14 +32,26 @@ def main():
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(1234)
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 30
-    dev = torch.device("cuda")
-    model = torch.nn.Sequential(
-        torch.nn.Linear(512, 2048), torch.nn.ReLU(),
-        torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
-        torch.nn.Linear(2048, 10)).to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    ndev = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    if torch.cuda.device_count() < ndev:
+        print("skipped: %d devices asked, %d there" %
+              (ndev, torch.cuda.device_count()))
+        return SKIPPED
+    models, opts = [], []
+    for d in range(ndev):
+        model = torch.nn.Sequential(
+            torch.nn.Linear(512, 2048), torch.nn.ReLU(),
+            torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
+            torch.nn.Linear(2048, 10)).to(torch.device("cuda", d))
+        models.append(model)
+        opts.append(torch.optim.SGD(model.parameters(), lr=0.01,
+                                    momentum=0.9))
     gen = torch.Generator(device="cpu").manual_seed(99)
     for step in range(steps):
+        d = step % ndev
+        torch.cuda.set_device(d)
+        dev = torch.device("cuda")  # the current device
+        model, opt = models[d], opts[d]
         x = torch.randn(256, 512, generator=gen).to(dev)
         y = torch.randint(0, 10, (256,), generator=gen).to(dev)
         # A large temporary: its own segment, freed by empty_cache.
@@ -47,9 +65,11 @@ def main():
         if step % 10 == 9:
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
-        print("step %d loss %s" % (step, struct.pack(">f", loss.item()).hex()))
+        print("step %d device %d loss %s" %
+              (step, x.device.index, struct.pack(">f", loss.item()).hex()))
     with torch.no_grad():
-        total = sum(p.double().sum().item() for p in model.parameters())
+        total = sum(p.double().sum().item()
+                    for m in models for p in m.parameters())
     print("weights checksum %r" % total)
     return 0
 
