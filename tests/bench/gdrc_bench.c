@@ -52,7 +52,9 @@
  *               rounds against k bare BUFFER_ID queries (target: at most
  *               1.25 for each k).  On device 1, also its always and
  *               hooks hits from a thread with device 0's primary context
- *               current, and their ratio to the same hits from its own.
+ *               current, in paired rounds against the same hits with its
+ *               own context current (and the always hit against the bare
+ *               query from that thread).
  *               The driver is opened at run time (GDRC_CUDA_LIBRARY,
  *               default libcuda.so.1, as the library does): building needs
  *               no CUDA toolkit.
@@ -103,8 +105,10 @@
  * "miss_device_ns", "miss_pool_ns", "miss_host_pinned_ns",
  * "classify_ns", "vmm_k1_hit_ns" ... "vmm_k3_ratio_paired"} of device 0
  * or null when g. was skipped; "gpu1" the same of device 1 (null with
- * one device) with "cross_hit_always_ns" and "cross_hit_hooks_ns", its
- * hits from a thread with device 0's context current.  Each number is the best
+ * one device) with its hits from a thread with device 0's context
+ * current: "cross_tag_query_ns", "cross_hit_always_ns",
+ * "ratio_cross_always_vs_own_paired", "ratio_cross_always_vs_tag_paired",
+ * "cross_hit_hooks_ns", "ratio_cross_hooks_vs_own_paired".  Each number is the best
  * repetition; the same key with "_median" appended holds the median.
  * UCX values are null when UCX is not built; with --gpu-only, those of
  * b. to e. are null or empty.
@@ -228,8 +232,12 @@ struct bench_gpu_res {
 	/* Device 1 and up: hits on this device's memory from a thread
 	 * with device 0's primary context current. */
 	int cross_ran;
+	struct bench_res cross_tag;	/* bare query, device 0 current */
 	struct bench_res cross_always;
+	struct bench_res cross_always_paired;	/* / own thread's */
+	struct bench_res cross_always_tag_paired; /* / cross_tag */
 	struct bench_res cross_hooks;
+	struct bench_res cross_hooks_paired;	/* / own thread's */
 };
 
 /* g. runs on device 0 and, where there is one, device 1. */
@@ -2245,37 +2253,85 @@ static int bench_vmm(struct bench_gpu *g, uint64_t calls,
 	return 0;
 }
 
+/* A loop run with a given context current (the switch, one driver call
+ * each way, is outside the loop's iterations). */
+struct bench_ctx_loop {
+	CUcontext cur, back;
+	bench_loop_fn fn;
+	void *arg;
+};
+
+static int bench_ctx_loop(void *p, uint64_t iters)
+{
+	struct bench_ctx_loop *c = p;
+	int ret;
+
+	if (bench_gpu_check(bench_cu.cuCtxSetCurrent(c->cur),
+			    "cuCtxSetCurrent"))
+		return -1;
+	ret = c->fn(c->arg, iters);
+	if (bench_gpu_check(bench_cu.cuCtxSetCurrent(c->back),
+			    "cuCtxSetCurrent"))
+		return -1;
+	return ret;
+}
+
 /*
  * The same hits on this device's memory from device 0's thread: device 0's
  * primary context current, as in a process that drives several GPUs from
  * one thread.  The registrations are the ones just made, so each get is a
- * hit; the ratios are to the hits with the device's own context current.
+ * hit.  Each is timed alone and in paired rounds against the same hit
+ * with the device's own context current (the host's timing moves between
+ * runs); the validated one also against the bare query from device 0's
+ * thread, since the driver may answer another device's pointer at
+ * another cost.
  */
 static int bench_gpu_cross(struct bench_gpu *g, const struct bench_opts *o,
 			   const char *hit_addr, struct bench_gpu_res *r)
 {
 	uint64_t calls = BENCH_GPU_CALL_ITERS / o->div;
-	int ret;
+	uint64_t hits = BENCH_HIT_ITERS / o->div;
+	struct bench_gpu_tag_arg tag = { .addr = (CUdeviceptr)(uintptr_t)
+							 hit_addr };
+	struct bench_hit_arg always = { .ctx = g->always,
+					.addr = { hit_addr } };
+	struct bench_hit_arg hooks = { .ctx = g->hooks, .addr = { hit_addr } };
+	struct bench_ctx_loop own_always = { g->cu_ctx, g->cu_ctx,
+					     bench_hit_loop, &always };
+	struct bench_ctx_loop own_hooks = { g->cu_ctx, g->cu_ctx,
+					    bench_hit_loop, &hooks };
+	struct bench_ctx_loop x_always = { g->home, g->cu_ctx, bench_hit_loop,
+					   &always };
+	struct bench_ctx_loop x_hooks = { g->home, g->cu_ctx, bench_hit_loop,
+					  &hooks };
+	struct bench_ctx_loop x_tag = { g->home, g->cu_ctx, bench_gpu_tag_loop,
+					&tag };
 
-	if (bench_gpu_check(bench_cu.cuCtxSetCurrent(g->home),
-			    "cuCtxSetCurrent (device 0)"))
+	if (bench_run(bench_ctx_loop, &x_tag, calls, calls / 10,
+		      &r->cross_tag) ||
+	    bench_run(bench_ctx_loop, &x_always, calls, calls / 10,
+		      &r->cross_always) ||
+	    bench_pair(bench_ctx_loop, &own_always, bench_ctx_loop, &x_always,
+		       calls / 10, &r->cross_always_paired) ||
+	    bench_pair(bench_ctx_loop, &x_tag, bench_ctx_loop, &x_always,
+		       calls / 10, &r->cross_always_tag_paired) ||
+	    bench_run(bench_ctx_loop, &x_hooks, hits, hits / 10,
+		      &r->cross_hooks) ||
+	    bench_pair(bench_ctx_loop, &own_hooks, bench_ctx_loop, &x_hooks,
+		       hits / 10, &r->cross_hooks_paired))
 		return -1;
-	ret = bench_gpu_hit(g->always, hit_addr, 1, calls,
-			    "g. same, from device 0's thread", &r->cross_always) ||
-	      bench_gpu_hit(g->hooks, hit_addr, 0, BENCH_HIT_ITERS / o->div,
-			    "g. hooks, from device 0's thread",
-			    &r->cross_hooks);
-	if (bench_gpu_check(bench_cu.cuCtxSetCurrent(g->cu_ctx),
-			    "cuCtxSetCurrent") || ret)
-		return -1;
+	bench_gpu_line("g. bare tag query, device 0's thread", &r->cross_tag);
 	bench_gpu_line("g. always hit, from device 0's thread",
 		       &r->cross_always);
-	bench_gpu_ratio("g. ratio to its own thread's (~1)",
-			&r->cross_always, &r->hit_always);
+	printf("%-37s %10.3f %10.3f\n", "g. same / own thread's, paired",
+	       r->cross_always_paired.best, r->cross_always_paired.median);
+	printf("%-37s %10.3f %10.3f\n", "g. same / bare query there, paired",
+	       r->cross_always_tag_paired.best,
+	       r->cross_always_tag_paired.median);
 	bench_gpu_line("g. hooks hit, from device 0's thread",
 		       &r->cross_hooks);
-	bench_gpu_ratio("g. ratio to its own thread's (~1)", &r->cross_hooks,
-			&r->hit_hooks);
+	printf("%-37s %10.3f %10.3f\n", "g. same / own thread's, paired (~1)",
+	       r->cross_hooks_paired.best, r->cross_hooks_paired.median);
 	r->cross_ran = 1;
 	return 0;
 }
@@ -2511,9 +2567,16 @@ static void bench_gpu_json(FILE *f, const char *key,
 	bench_gpu_json_ratio(f, "ratio_hooks_vs_host_hit", &g->hit_hooks,
 			     &res->hit, sep);
 	if (g->cross_ran) {
+		bench_json_res(f, "cross_tag_query_ns", &g->cross_tag, sep);
 		bench_json_res(f, "cross_hit_always_ns", &g->cross_always,
 			       sep);
+		bench_json_res(f, "ratio_cross_always_vs_own_paired",
+			       &g->cross_always_paired, sep);
+		bench_json_res(f, "ratio_cross_always_vs_tag_paired",
+			       &g->cross_always_tag_paired, sep);
 		bench_json_res(f, "cross_hit_hooks_ns", &g->cross_hooks, sep);
+		bench_json_res(f, "ratio_cross_hooks_vs_own_paired",
+			       &g->cross_hooks_paired, sep);
 	}
 	bench_json_res(f, "miss_device_ns", &g->miss_device, sep);
 	bench_json_res(f, "miss_pool_ns", &g->miss_pool, sep);

@@ -969,13 +969,17 @@ static void other_device_case(const struct mode *m, CUdevice dev1)
 	seg_release(&l, SEG_B);
 	seg_create(&l, SEG_B);
 	seg_map(&l, SEG_B);
+	/* B alone, from device 0's thread: never the old A..C. */
+	info = turn_get(ctx, pctx0, b + 64, 64, b);
+	print_mr("device 1 B after its remap, device 0's thread", &info);
+	assert_int_not_equal(info.id, abc.id);
+	check_key_on(&info, 1, GDRC_PTR_VMM, b, 4 * MIB, buffer_id_of(b));
+	/* All three, from the no-context thread: a new registration. */
 	info = turn_get(ctx, NULL, l.va, 10 * MIB, b + 5);
 	print_mr("device 1 A..C after B's remap, no-context thread", &info);
 	assert_int_not_equal(info.id, abc.id);
 	check_key_on(&info, 1, GDRC_PTR_VMM, a, 10 * MIB, buffer_id_of(a));
 	abc = info;
-	info = turn_get(ctx, pctx0, b + 64, 64, b);
-	check_key_on(&info, 1, GDRC_PTR_VMM, b, 4 * MIB, buffer_id_of(b));
 	if (hooks_on(m))
 		assert_int_not_equal(turn_get(ctx, pctx0, a + MIB, 4 * MIB,
 					      a).id,
