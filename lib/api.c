@@ -925,7 +925,8 @@ GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
 	info_p->buffer_id = r->buffer_id;
 	info_p->flags = r->info_flags;
 	info_p->mem_type = r->mem_type;
-	info_p->backend = r->ops->backend;
+	info_p->backend = gdrc_cache_ops_for(r->cache, r->mem_type,
+						    NULL)->backend;
 	info_p->device = r->device;
 	info_p->access = r->access;
 	info_p->lkey = r->lkey;

@@ -130,39 +130,61 @@ enum gdrc_put_fault {
 	GDRC_PUT_TOO_MANY,   /* more puts than gets: a double put */
 };
 
-/* One registration.  Fields marked "fixed" do not change between the
- * region's publication and its release. */
+/*
+ * One registration, two 128-byte line pairs (pool.c aligns objects to a
+ * pair).  Line 0 holds what a hit reads, line 1 the tag and what a put of
+ * a direct reference reads; the second pair what misses, releases and
+ * invalidations read under the lock.  Fields marked "fixed" do not change
+ * between the region's publication and its release.  Small fields are
+ * bytes: a million cached registrations cost a quarter gigabyte at this
+ * size (docs/benchmarks.md, bytes per registration).
+ */
 struct gdrc_region {
-	/* Line 0: what every hit reads (fast or through the index) and
-	 * what a put of a direct reference writes. */
+	/* Line 0: all a hit reads (fast or through the index) but a tag
+	 * check's BUFFER_ID.  The key is the tree node's own start and
+	 * end: the tree never writes them (itree.h), so hits read them
+	 * without the lock like any fixed field; the rest of the node
+	 * changes under cache->lock for writing while the region is in the
+	 * tree, and runs into line 1. */
 	_Atomic uint64_t word;   /* refs | INVALID | DEAD | pins, see above */
 	_Atomic uint64_t stamp;  /* cache tick at its last get (LRU) */
-	uintptr_t start;         /* fixed: key range [start, end): hits */
-	uintptr_t end;           /* fixed   inside it are served */
-	uint32_t access;         /* fixed: GDRC_ACCESS_* registered */
 	int kslot;               /* fixed: kernel channel word, or -1 */
-	int tag_check;           /* fixed: REGION_TAG_*: how hits check */
 	uint32_t kmore;          /* fixed: GPU pins beyond kslot's (one per
 				  * further VMM mapping), in kpins */
-	struct gdrc_cache *cache;  /* fixed: owner */
+	uint32_t access;         /* fixed: GDRC_ACCESS_* registered */
+	uint8_t tag_check;       /* fixed: REGION_TAG_*: how hits check */
+	uint8_t mem_type;        /* fixed: enum gdrc_mem_type */
+	uint8_t kind;            /* fixed: enum gdrc_ptr_kind */
+	uint8_t kpinned;         /* fixed: kslot is a GPU pin, not a watch */
+	union {
+		struct gdrc_itree_node node;
+		struct {
+			uintptr_t start; /* fixed: key range [start, end): */
+			uintptr_t end;   /* hits inside it are served */
+		};
+	};
 
-	/* Line 1 (the pair of line 0: regions are 128-byte aligned): what
-	 * a direct reference's put and its user read, the tag. */
+	/* Line 1: the owner, what a put of a direct reference and its
+	 * user read, the tag. */
+	struct gdrc_cache *cache;  /* fixed: owner */
 	struct gdrc_mr self;     /* fixed: the direct-reference handle */
 	uint64_t buffer_id;      /* fixed: GPU: its first segment's identity,
 				  * else 0 */
 	uint32_t lkey;           /* fixed */
 	uint32_t rkey;           /* fixed */
-	void *handle;            /* fixed: backend object */
-	uint64_t id;             /* fixed: unique in the process */
 
+	/* Second pair: what misses, releases and invalidations read. */
+	int16_t device;          /* fixed: CUDA ordinal or -1 */
+	int8_t ix_level;         /* index.c, under cache->lock: its level
+				  * in the page hash, or -1 (the tree
+				  * alone) */
+	uint8_t was_cached;      /* fixed: inserted into the index */
+	uint32_t info_flags;     /* fixed: GDRC_MR_INFO_* it was made with */
+	void *handle;            /* fixed: backend object (its backend:
+				  * gdrc_cache_ops_for(cache, mem_type)) */
+	uint64_t id;             /* fixed: unique in the process */
 	uintptr_t reg_start;     /* fixed: range registered (pinned); */
 	uintptr_t reg_end;       /* fixed   GPU: 64 KiB rounded, may be wider */
-	int mem_type;            /* fixed: enum gdrc_mem_type */
-	int kind;                /* fixed: enum gdrc_ptr_kind */
-	int device;              /* fixed: CUDA ordinal or -1 */
-	const struct gdrc_pin_ops *ops; /* fixed: registered by these */
-	void *be;
 	uintptr_t alloc_start;   /* fixed: GPU or CUDA-pinned host memory:
 				  * the whole allocation, or the run of VMM
 				  * mappings it covers; else 0, 0 */
@@ -170,19 +192,13 @@ struct gdrc_region {
 	/* fixed: GPU memory's segments (gdrc_int.h), in address order,
 	 * covering [alloc_start, alloc_end).  nseg 1: no array, the one
 	 * segment is alloc_start, alloc_end, buffer_id. */
-	unsigned nseg;
 	struct gdrc_seg *segs;
-	uint32_t info_flags;     /* fixed: GDRC_MR_INFO_* it was made with */
-	int kpinned;             /* fixed: kslot is a GPU pin, not a watch */
+	unsigned nseg;
 	uint64_t khandle;        /* fixed: its subscription */
 	struct gdrc_kpin *kpins; /* fixed: the kmore further pins */
-	int was_cached;          /* fixed: inserted into the index */
 	struct gdrc_handle *_Atomic handles; /* pushed only; freed with it */
 
 	/* Under cache->lock: */
-	struct gdrc_itree_node node; /* in the index's tree while cached */
-	int ix_level;                /* index.c: its level in the page
-				      * hash, or -1 (the tree alone) */
 	struct gdrc_region *lru_prev; /* cache->lru, sorted by enq */
 	struct gdrc_region *lru_next;
 	uint64_t enq;                /* stamp when placed on the LRU */
@@ -552,6 +568,21 @@ gdrc_status_t gdrc_cache_release_unused(struct gdrc_cache *c, int device,
 /* One per-device counter (enum gdrc_device_stat) of device, which the
  * caller checked (GDRC_DEVICE_ALL .. GDRC_MAX_DEVICES - 1). */
 uint64_t gdrc_cache_dev_stat(struct gdrc_cache *c, int device, int stat);
+
+/*
+ * The backend that registers memory of mem_type in c, and its argument
+ * (be_p may be NULL): GPU memory's own where one was chosen, else the
+ * host's.  Fixed for the cache's life, so a region keeps no copy.
+ */
+static inline const struct gdrc_pin_ops *
+gdrc_cache_ops_for(const struct gdrc_cache *c, int mem_type, void **be_p)
+{
+	int gpu = mem_type == GDRC_MEM_CUDA && c->p.gpu_ops;
+
+	if (be_p)
+		*be_p = gpu ? c->p.gpu_be : c->p.be;
+	return gpu ? c->p.gpu_ops : c->p.ops;
+}
 
 /* Snapshot of every counter, indexed by enum gdrc_stat. */
 void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values);

@@ -23,8 +23,8 @@
  * The lock-free read.  Slots are open addressing with linear probing;
  * a removal shifts later slots of the cluster back (no tombstones), and
  * a full table is replaced by one twice its size, the old one kept until
- * the cache goes (readers may still be in it: a geometric series, less
- * than the current table).  A reader may therefore see a slot torn
+ * the cache goes (readers may still be in it) but, when mapped, emptied
+ * of its pages (ph_retire_pages: a reader there then misses).  A reader may therefore see a slot torn
  * between two entries, an entry moved past it, or a region released and
  * reused for other memory since the slot was written.  None of that can
  * serve a wrong registration: a candidate counts only once a
@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "cache_int.h"
 
@@ -251,6 +252,24 @@ void *gdrc_index_prepare(const struct gdrc_cache *c)
 	return ph_new(t->bits + 1);
 }
 
+/*
+ * A retired table's slots are never written again, and a reader still in
+ * it needs none of them: an empty slot ends its probe as a miss, which
+ * the tree answers.  So a mapped one gives its memory back now (it would
+ * otherwise stay resident until the cache goes: as much again as the
+ * current table) and keeps only its first page, where the header lives
+ * that such a reader reads (bits: its mask); pages read again are zero.
+ * One system call per growth, under the lock; growths are logarithmic.
+ */
+static void ph_retire_pages(struct gdrc_phash *t)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (t->bytes > (size_t)page)
+		madvise((char *)t + page, t->bytes - (size_t)page,
+			MADV_DONTNEED); /* a hint: the table stays valid */
+}
+
 /* Move every entry into the larger table spare, which replaces t. */
 static void ph_grow(struct gdrc_cache *c, struct gdrc_phash *t,
 		    struct gdrc_phash *spare)
@@ -271,6 +290,7 @@ static void ph_grow(struct gdrc_cache *c, struct gdrc_phash *t,
 	t->retired_next = c->ix.retired;
 	c->ix.retired = t;
 	atomic_store_explicit(&c->ix.ph, spare, memory_order_release);
+	ph_retire_pages(t);
 }
 
 void gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
@@ -282,8 +302,6 @@ void gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 	uint64_t n;
 
 	gdrc_assert_wrlocked(c);
-	r->node.start = r->start;
-	r->node.end = r->end;
 	gdrc_itree_insert(&c->ix.tree, &r->node);
 	r->ix_level = -1;
 	if (level < 0 || !t)

@@ -317,17 +317,14 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 		.access = plan->access,
 		.mem_type = req->mem_type,
 	};
-	const struct gdrc_pin_ops *ops = c->p.ops;
-	void *be = c->p.be;
+	void *be;
+	const struct gdrc_pin_ops *ops = gdrc_cache_ops_for(c, req->mem_type,
+							    &be);
 	gdrc_status_t status;
 	struct gdrc_region *r;
 	struct miss_kern k;
 	int kerr;
 
-	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_ops) {
-		ops = c->p.gpu_ops;
-		be = c->p.gpu_be;
-	}
 	r = gdrc_region_alloc(c);
 	if (!r)
 		return GDRC_ERR_NO_MEMORY;
@@ -390,8 +387,6 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 		r->info_flags &= ~GDRC_MR_INFO_TAG_CHECKED;
 	r->was_cached = 0;
 	r->cache = c;
-	r->ops = ops;
-	r->be = be;
 	r->handle = reg.handle;
 	gdrc_region_publish(c, r);
 	*r_p = r;

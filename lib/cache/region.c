@@ -25,18 +25,22 @@
 
 #include "cache_int.h"
 
-/* A fast-path hit touches one line of its region. */
 /* A hit reads line 0 of its region (a tag check also line 1); a put of a
  * direct reference lines 0 and 1, one 128-byte pair (pool.c aligns
- * objects to it), which the CPU fetches together. */
-_Static_assert(offsetof(struct gdrc_region, cache) + sizeof(void *) <=
+ * objects to it). */
+_Static_assert(offsetof(struct gdrc_region, end) + sizeof(uintptr_t) <=
 		       GDRC_CACHELINE,
 	       "a hit's fields of struct gdrc_region leave line 0");
-_Static_assert(offsetof(struct gdrc_region, id) + sizeof(uint64_t) <=
+_Static_assert(offsetof(struct gdrc_region, rkey) + sizeof(uint32_t) <=
 		       2 * GDRC_CACHELINE,
 	       "a put's fields of struct gdrc_region leave the first pair");
-_Static_assert(sizeof(struct gdrc_region) % (2 * GDRC_CACHELINE) == 0,
-	       "regions are whole 128-byte pairs");
+_Static_assert(offsetof(struct gdrc_region, start) ==
+			       offsetof(struct gdrc_region, node.start) &&
+		       offsetof(struct gdrc_region, end) ==
+			       offsetof(struct gdrc_region, node.end),
+	       "a region's key is its tree node's");
+_Static_assert(sizeof(struct gdrc_region) == 2 * 2 * GDRC_CACHELINE,
+	       "a region is two 128-byte pairs");
 /* One owner writes a handle: it must not share a line with another. */
 _Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
 	       "a handle is one cache line");
@@ -107,7 +111,8 @@ static void dev_account(struct gdrc_cache *c, const struct gdrc_region *r,
 	atomic_fetch_add_explicit(&a->pinned_bytes, len, memory_order_relaxed);
 	atomic_fetch_add_explicit(&a->regions, (uint64_t)sign,
 				  memory_order_relaxed);
-	if (r->ops->backend == GDRC_BACKEND_DMABUF)
+	if (gdrc_cache_ops_for(c, r->mem_type, NULL)->backend ==
+	    GDRC_BACKEND_DMABUF)
 		atomic_fetch_add_explicit(&a->dmabufs, (uint64_t)sign,
 					  memory_order_relaxed);
 }
@@ -191,8 +196,9 @@ void gdrc_region_release(struct gdrc_cache *c, struct gdrc_region *r)
 		.mem_type = r->mem_type,
 		.handle = r->handle,
 	};
+	void *be;
 
-	r->ops->dereg(r->be, &reg);
+	gdrc_cache_ops_for(c, r->mem_type, &be)->dereg(be, &reg);
 	gdrc_kern_give_back(c, r->kslot, r->kpinned, r->khandle, r->kmore,
 			    r->kpins);
 	gdrc_stat_add(c, GDRC_STAT_DEREGS, 1);

@@ -19,11 +19,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* start and end come first, so that a user may lay its own copy of the
+ * key over them (cache.h: struct gdrc_region); the tree never writes
+ * them. */
 struct gdrc_itree_node {
-	struct gdrc_itree_node *left;  /* lower (start, address) */
-	struct gdrc_itree_node *right; /* higher (start, address) */
 	uintptr_t start;               /* first byte; set before insert */
 	uintptr_t end;                 /* one past the last; end > start */
+	struct gdrc_itree_node *left;  /* lower (start, address) */
+	struct gdrc_itree_node *right; /* higher (start, address) */
 	uintptr_t max_end;             /* largest end in this subtree */
 	int height;                    /* AVL height; leaf = 1 */
 };
