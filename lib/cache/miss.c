@@ -533,9 +533,10 @@ again:
 	gdrc_stat_add(c, GDRC_STAT_MISSES, 1);
 	gdrc_stat_add(c, plan.cause, 1);
 	gdrc_cache_unlock_release(c, &d);
-	if (!plan.cached)
-		gdrc_region_pin_to_ref(r); /* the miss's pin is the get */
-	*mr_p = plan.cached ? gdrc_serve(c, r) : gdrc_serve_direct(r);
+	/* The miss's pin is the get: a direct reference, as an index hit
+	 * that does not repeat is served (gdrc_serve_first). */
+	gdrc_region_pin_to_ref(r);
+	*mr_p = plan.cached ? gdrc_serve_first(r) : gdrc_serve_direct(r);
 	return GDRC_OK;
 }
 

@@ -75,6 +75,8 @@
  *   gdrc-bench --json PATH    also write the results as one JSON object
  *   gdrc-bench --gpu-only     only a. (the host hit g. compares with)
  *                             and g., for quick runs on a GPU machine
+ *   gdrc-bench --lookup-only  only a. and d. (the lookup table, UCX's
+ *                             rows and bytes per registration)
  *   Run it on an idle machine and compare numbers of one run only.  It
  *   checks no speed: it exits 0 when every call succeeded, 1 when a
  *   libgdrcache (or UCX, or CUDA, or system) call failed, 2 on a bad
@@ -267,6 +269,7 @@ struct bench_opts {
 	int mixed_child; /* --mixed-child=N: both caches, order N, exit */
 	int gpu_only;  /* --gpu-only: a. and g. */
 	int threads_only; /* --threads-only: a. and e. without UCX */
+	int lookup_only; /* --lookup-only: a. and d. */
 	const char *json;
 	uint64_t div; /* 10 with --quick, else 1 */
 };
@@ -2762,7 +2765,7 @@ static void bench_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: gdrc-bench [--quick] [--gpu-only] [--threads-only] "
-		"[--json PATH] [--help]\n"
+		"[--lookup-only] [--json PATH] [--help]\n"
 		"(--ucx-default-child, --mixed-child are internal: the UCX\n"
 		"runs in a child)\n"
 		"Measure libgdrcache's cache (none backend, hooks on): hit,\n"
@@ -2773,6 +2776,8 @@ static void bench_usage(FILE *f)
 		"  --gpu-only   only the host hit (a.) and the GPU section (g.)\n"
 		"  --threads-only  only the host hit (a.) and gdrcache's\n"
 		"               threaded hits (e., no UCX rows)\n"
+		"  --lookup-only   only the host hit (a.) and the lookup\n"
+		"               table (d., with UCX's rows and bytes)\n"
 		"  --json PATH  also write the results as JSON to PATH\n"
 		"  --help       this text\n");
 }
@@ -2784,6 +2789,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "json", required_argument, NULL, 'j' },
 		{ "gpu-only", no_argument, NULL, 'g' },
 		{ "threads-only", no_argument, NULL, 't' },
+		{ "lookup-only", no_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "ucx-default-child", no_argument, NULL, 'u' },
 		{ "mixed-child", required_argument, NULL, 'm' },
@@ -2806,6 +2812,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 't':
 			o->threads_only = 1;
+			break;
+		case 'l':
+			o->lookup_only = 1;
 			break;
 		case 'u':
 			o->ucx_child = 1;
@@ -2890,6 +2899,11 @@ int main(int argc, char **argv)
 		goto gpu;
 	if (o.threads_only) {
 		if (bench_threads(ctx, NULL, buf, &o, &res))
+			goto out;
+		goto done;
+	}
+	if (o.lookup_only) {
+		if (bench_lookup(&o, &res))
 			goto out;
 		goto done;
 	}

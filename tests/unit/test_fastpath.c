@@ -72,18 +72,21 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* A miss for the range: a cached registration behind a live handle of
- * this thread, put back.  @return its id. */
+/* A miss for the range and a second get: a cached registration behind
+ * a live handle of this thread (a miss serves a direct reference, the
+ * next get of it a handle), put back.  @return its id. */
 static uint64_t register_range(void)
 {
 	struct gdrc_mr_info i;
 	struct gdrc_mr *mr;
 
-	assert_int_equal(cache_layer_get_host(cache, RANGE_START, RANGE_END,
-					      &mr),
-			 GDRC_OK);
-	assert_int_equal(gdrc_mr_query(mr, &i), GDRC_OK);
-	gdrc_cache_put(cache, mr);
+	for (int n = 0; n < 2; n++) {
+		assert_int_equal(cache_layer_get_host(cache, RANGE_START,
+						      RANGE_END, &mr),
+				 GDRC_OK);
+		assert_int_equal(gdrc_mr_query(mr, &i), GDRC_OK);
+		gdrc_cache_put(cache, mr);
+	}
 	return i.id;
 }
 
@@ -130,16 +133,18 @@ static void test_fastpath_event_queued_while_looking_goes_slow(void **state)
  * region is marked invalid and pending is clear again. */
 static void test_fastpath_event_drained_while_looking_goes_slow(void **state)
 {
-	uint64_t v[GDRC_STAT_COUNT];
+	uint64_t v[GDRC_STAT_COUNT], hits;
 	uint64_t id = register_range();
 
 	(void)state;
+	gdrc_cache_stats(cache, v);
+	hits = v[GDRC_STAT_HITS];
 	act = ACT_QUEUE_AND_DRAIN;
 	assert_null(get_fast());
 	assert_int_equal(asked, 1);
 	gdrc_cache_stats(cache, v);
 	assert_int_equal(v[GDRC_STAT_INV_HOST_HOOK], 1);
-	assert_int_equal(v[GDRC_STAT_HITS], 0);
+	assert_int_equal(v[GDRC_STAT_HITS], hits);
 	assert_true(register_range() > id);
 }
 

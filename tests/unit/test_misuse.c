@@ -105,6 +105,14 @@ static struct gdrc_mr *get(struct gdrc_ctx *ctx, size_t off, uint32_t flags)
 	return mr;
 }
 
+/* A get served through this thread's handle: a registration's first
+ * get is a direct reference, its second (after a put) the handle. */
+static struct gdrc_mr *get_handle(struct gdrc_ctx *ctx, size_t off)
+{
+	gdrc_mr_put(ctx, get(ctx, off, 0));
+	return get(ctx, off, 0);
+}
+
 /* The last error line says call, "misuse" and what. */
 static void assert_said(const char *call, const char *what)
 {
@@ -272,7 +280,7 @@ static void test_misuse_put_after_fini_of_held(void **state)
 static void test_misuse_double_put_owner(void **state)
 {
 	struct gdrc_ctx *ctx = ctx_new();
-	struct gdrc_mr *mr = get(ctx, 0, 0), *again;
+	struct gdrc_mr *mr = get_handle(ctx, 0), *again;
 	uint64_t before;
 	struct snap s;
 
@@ -299,7 +307,7 @@ static void test_misuse_double_put_owner(void **state)
 static void test_misuse_one_put_too_many(void **state)
 {
 	struct gdrc_ctx *ctx = ctx_new();
-	struct gdrc_mr *mr = get(ctx, 0, 0);
+	struct gdrc_mr *mr = get_handle(ctx, 0);
 	uint64_t puts, before;
 
 	(void)state;
@@ -345,7 +353,7 @@ static void put_from_thread(struct gdrc_ctx *ctx, struct gdrc_mr *mr,
 static void test_misuse_double_put_remote(void **state)
 {
 	struct gdrc_ctx *ctx = ctx_new();
-	struct gdrc_mr *mr = get(ctx, 0, 0);
+	struct gdrc_mr *mr = get_handle(ctx, 0);
 	uint64_t puts = stat_of(ctx, GDRC_STAT_PUTS);
 	uint64_t before = stat_of(ctx, GDRC_STAT_MISUSE);
 
@@ -391,6 +399,31 @@ static void test_misuse_double_put_after_retire(void **state)
 	mr = get(ctx, 0, 0);
 	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 9);
 	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+}
+
+/* A cached registration's first get (a direct reference, no handle):
+ * its double put is refused and changes nothing; the registration stays
+ * cached and served. */
+static void test_misuse_double_put_first_get(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_new();
+	struct gdrc_mr *mr = get(ctx, 0, 0);
+	uint64_t before;
+	struct snap s;
+
+	(void)state;
+	gdrc_mr_put(ctx, mr);
+	s = snap_of(ctx);
+	before = stat_of(ctx, GDRC_STAT_MISUSE);
+	gdrc_mr_put(ctx, mr);
+	assert_said("gdrc_mr_put", "no get outstanding");
+	assert_unchanged(ctx, s);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before + 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 1);
+	gdrc_mr_put(ctx, get(ctx, 0, 0));
+	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), s.hits + 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_DEREGS), 0);
 	gdrc_fini(ctx);
 }
 
@@ -570,6 +603,7 @@ int main(void)
 		T(test_misuse_one_put_too_many),
 		T(test_misuse_double_put_remote),
 		T(test_misuse_double_put_after_retire),
+		T(test_misuse_double_put_first_get),
 		T(test_misuse_double_put_uncached),
 		T(test_misuse_put_not_a_handle),
 		T(test_misuse_put_other_context),

@@ -6,7 +6,8 @@
  * get would have been a hit on that very registration, count it as one,
  * take no reference, and answer GDRC_ERR_STALE whenever the memory went
  * (munmap, gdrc_invalidate), the request is wider or wants more access,
- * or the handle is another thread's.  Public API, none backend, hooks on.
+ * the handle is another thread's, or the caller holds a direct reference
+ * (a registration's first get).  Public API, none backend, hooks on.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -45,7 +46,9 @@ static uint64_t id_of(const struct gdrc_mr *mr)
 	return i.id;
 }
 
-/* Two pages mapped, the first got and held. */
+/* Two pages mapped, the first got, put, and got again and held: the
+ * miss served a direct reference, the second get this thread's handle,
+ * which reget serves. */
 static int setup(void **state)
 {
 	static struct fix f;
@@ -57,6 +60,9 @@ static int setup(void **state)
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (f.p == MAP_FAILED ||
 	    gdrc_mr_get(f.ctx, f.p, PAGE, GDRC_ACCESS_LOCAL_WRITE, 0, &f.mr))
+		return -1;
+	gdrc_mr_put(f.ctx, f.mr);
+	if (gdrc_mr_get(f.ctx, f.p, PAGE, GDRC_ACCESS_LOCAL_WRITE, 0, &f.mr))
 		return -1;
 	f.id = id_of(f.mr);
 	*state = &f;
@@ -156,6 +162,33 @@ static void test_reget_another_threads_handle_is_stale(void **state)
 	assert_int_equal((int)(intptr_t)ret, GDRC_ERR_STALE);
 }
 
+/* The second page's first get is a miss, served as a direct reference
+ * (a registration got once costs no handle): reget answers STALE and
+ * changes nothing; put and get again (a hit, now through this thread's
+ * handle) and reget serves it. */
+static void test_reget_of_a_miss_is_stale_until_got_again(void **state)
+{
+	struct fix *f = *state;
+	struct gdrc_mr *mr;
+	uint64_t hits, id;
+
+	assert_int_equal(gdrc_mr_get(f->ctx, f->p + PAGE, 64, 0, 0, &mr),
+			 GDRC_OK);
+	id = id_of(mr);
+	hits = stat_of(f->ctx, GDRC_STAT_HITS);
+	assert_int_equal(gdrc_mr_reget(f->ctx, mr, f->p + PAGE, 64, 0),
+			 GDRC_ERR_STALE);
+	assert_int_equal(stat_of(f->ctx, GDRC_STAT_HITS), hits);
+	gdrc_mr_put(f->ctx, mr);
+	assert_int_equal(gdrc_mr_get(f->ctx, f->p + PAGE, 64, 0, 0, &mr),
+			 GDRC_OK);
+	assert_int_equal(id_of(mr), id);
+	assert_int_equal(gdrc_mr_reget(f->ctx, mr, f->p + PAGE, 64, 0),
+			 GDRC_OK);
+	assert_int_equal(stat_of(f->ctx, GDRC_STAT_HITS), hits + 2);
+	gdrc_mr_put(f->ctx, mr);
+}
+
 static void test_reget_bad_params_change_nothing(void **state)
 {
 	struct fix *f = *state;
@@ -185,6 +218,7 @@ int main(void)
 		T(test_reget_after_invalidate_is_stale),
 		T(test_reget_wider_or_more_access_is_stale),
 		T(test_reget_another_threads_handle_is_stale),
+		T(test_reget_of_a_miss_is_stale_until_got_again),
 		T(test_reget_bad_params_change_nothing),
 	};
 

@@ -306,9 +306,13 @@ static void *idle_holder(void *arg)
 {
 	struct gdrc_mr *mr;
 
-	if (gdrc_mr_get(ctx, arg, 64, 0, 0, &mr))
-		return (void *)1;
-	gdrc_mr_put(ctx, mr);
+	/* Twice: a registration's first get is a direct reference, the
+	 * second makes this thread's handle. */
+	for (int i = 0; i < 2; i++) {
+		if (gdrc_mr_get(ctx, arg, 64, 0, 0, &mr))
+			return (void *)1;
+		gdrc_mr_put(ctx, mr);
+	}
 	atomic_store(&idle_stage, 1);
 	while (atomic_load(&idle_stage) != 2)
 		sched_yield();
