@@ -571,7 +571,6 @@ static void test_gpu_whole_alloc_cumem(void **state)
 
 	/* Anywhere inside the allocation: the same registration. */
 	mr2 = get(ctx, p + 512 * KIB, 4096, &i2);
-	assert_ptr_equal(mr2, mr1);
 	assert_int_equal(i2.id, i1.id);
 	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), 1);
 	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), 1);
@@ -613,7 +612,7 @@ static void test_gpu_range_keys_cumem(void **state)
 
 	/* Inside the key range: a hit; elsewhere in the allocation: not. */
 	mr2 = get(ctx, i1.key_addr + 10, 64, &i2);
-	assert_ptr_equal(mr2, mr1);
+	assert_int_equal(i2.id, i1.id);
 	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), 1);
 	mr3 = get(ctx, p + 600 * KIB, 64, &i3);
 	assert_true(i3.id != i1.id);
@@ -1272,7 +1271,6 @@ static void test_gpu_suballoc_cumem(void **state)
 	mb = get(ctx, b, 256, &ib);
 	print_mr("a", &ia);
 	print_mr("b", &ib);
-	assert_ptr_not_equal(ma, mb);
 	assert_true(ia.id != ib.id);
 	assert_true(ia.buffer_id != ib.buffer_id);
 	check_whole(&ia, a, 256, GDRC_PTR_DEVICE, 0);
@@ -1298,7 +1296,6 @@ static void test_gpu_suballoc_cumem(void **state)
 
 	hits = stat_of(ctx, GDRC_STAT_HITS);
 	ma2 = get(ctx, a, 256, &ia2);
-	assert_ptr_equal(ma2, ma);
 	assert_int_equal(ia2.id, ia.id);
 	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), hits + 1);
 	gdrc_mr_put(ctx, ma2);
@@ -1336,8 +1333,10 @@ static void validate_case(const char *mode, int checks_per_hit)
 	checks = stat_of(ctx, GDRC_STAT_TAG_CHECKS);
 
 	for (int i = 0; i < HIT_LOOPS; i++) {
-		hit = get(ctx, p + (CUdeviceptr)(i % 16) * 4096, 64, NULL);
-		assert_ptr_equal(hit, mr);
+		struct gdrc_mr_info hi;
+
+		hit = get(ctx, p + (CUdeviceptr)(i % 16) * 4096, 64, &hi);
+		assert_int_equal(hi.id, info.id);
 		gdrc_mr_put(ctx, hit);
 	}
 	checks = stat_of(ctx, GDRC_STAT_TAG_CHECKS) - checks;
