@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """What the PyTorch tests share (test_torch_free.py, test_torch_expandable.py,
-torch_train.py): the public structs of include/gdrcache.h as ctypes
-mirrors, the few constants they use, and the skip when torch or a GPU is
-missing.  Imported from the scripts' own folder.
+test_torch_two_devices.py, torch_train.py): the public structs of
+include/gdrcache.h as ctypes mirrors, the few constants they use, a get
+and put, the counters, and the skip when torch or a GPU is missing.
+Imported from the scripts' own folder.
 """
 import ctypes
+import json
 
 
 class MrInfo(ctypes.Structure):
@@ -69,3 +71,22 @@ def torch_on_gpu():
         print("skipped: no GPU")
         return None
     return torch
+
+
+def register(lib, ctx, ptr, length=4096):
+    """gdrc_mr_get of [ptr, ptr + length) in ctx, then its put (the
+    registration stays cached): what gdrc_mr_query said of it."""
+    mr, info = ctypes.c_void_p(), MrInfo()
+    st = lib.gdrc_mr_get(ctx, ptr, length, 0, 0, ctypes.byref(mr))
+    assert st == 0, lib.gdrc_status_str(st)
+    assert lib.gdrc_mr_query(mr, ctypes.byref(info)) == 0
+    lib.gdrc_mr_put(ctx, mr)
+    return info
+
+
+def stats(lib, ctx):
+    """ctx's counters, as gdrc_stats_dump's JSON says them."""
+    buf = ctypes.create_string_buffer(1 << 14)
+    assert lib.gdrc_stats_dump(ctx, GDRC_DUMP_JSON, buf, len(buf),
+                               None) == 0
+    return json.loads(buf.value.decode())

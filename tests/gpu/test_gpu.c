@@ -1569,6 +1569,21 @@ static void free_all(CUdeviceptr *p, int n)
 		CU(cuMemFree(p[i]));
 }
 
+/* The end of a two-device case: ctx finished, then device 0's n0
+ * allocations and device 1's n1 freed, each in its own context, and
+ * device 1's primary context let go of. */
+static void two_devices_done(struct gdrc_ctx *ctx, CUdeviceptr *d0, int n0,
+			     CUdeviceptr *d1, int n1, CUdevice dev1,
+			     CUcontext pctx1)
+{
+	gdrc_fini(ctx);
+	free_all(d0, n0);
+	CU(cuCtxSetCurrent(pctx1));
+	free_all(d1, n1);
+	CU(cuCtxSetCurrent(pctx0));
+	CU(cuDevicePrimaryCtxRelease(dev1));
+}
+
 /* A get and put from the main thread (device 0's context current):
  * @return what the registration was. */
 static struct gdrc_mr_info got(struct gdrc_ctx *ctx, CUdeviceptr p)
@@ -1642,12 +1657,7 @@ static void test_gpu_device_limits_regions(void **state)
 	info = got(ctx, d1[0]);
 	assert_int_not_equal(info.id, first1.id);
 	assert_int_equal(info.device, 1);
-	gdrc_fini(ctx);
-	free_all(d0, 3);
-	CU(cuCtxSetCurrent(pctx1));
-	free_all(d1, 3);
-	CU(cuCtxSetCurrent(pctx0));
-	CU(cuDevicePrimaryCtxRelease(dev1));
+	two_devices_done(ctx, d0, 3, d1, 3, dev1, pctx1);
 }
 
 /*
@@ -1697,12 +1707,7 @@ static void test_gpu_device_limits_bytes(void **state)
 			 small1.length);
 	assert_int_equal(dev_stat_of(ctx, 0, GDRC_DEVICE_STAT_EVICTIONS), 0);
 	assert_int_equal(dev_stat_of(ctx, 1, GDRC_DEVICE_STAT_EVICTIONS), 0);
-	gdrc_fini(ctx);
-	CU(cuMemFree(d0));
-	CU(cuCtxSetCurrent(pctx1));
-	free_all(d1, 2);
-	CU(cuCtxSetCurrent(pctx0));
-	CU(cuDevicePrimaryCtxRelease(dev1));
+	two_devices_done(ctx, &d0, 1, d1, 2, dev1, pctx1);
 }
 
 /*
@@ -1752,12 +1757,7 @@ static void test_gpu_release_unused_devices(void **state)
 	assert_int_equal(n, 1);
 	assert_int_equal(dev_stat_of(ctx, GDRC_DEVICE_ALL,
 				     GDRC_DEVICE_STAT_REGIONS), 0);
-	gdrc_fini(ctx);
-	free_all(d0, 2);
-	CU(cuCtxSetCurrent(pctx1));
-	free_all(d1, 3);
-	CU(cuCtxSetCurrent(pctx0));
-	CU(cuDevicePrimaryCtxRelease(dev1));
+	two_devices_done(ctx, d0, 2, d1, 3, dev1, pctx1);
 }
 
 /*

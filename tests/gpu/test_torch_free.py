@@ -15,12 +15,11 @@ Usage: test_torch_free.py path/to/libgdrcache.so
 Exit 0 on success, 77 when torch or a GPU is missing, 1 on failure.
 """
 import ctypes
-import json
 import os
 import sys
 
-from gdrc_ctypes import (GDRC_DUMP_JSON, GDRC_MR_INFO_TAG_CHECKED, SKIPPED,
-                         MrInfo, load_gdrcache, torch_on_gpu)
+from gdrc_ctypes import (GDRC_MR_INFO_TAG_CHECKED, SKIPPED, load_gdrcache,
+                         register, stats, torch_on_gpu)
 
 SIZE = 64 << 20  # its own segment: cudaMalloc of exactly this
 
@@ -41,30 +40,18 @@ def main():
     print("cuda hooks status", st, why.value)
     assert st == 0, why.value
 
-    def register(ptr):
-        mr, info = vp(), MrInfo()
-        assert lib.gdrc_mr_get(ctx, ptr, 4096, 0, 0, ctypes.byref(mr)) == 0
-        assert lib.gdrc_mr_query(mr, ctypes.byref(info)) == 0
-        lib.gdrc_mr_put(ctx, mr)
-        return info
-
-    def stats():
-        buf = ctypes.create_string_buffer(1 << 14)
-        assert lib.gdrc_stats_dump(ctx, GDRC_DUMP_JSON, buf, len(buf),
-                                   None) == 0
-        return json.loads(buf.value.decode())
 
     t = torch.empty(SIZE, dtype=torch.uint8, device="cuda")
     ptr = t.data_ptr()
-    first = register(ptr)
+    first = register(lib, ctx, ptr)
     print("registered %#x: id %d buffer id %d key %#x+%d" %
           (ptr, first.id, first.buffer_id, first.key_addr, first.key_length))
     assert not first.flags & GDRC_MR_INFO_TAG_CHECKED
-    before = stats()
+    before = stats(lib, ctx)
     del t
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
-    after_free = stats()
+    after_free = stats(lib, ctx)
     print("cuda events: %d -> %d" % (before["cuda_events"],
                                      after_free["cuda_events"]))
     assert after_free["cuda_events"] > before["cuda_events"], \
@@ -73,8 +60,8 @@ def main():
     # Any get applies the queued invalidations: a tensor of its own.
     lo, hi = first.key_addr, first.key_addr + first.key_length
     other = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
-    other_info = register(other.data_ptr())
-    s = stats()
+    other_info = register(lib, ctx, other.data_ptr())
+    s = stats(lib, ctx)
     print("after the free: inv_cuda_hook %d, tag checks %d" %
           (s["inv_cuda_hook"], s["tag_checks"]))
     assert s["inv_cuda_hook"] == 1, "the registration outlived its memory"
@@ -94,13 +81,13 @@ def main():
             t2 = torch.empty(size, dtype=torch.uint8, device="cuda")
             held.append(t2)
             if lo <= t2.data_ptr() < hi:
-                found, second = t2, register(t2.data_ptr())
+                found, second = t2, register(lib, ctx, t2.data_ptr())
     if found is None:
         print("the freed addresses did not come back: no reuse to check")
         lib.gdrc_fini(ctx)
         print("ok")
         return 0
-    s = stats()
+    s = stats(lib, ctx)
     print("freed memory's address %#x again: id %d buffer id %d; "
           "inv_cuda_hook %d, "
           "tag checks %d, inv_tag_check %d" %

@@ -17,12 +17,10 @@ Usage: test_torch_two_devices.py path/to/libgdrcache.so
 Exit 0 on success, 77 when torch or two GPUs are missing, 1 on failure.
 """
 import ctypes
-import json
 import os
 import sys
 
-from gdrc_ctypes import (GDRC_DUMP_JSON, SKIPPED, MrInfo, load_gdrcache,
-                         torch_on_gpu)
+from gdrc_ctypes import SKIPPED, load_gdrcache, register, stats, torch_on_gpu
 
 SIZE = 64 << 20  # its own segment: cudaMalloc of exactly this
 
@@ -46,19 +44,6 @@ def main():
     st = lib.gdrc_cuda_hooks_status(ctx, ctypes.byref(why))
     assert st == 0, why.value
 
-    def register(ptr):
-        mr, info = vp(), MrInfo()
-        st = lib.gdrc_mr_get(ctx, ptr, 4096, 0, 0, ctypes.byref(mr))
-        assert st == 0, lib.gdrc_status_str(st)
-        assert lib.gdrc_mr_query(mr, ctypes.byref(info)) == 0
-        lib.gdrc_mr_put(ctx, mr)
-        return info
-
-    def stats():
-        buf = ctypes.create_string_buffer(1 << 14)
-        assert lib.gdrc_stats_dump(ctx, GDRC_DUMP_JSON, buf, len(buf),
-                                   None) == 0
-        return json.loads(buf.value.decode())
 
     t = [torch.empty(SIZE, dtype=torch.uint8,
                      device=torch.device("cuda", d)) for d in (0, 1)]
@@ -67,19 +52,19 @@ def main():
     for cur in (0, 1):
         torch.cuda.set_device(cur)
         other = 1 - cur
-        first[other] = register(ptr[other])
+        first[other] = register(lib, ctx, ptr[other])
         print("device %d current: device %d's tensor %#x registered: "
               "id %d device %d buffer id %d" %
               (cur, other, ptr[other], first[other].id,
                first[other].device, first[other].buffer_id))
         assert first[other].device == other
         assert torch.cuda.current_device() == cur
-    hits = stats()["hits"]
+    hits = stats(lib, ctx)["hits"]
     for cur in (0, 1):
         torch.cuda.set_device(cur)
         for d in (0, 1):
-            assert register(ptr[d]).id == first[d].id
-    s = stats()
+            assert register(lib, ctx, ptr[d]).id == first[d].id
+    s = stats(lib, ctx)
     assert s["hits"] == hits + 4, (s["hits"], hits)
     assert s["regions"] == 2
 
@@ -91,8 +76,8 @@ def main():
     torch.cuda.synchronize(1)
     torch.cuda.empty_cache()
     assert torch.cuda.current_device() == 0
-    again0 = register(ptr[0])  # applies the queued invalidation
-    s = stats()
+    again0 = register(lib, ctx, ptr[0])  # applies the queued invalidation
+    s = stats(lib, ctx)
     print("after device 1's free: inv_cuda_hook %d, regions %d, "
           "cuda_events %d" % (s["inv_cuda_hook"], s["regions"],
                               s["cuda_events"]))
@@ -111,7 +96,7 @@ def main():
                             device=torch.device("cuda", 1))
             held.append(x)
             if lo <= x.data_ptr() < hi:
-                found, second = x, register(x.data_ptr())
+                found, second = x, register(lib, ctx, x.data_ptr())
     if found is None:
         print("device 1's freed addresses did not come back: "
               "no reuse to check")
