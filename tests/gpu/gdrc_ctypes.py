@@ -7,6 +7,7 @@ Imported from the scripts' own folder.
 """
 import ctypes
 import json
+import os
 
 
 class MrInfo(ctypes.Structure):
@@ -90,3 +91,16 @@ def stats(lib, ctx):
     assert lib.gdrc_stats_dump(ctx, GDRC_DUMP_JSON, buf, len(buf),
                                None) == 0
     return json.loads(buf.value.decode())
+
+
+def hooked_context(lib):
+    """A gdrc context with GDRC_VALIDATE=hooks (no BUFFER_ID check can
+    hide a missed free) whose CUDA free hooks work."""
+    os.environ["GDRC_VALIDATE"] = "hooks"
+    ctx = ctypes.c_void_p()
+    assert lib.gdrc_init(None, ctypes.byref(ctx)) == 0, "gdrc_init"
+    why = ctypes.c_char_p()
+    st = lib.gdrc_cuda_hooks_status(ctx, ctypes.byref(why))
+    print("cuda hooks status", st, why.value)
+    assert st == 0, why.value
+    return ctx

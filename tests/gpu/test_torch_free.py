@@ -14,12 +14,10 @@ gets a new one.
 Usage: test_torch_free.py path/to/libgdrcache.so
 Exit 0 on success, 77 when torch or a GPU is missing, 1 on failure.
 """
-import ctypes
-import os
 import sys
 
-from gdrc_ctypes import (GDRC_MR_INFO_TAG_CHECKED, SKIPPED, load_gdrcache,
-                         register, stats, torch_on_gpu)
+from gdrc_ctypes import (GDRC_MR_INFO_TAG_CHECKED, SKIPPED, hooked_context,
+                         load_gdrcache, register, stats, torch_on_gpu)
 
 SIZE = 64 << 20  # its own segment: cudaMalloc of exactly this
 
@@ -29,17 +27,8 @@ def main():
     if torch is None:
         return SKIPPED
     torch.zeros(1, device="cuda")  # the runtime and its context first
-    os.environ["GDRC_VALIDATE"] = "hooks"
     lib = load_gdrcache(sys.argv[1])
-    vp = ctypes.c_void_p
-
-    ctx = vp()
-    assert lib.gdrc_init(None, ctypes.byref(ctx)) == 0, "gdrc_init"
-    why = ctypes.c_char_p()
-    st = lib.gdrc_cuda_hooks_status(ctx, ctypes.byref(why))
-    print("cuda hooks status", st, why.value)
-    assert st == 0, why.value
-
+    ctx = hooked_context(lib)
 
     t = torch.empty(SIZE, dtype=torch.uint8, device="cuda")
     ptr = t.data_ptr()

@@ -16,11 +16,10 @@ check can hide a missed free.
 Usage: test_torch_two_devices.py path/to/libgdrcache.so
 Exit 0 on success, 77 when torch or two GPUs are missing, 1 on failure.
 """
-import ctypes
-import os
 import sys
 
-from gdrc_ctypes import SKIPPED, load_gdrcache, register, stats, torch_on_gpu
+from gdrc_ctypes import (SKIPPED, hooked_context, load_gdrcache, register,
+                         stats, torch_on_gpu)
 
 SIZE = 64 << 20  # its own segment: cudaMalloc of exactly this
 
@@ -34,16 +33,8 @@ def main():
         return SKIPPED
     for d in (0, 1):
         torch.zeros(1, device=torch.device("cuda", d))  # contexts first
-    os.environ["GDRC_VALIDATE"] = "hooks"
     lib = load_gdrcache(sys.argv[1])
-    vp = ctypes.c_void_p
-
-    ctx = vp()
-    assert lib.gdrc_init(None, ctypes.byref(ctx)) == 0, "gdrc_init"
-    why = ctypes.c_char_p()
-    st = lib.gdrc_cuda_hooks_status(ctx, ctypes.byref(why))
-    assert st == 0, why.value
-
+    ctx = hooked_context(lib)
 
     t = [torch.empty(SIZE, dtype=torch.uint8,
                      device=torch.device("cuda", d)) for d in (0, 1)]
