@@ -257,7 +257,11 @@ GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *ctx,
  * @param [in]  access  GDRC_ACCESS_* bits.
  * @param [in]  flags   GDRC_GET_* bits.
  * @param [out] mr_p    the registration, with a reference held for the
- *                      caller; written only on success.
+ *                      caller; written only on success.  Two gets served
+ *                      by one registration may return different
+ *                      pointers (each thread has its own handle on it,
+ *                      made at its second get): gdrc_mr_info.id tells
+ *                      registrations apart.
  *
  * @return GDRC_OK;
  *         GDRC_ERR_INVALID_PARAM for a NULL ctx, addr or mr_p, len 0, a
