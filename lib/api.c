@@ -405,7 +405,14 @@ static int host_caching(const struct gdrc_knobs *knobs, int have_kchan)
 		gdrc_debug("host memory is watched by gdrcache.ko: glibc left unpatched");
 		return 0;
 	}
-	if (gdrc_hooks_install() == GDRC_OK && gdrc_hooks_intact())
+	/* Hooks that went in before (the preload's, at load) and that
+	 * another library patched over since (Open MPI's patcher in its
+	 * MPI_Init, say) are taken back now, chained, as the next slow get
+	 * of a context already made would: a context made after the
+	 * overwrite caches host memory like one made before it. */
+	if (gdrc_hooks_install() == GDRC_OK && !gdrc_hooks_intact())
+		hooks_check();
+	if (gdrc_hooks_active() && gdrc_hooks_intact())
 		return 1;
 	if (have_kchan)
 		gdrc_info("memory hooks unavailable (%s): host memory is "

@@ -16,6 +16,12 @@
  * with one rank.  The probes are in coexist.h; where libucm is loaded, a
  * VM_UNMAPPED handler of our own checks that UCX still hears of each
  * free.  Exit 0 pass, 1 fail.
+ *
+ * Also run under LD_PRELOAD=libgdrcache-preload.so (ctest
+ * mpi_*_preload_*): the preload's hooks go in before main; in the
+ * mpi-first order with the UCX pml, MPI_Init writes over them before
+ * gdrc_init, which must take them back, chained, and cache host memory
+ * (it left host caching off before: found by this test).
  */
 #include <dlfcn.h>
 #include <mpi.h>
