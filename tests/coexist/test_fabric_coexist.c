@@ -22,6 +22,11 @@
  * saved: gdrcache must own glibc again, chained to nothing, and pass the
  * probes alone.
  *
+ * Also run under LD_PRELOAD=libgdrcache-preload.so (run_fabric_vm.sh's
+ * preload-* orders): the preload's hooks go in before main, so in
+ * fabric-first libfabric patches over them before gdrc_init, which must
+ * take them back, chained, for host caching to be on.
+ *
  * Usage: test_fabric_coexist fabric-first|gdrc-first
  * Exit: 0 passed; 1 a check failed; 77 no verbs provider here.
  */
@@ -162,6 +167,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log before a crash */
+	printf("order %s, LD_PRELOAD=%s\n", argv[1],
+	       getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "");
 	setenv("FI_MR_CACHE_MONITOR", "memhooks", 1);
 	setenv("FI_LOG_LEVEL", "warn", 0); /* libfabric says what it refused */
 	if (!fabric_first)
