@@ -2,10 +2,12 @@
 /*
  * coexist.h - the probes shared by the programs that run gdrcache beside
  * another library's memory hooks (test_ucm_coexist.c: UCX's rcache;
- * test_mpi_coexist.c: Open MPI).  Header-only, one program each.
+ * test_mpi_coexist.c: Open MPI; test_fabric_coexist.c: libfabric;
+ * test_mixed_coexist.c: UCX and libfabric at once).  Header-only, one program each.
  *
  * The program sets coexist_ctx and, where the other library has a cache
- * of its own to watch, coexist_other: warm(p) says it holds p (returns 1
+ * of its own to watch, coexist_other (and coexist_other2 for a second
+ * one: coexist_ucx.h, coexist_fabric.h): warm(p) says it holds p (returns 1
  * when it had to register), and fresh(p) that it did not serve p's old
  * memory.  coexist_probes() then checks, for each way a range loses its
  * memory (munmap + mmap(MAP_FIXED) at the same address, mmap(MAP_FIXED)
@@ -37,6 +39,7 @@ struct coexist_other {
 };
 
 static const struct coexist_other *coexist_other;
+static const struct coexist_other *coexist_other2; /* a second one */
 
 #define CHECK(cond, ...)                                                     \
 	do {                                                                 \
@@ -54,6 +57,25 @@ static uint64_t coexist_stat(enum gdrc_stat s)
 
 	gdrc_stat_get(coexist_ctx, s, &v);
 	return v;
+}
+
+/* coexist_ctx made, or the program ends (exit 1). */
+static inline void coexist_open(void)
+{
+	gdrc_status_t st = gdrc_init(NULL, &coexist_ctx);
+
+	if (st) {
+		printf("FAIL gdrc_init: %s\n", gdrc_status_str(st));
+		exit(1);
+	}
+}
+
+/* Lines reach the log before a crash; what the program runs under. */
+static inline void coexist_start(const char *order)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("order %s, LD_PRELOAD=%s\n", order,
+	       getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "");
 }
 
 /* gdrcache's registration id for [p, p + COEXIST_LEN), taken, dropped. */
@@ -98,10 +120,15 @@ static uint64_t coexist_warm(void *p, const char *what)
 	      "%s: gdrcache hits %llu, expected %llu or more", what,
 	      (unsigned long long)coexist_stat(GDRC_STAT_HITS),
 	      (unsigned long long)hits + 1);
-	if (coexist_other) {
-		coexist_other->warm(p);
-		CHECK(coexist_other->warm(p) == 0, "%s: %s missed a warm range",
-		      what, coexist_other->name);
+	for (int i = 0; i < 2; i++) {
+		const struct coexist_other *o = i ? coexist_other2 :
+						    coexist_other;
+
+		if (!o)
+			continue;
+		o->warm(p);
+		CHECK(o->warm(p) == 0, "%s: %s missed a warm range", what,
+		      o->name);
 	}
 	return a;
 }
@@ -114,10 +141,15 @@ static void coexist_fresh(void *p, uint64_t old, const char *what)
 	CHECK(id && id != old,
 	      "%s: gdrcache served registration %llu of the old memory", what,
 	      (unsigned long long)old);
-	if (coexist_other)
-		CHECK(coexist_other->fresh(p) == 1,
-		      "%s: %s served the old memory (its events lost)", what,
-		      coexist_other->name);
+	for (int i = 0; i < 2; i++) {
+		const struct coexist_other *o = i ? coexist_other2 :
+						    coexist_other;
+
+		if (o)
+			CHECK(o->fresh(p) == 1,
+			      "%s: %s served the old memory (its events lost)",
+			      what, o->name);
+	}
 }
 
 static void coexist_probes(void)

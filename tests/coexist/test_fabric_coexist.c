@@ -30,135 +30,12 @@
  * Usage: test_fabric_coexist fabric-first|gdrc-first
  * Exit: 0 passed; 1 a check failed; 77 no verbs provider here.
  */
-#include <rdma/fabric.h>
-#include <rdma/fi_domain.h>
-
-#include "coexist.h"
-
-static struct fid_fabric *fabric;
-static struct fid_domain *domain;
-static int fabric_cached; /* libfabric's cache holds what it registered */
-
-/* Each range's registration held since its first warm (a handful). */
-static struct {
-	void *p;
-	struct fid_mr *mr;
-} held[8];
-
-static struct fid_mr **held_of(void *p)
-{
-	for (unsigned i = 0; i < 8; i++)
-		if (held[i].p == p || !held[i].p) {
-			held[i].p = p;
-			return &held[i].mr;
-		}
-	printf("FAIL: more ranges than the test keeps\n");
-	exit(1);
-}
-
-/* Register p through the domain (its cache). */
-static struct fid_mr *fabric_reg(void *p)
-{
-	struct fid_mr *mr;
-	int ret = fi_mr_reg(domain, p, COEXIST_LEN, FI_SEND | FI_RECV, 0, 0,
-			    0, &mr, NULL);
-
-	if (ret) {
-		printf("FAIL fi_mr_reg %p: %s\n", p, fi_strerror(-ret));
-		exit(1);
-	}
-	return mr;
-}
-
-/*
- * Does a registration of p come back with the key of the one held?  A
- * cached one does; a new one cannot, while the held one lives (soft-RoCE
- * reuses a freed key index, so the held one stays open until fresh).
- */
-static int fabric_same(struct fid_mr *held_mr, void *p)
-{
-	struct fid_mr *mr = fabric_reg(p);
-	int same = fi_mr_key(mr) == fi_mr_key(held_mr);
-
-	fi_close(&mr->fid);
-	return same;
-}
-
-/* 1 when libfabric had to register p (the first time: then held). */
-static int fabric_warm(void *p)
-{
-	struct fid_mr **h = held_of(p);
-
-	if (!*h) {
-		*h = fabric_reg(p);
-		return 1;
-	}
-	return !fabric_same(*h, p);
-}
-
-/* 1 when libfabric did not serve p's old memory; lets go of it. */
-static int fabric_fresh(void *p)
-{
-	struct fid_mr **h = held_of(p);
-	int fresh = *h ? !fabric_same(*h, p) : 1;
-
-	if (*h)
-		fi_close(&(*h)->fid);
-	*h = NULL;
-	return fresh;
-}
-
-static const struct coexist_other fabric_other = {
-	.name = "libfabric's MR cache",
-	.warm = fabric_warm,
-	.fresh = fabric_fresh,
-};
-
-/* @return 0; 77 when no verbs provider answers. */
-static int fabric_open(void)
-{
-	struct fi_info *hints = fi_allocinfo(), *info = NULL;
-	int ret;
-
-	hints->fabric_attr->prov_name = strdup("verbs");
-	hints->ep_attr->type = FI_EP_MSG;
-	hints->caps = FI_MSG;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED |
-				      FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info);
-	fi_freeinfo(hints);
-	if (ret || !info) {
-		printf("no verbs provider: %s: skipped\n", fi_strerror(-ret));
-		return 77;
-	}
-	printf("libfabric %u.%u, provider %s, domain %s\n",
-	       FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
-	       info->fabric_attr->prov_name, info->domain_attr->name);
-	ret = fi_fabric(info->fabric_attr, &fabric, NULL);
-	if (!ret)
-		ret = fi_domain(fabric, info, &domain, NULL);
-	fi_freeinfo(info);
-	if (ret) {
-		printf("FAIL fi_fabric/fi_domain: %s\n", fi_strerror(-ret));
-		exit(1);
-	}
-	return 0;
-}
-
-static void gdrc_open(void)
-{
-	gdrc_status_t st = gdrc_init(NULL, &coexist_ctx);
-
-	if (st) {
-		printf("FAIL gdrc_init: %s\n", gdrc_status_str(st));
-		exit(1);
-	}
-}
+#include "coexist_fabric.h"
 
 int main(int argc, char **argv)
 {
 	int fabric_first = argc > 1 && !strcmp(argv[1], "fabric-first");
-	void *p;
+	int fabric_cached; /* libfabric's cache holds what it registered */
 	int ret;
 
 	if (argc != 2 || (!fabric_first && strcmp(argv[1], "gdrc-first"))) {
@@ -166,33 +43,15 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log before a crash */
-	printf("order %s, LD_PRELOAD=%s\n", argv[1],
-	       getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "");
-	setenv("FI_MR_CACHE_MONITOR", "memhooks", 1);
-	setenv("FI_LOG_LEVEL", "warn", 0); /* libfabric says what it refused */
-	if (!fabric_first)
-		gdrc_open();
-	ret = fabric_open();
-	if (ret) {
-		if (coexist_ctx)
-			gdrc_fini(coexist_ctx);
+	coexist_start(argv[1]);
+	ret = coexist_fabric_and_gdrc(fabric_first, "memhooks");
+	if (ret)
 		return ret;
-	}
-	if (fabric_first)
-		gdrc_open();
 
-	/* Is libfabric's cache on (two live registrations, one key)? */
-	p = coexist_map(NULL, COEXIST_LEN);
-	fabric_warm(p);
-	fabric_cached = !fabric_warm(p);
-	fabric_fresh(p);
-	memset(held, 0, sizeof(held));
-	munmap(p, COEXIST_LEN);
-	printf("libfabric's MR cache: %s\n", fabric_cached ? "on" : "off");
+	fabric_cached = coexist_fabric_cached();
 	CHECK(fabric_cached, "libfabric's cache is off");
 	if (fabric_cached)
-		coexist_other = &fabric_other;
+		coexist_other = &coexist_fabric;
 
 	/* Either order ends chained over libfabric's patch: first, or
 	 * when libfabric wrote over ours and the next slow get took it
@@ -205,11 +64,7 @@ int main(int argc, char **argv)
 	 * it saved: glibc's own (libfabric first) or our plain patch
 	 * (gdrcache first).  Either way gdrcache must take glibc back for
 	 * itself, chained to nothing, and stay right. */
-	for (unsigned i = 0; i < 8; i++)
-		if (held[i].mr)
-			fi_close(&held[i].mr->fid);
-	fi_close(&domain->fid);
-	fi_close(&fabric->fid);
+	coexist_fabric_close();
 	coexist_other = NULL;
 	coexist_check_source("glibc patched");
 	{

@@ -108,7 +108,7 @@ int main(int argc, char **argv)
 		printf("FAIL gdrc_init: %s\n", gdrc_status_str(st));
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
-	printf("order %s\n", order);
+	coexist_start(order);
 	watch_ucm();
 	coexist_check_source(argc > 2 ? argv[2] : "glibc patched");
 	coexist_probes();
