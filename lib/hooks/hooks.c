@@ -38,6 +38,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -429,6 +430,33 @@ static int hooks_try_ucm(void **munmap_p, char *why, size_t why_len)
 }
 
 /*
+ * Chained to libfabric's patch while UCX's libucm is loaded: UCM's patch,
+ * if it made one, was written over, and a UCX registration cache that
+ * relies on UCM's events no longer hears of unmaps (it served old memory
+ * with gdrcache's own hooks off too: docs/hooks.md).  Not ours to mend;
+ * said once, since the process's owner is the one who can.
+ */
+static void hooks_warn_ucm_lost(const char *chained_to)
+{
+	static atomic_flag said = ATOMIC_FLAG_INIT;
+	void *ucm;
+
+	if (!strstr(chained_to, "libfabric"))
+		return;
+	ucm = dlopen("libucm.so.0", RTLD_NOLOAD | RTLD_LAZY);
+	if (!ucm)
+		return;
+	dlclose(ucm);
+	if (!atomic_flag_test_and_set(&said))
+		gdrc_warn("glibc's memory functions go to libfabric's hooks "
+			  "(%s) although ucx's libucm is loaded: a ucx "
+			  "registration cache that relies on ucm's events "
+			  "does not hear of unmaps (gdrcache does, chained); "
+			  "FI_MR_CACHE_MONITOR=userfaultfd leaves glibc to ucm",
+			  chained_to);
+}
+
+/*
  * Install time, or a retake.  Patch glibc (chained to Open MPI's or
  * libfabric's hooks where those went first) and self-test.
  * @return 0 with *munmap_p and the name set; -1 with why.
@@ -448,6 +476,7 @@ static int hooks_try_patch(void **munmap_p, char *why, size_t why_len)
 			       libc.path, libc.chained_to);
 		gdrc_debug("memory hooks installed in %s over those of %s",
 			   libc.path, libc.chained_to);
+		hooks_warn_ucm_lost(libc.chained_to);
 	} else {
 		hooks_name_set("glibc patched (%s)", libc.path);
 		gdrc_debug("memory hooks installed in %s: munmap mremap madvise brk mmap",

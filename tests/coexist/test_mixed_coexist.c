@@ -18,7 +18,8 @@
  * "...+memhooks") libfabric writes over UCM's patch and UCX's rcache
  * loses its events whatever gdrcache does (it does so with gdrcache's
  * hooks off too: docs/hooks.md); gdrcache, chained over libfabric's
- * patch, and libfabric must still hold, and UCX's cache is not checked.
+ * patch, and libfabric must still hold, UCX's cache is not checked, and
+ * the library must have said once what went wrong and what to set.
  *
  * Usage: test_mixed_coexist fabric-first|gdrc-first[+memhooks]
  * Exit: 0 passed; 1 a check failed; 77 no verbs provider, or no UCM
@@ -27,6 +28,18 @@
 #define LINKED
 #include "coexist_fabric.h"
 #include "coexist_ucx.h"
+
+/* The library's warning that libfabric's hooks stand over UCM's. */
+static int ucm_lost_said;
+
+static void log_sink(enum gdrc_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level <= GDRC_LOG_WARN && strstr(msg, "libfabric's hooks") &&
+	    strstr(msg, "userfaultfd"))
+		ucm_lost_said++;
+	fprintf(stderr, "%s\n", msg);
+}
 
 int main(int argc, char **argv)
 {
@@ -41,6 +54,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	coexist_start(order);
+	gdrc_log_set_handler(log_sink, NULL);
 	coexist_ucx_start();
 	ret = coexist_fabric_and_gdrc(fabric_first,
 				      memhooks ? "memhooks" : "userfaultfd");
@@ -55,9 +69,13 @@ int main(int argc, char **argv)
 		printf("UCX's rcache not checked: libfabric's memhooks wrote "
 		       "over UCM's patch\n");
 		coexist_check_source("chained to the hooks of");
+		CHECK(ucm_lost_said == 1, "warned %d times that libfabric's "
+		      "hooks stand over UCM's, expected once", ucm_lost_said);
 	} else {
 		coexist_other2 = &coexist_ucx;
 		coexist_check_source("ucx ucm");
+		CHECK(!ucm_lost_said, "warned that libfabric's hooks stand "
+		      "over UCM's, but UCM has glibc");
 	}
 	coexist_probes();
 
