@@ -31,7 +31,8 @@
  *               per cached registration of both (RssAnon before and
  *               after filling; shown from n = 10000).
  *   e. threads  total hit throughput with 1, 2 and N threads (N = online
- *               CPUs; also 4 and 8 when N < 8, marked "oversub"), all on
+ *               CPUs; also 4 and 8 when N < 8, marked "oversub", and 16
+ *               when N > 16), all on
  *               one shared range, or each on a range of its own page.
  *               For UCX one rcache is shared by all threads.
  *   f. machine  CPU model, CPUs, date (UTC), library, compiler and UCX
@@ -85,9 +86,12 @@
  * Reading the output
  *   Compare "best" (the least disturbed repetition); "median" shows the
  *   noise.  "ratio gdrc/ucx" below 1 means libgdrcache's hit is faster.
- *   In the thread table "ratio" is the throughput over that of 1 thread
- *   in the same mode: T for T threads is linear scaling (possible for
- *   private ranges up to the number of CPUs); a shared range is bounded
+ *   In the thread table "ratio" is the best throughput over that of 1
+ *   thread in the same mode, "m.ratio" the same of the medians (a
+ *   single thread's best can be an outlier: on the GPU machine's host it
+ *   moves between two groups 1.8x apart); T for T threads is linear
+ *   scaling (possible for private ranges up to the number of CPUs); a
+ *   shared range is bounded
  *   by one reference count's cache line moving between CPUs, and should
  *   not fall below 1.  Rows marked oversub have more threads than CPUs.
  *   Insert times for small n include the first allocations of a context.
@@ -99,6 +103,7 @@
  * UCX), "floor_ns", "bytes_per_reg", "ucx_bytes_per_reg" (-1: not
  * measured)}], "threads": [{"mode":
  * "shared" or "private", "threads", "oversubscribed", "mops", "ratio",
+ * "median_ratio",
  * "ucx_mops", "ucx_ratio"}], "gpu": {"device", "driver" (as
  * cuDriverGetVersion says, e.g. 13000), "tag_query_ns", "hit_always_ns",
  * "ratio_always_vs_tag", "ratio_always_vs_tag_paired" (the per-round
@@ -193,7 +198,8 @@ struct bench_thr_res {
 	int threads;
 	int oversub;
 	struct bench_res mops;
-	double ratio;
+	double ratio;        /* best over 1 thread's best */
+	double median_ratio; /* median over 1 thread's median */
 	struct bench_res ucx_mops;
 	double ucx_ratio;
 };
@@ -1370,16 +1376,18 @@ static int bench_thr_run(struct bench_thr_ctl *ctl, int nthreads,
 /* Thread counts: 1, 2, N, and 4 and 8 when N < 8; sorted, unique. */
 static int bench_thread_counts(long ncpu, int *counts)
 {
-	int want[5] = { 1, 2, (int)(ncpu < BENCH_MAX_THREADS ? ncpu :
-					BENCH_MAX_THREADS), 0, 0 };
+	int want[6] = { 1, 2, (int)(ncpu < BENCH_MAX_THREADS ? ncpu :
+					BENCH_MAX_THREADS), 0, 0, 0 };
 	int n = 0;
 
 	if (ncpu < 8) {
 		want[3] = 4;
 		want[4] = 8;
 	}
+	if (ncpu > 16)
+		want[5] = 16; /* issue 16's row, on a larger machine too */
 	for (int t = 1; t <= BENCH_MAX_THREADS; t++)
-		for (int i = 0; i < 5; i++)
+		for (int i = 0; i < 6; i++)
 			if (want[i] == t) {
 				counts[n++] = t;
 				break;
@@ -1409,10 +1417,11 @@ static int bench_threads(struct gdrc_ctx *ctx, void *rc, char *buf,
 
 	printf("\ne. hit throughput with threads, M get+put/s "
 	       "(%ld CPUs online)\n", res->machine.ncpu);
-	printf("%-8s %7s %-8s %9s %9s %7s %9s %9s %7s\n", "mode", "threads",
-	       "", "gdrc", "median", "ratio", "ucx", "median", "ratio");
+	printf("%-8s %7s %-8s %9s %9s %7s %7s %9s %9s %7s\n", "mode",
+	       "threads", "", "gdrc", "median", "ratio", "m.ratio", "ucx",
+	       "median", "ratio");
 	for (int mode = 0; mode < 2; mode++) {
-		double base = 0, ucx_base = 0;
+		double base = 0, median_base = 0, ucx_base = 0;
 
 		ctl.private = mode;
 		for (int i = 0; i < ncounts; i++) {
@@ -1427,9 +1436,12 @@ static int bench_threads(struct gdrc_ctx *ctx, void *rc, char *buf,
 			    bench_thr_run(&ctl, counts[i], &r->mops) ||
 			    bench_expect_misses(ctx, m0, 0, "thread hits"))
 				return -1;
-			if (i == 0)
+			if (i == 0) {
 				base = r->mops.best;
+				median_base = r->mops.median;
+			}
 			r->ratio = r->mops.best / base;
+			r->median_ratio = r->mops.median / median_base;
 			if (ucx) {
 				ctl.ucx = 1;
 				ctl.iters = BENCH_UCX_THR_ITERS / o->div;
@@ -1441,10 +1453,10 @@ static int bench_threads(struct gdrc_ctx *ctx, void *rc, char *buf,
 				r->ucx_ratio = r->ucx_mops.best / ucx_base;
 			}
 			res->nthr++;
-			printf("%-8s %7d %-8s %9.2f %9.2f %6.2fx", mode ?
+			printf("%-8s %7d %-8s %9.2f %9.2f %6.2fx %6.2fx", mode ?
 			       "private" : "shared", r->threads,
 			       r->oversub ? "oversub" : "", r->mops.best,
-			       r->mops.median, r->ratio);
+			       r->mops.median, r->ratio, r->median_ratio);
 			if (ucx)
 				printf(" %9.2f %9.2f %6.2fx\n",
 				       r->ucx_mops.best, r->ucx_mops.median,
@@ -2697,6 +2709,8 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 		bench_json_res(f, "mops", &t->mops, ", ");
 		fputs("\"ratio\": ", f);
 		bench_json_num(f, t->ratio, 1);
+		fputs(", \"median_ratio\": ", f);
+		bench_json_num(f, t->median_ratio, 1);
 		fputs(", ", f);
 		bench_json_res(f, "ucx_mops", &t->ucx_mops, ", ");
 		fputs("\"ucx_ratio\": ", f);
