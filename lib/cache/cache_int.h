@@ -218,7 +218,6 @@ void gdrc_handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
 int gdrc_handles_busy(struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r);
-struct gdrc_mr *gdrc_serve_first(struct gdrc_region *r);
 uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
 			       uint64_t hold);

@@ -399,23 +399,8 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r)
 	return 1;
 }
 
-/*
- * Serve a registration this thread's miss just made, held by a direct
- * reference: remembered as if hit through the index, so that the
- * thread's next get of it makes a handle (gdrc_hold_for) and the one
- * after reaches the fast path.  A registration got once costs no
- * handle: a million of them would cost 64 MB of handles.
- */
-struct gdrc_mr *gdrc_serve_first(struct gdrc_region *r)
-{
-	struct gdrc_tls *t = &gdrc_tls_cur;
-
-	if (!t->no_handles)
-		t->seen[t->seen_next++ % GDRC_TLS_SEEN] = r;
-	return gdrc_serve_direct(r);
-}
-
-/* Serve a hit held as gdrc_hold_for said (hold). */
+/* Serve a hit held as gdrc_hold_for said (hold); a direct reference is
+ * remembered among this thread's index hits (gdrc_hold_for's seen). */
 struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
 			       uint64_t hold)
 {

@@ -130,23 +130,21 @@ void gdrc_index_table_free(void *p)
 		free(t);
 }
 
-/* The level r enters, or -1: too wide for the hash. */
-static int region_level(const struct gdrc_region *r)
-{
-	for (int level = 0; level < GDRC_IX_LEVELS; level++) {
-		unsigned s = ix_shift(level);
-
-		if (((r->end - 1) >> s) - (r->start >> s) < GDRC_IX_SPAN)
-			return level;
-	}
-	return -1;
-}
-
+/* The granules of a level r touches: its entries there. */
 static uint64_t region_slots(const struct gdrc_region *r, int level)
 {
 	unsigned s = ix_shift(level);
 
 	return ((r->end - 1) >> s) - (r->start >> s) + 1;
+}
+
+/* The level r enters, or -1: too wide for the hash. */
+static int region_level(const struct gdrc_region *r)
+{
+	for (int level = 0; level < GDRC_IX_LEVELS; level++)
+		if (region_slots(r, level) <= GDRC_IX_SPAN)
+			return level;
+	return -1;
 }
 
 static void ph_put(struct gdrc_phash *t, uintptr_t key, struct gdrc_region *r)

@@ -533,10 +533,13 @@ again:
 	gdrc_stat_add(c, GDRC_STAT_MISSES, 1);
 	gdrc_stat_add(c, plan.cause, 1);
 	gdrc_cache_unlock_release(c, &d);
-	/* The miss's pin is the get: a direct reference, as an index hit
-	 * that does not repeat is served (gdrc_serve_first). */
+	/* The miss's pin is the get: a direct reference, served as an
+	 * index hit that does not repeat is, so that this thread's next get
+	 * of it makes a handle (gdrc_hold_for) and the one after reaches
+	 * the fast path.  A registration got once costs no handle: a
+	 * million of them would cost 64 MB of handles. */
 	gdrc_region_pin_to_ref(r);
-	*mr_p = plan.cached ? gdrc_serve_first(r) : gdrc_serve_direct(r);
+	*mr_p = plan.cached ? gdrc_serve_hit(c, r, 1) : gdrc_serve_direct(r);
 	return GDRC_OK;
 }
 

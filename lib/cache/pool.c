@@ -115,7 +115,7 @@ int gdrc_pool_grow(struct gdrc_cache *c, struct gdrc_pool *pool)
 				   .mapped = mapped };
 	gdrc_slab_lock(c);
 	if (pool->bump != pool->bump_end) {
-		/* Another thread grew it meanwhile: keep ours for later. */
+		/* Another thread grew it meanwhile: ours is not needed. */
 		gdrc_slab_unlock(c);
 		pool_chunk_free(ch);
 		return 0;
