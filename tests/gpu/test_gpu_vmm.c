@@ -685,10 +685,12 @@ struct thread_arg {
 	struct gdrc_ctx *ctx;
 	CUdeviceptr p, q;   /* get [p, p + len); gdrc_ptr_query q */
 	size_t len;
+	CUdeviceptr inv;    /* gdrc_invalidate [inv, inv + inv_len) first */
+	size_t inv_len;     /* 0: no invalidation */
 	CUcontext make_current; /* cuCtxSetCurrent first, or NULL */
 	CUresult set_res, before_res, after_res;
 	CUcontext before, after; /* current before and after */
-	gdrc_status_t query_status, get1_status, get2_status;
+	gdrc_status_t inv_status, query_status, get1_status, get2_status;
 	struct gdrc_ptr_info pinfo;
 	struct gdrc_mr_info info1, info2;
 };
@@ -716,9 +718,12 @@ static void *get_thread(void *argp)
 		a->set_res = cuCtxSetCurrent(a->make_current);
 	a->before = (CUcontext)(uintptr_t)1;
 	a->before_res = cuCtxGetCurrent(&a->before);
+	if (a->inv_len)
+		a->inv_status = gdrc_invalidate(a->ctx, vp(a->inv),
+						a->inv_len);
 	/* Classified here first: cuMemGetAddressRange needs a context. */
 	a->query_status = gdrc_ptr_query(a->ctx, vp(a->q), &a->pinfo);
-	a->get1_status = thread_get(a, &a->info1); /* a miss */
+	a->get1_status = thread_get(a, &a->info1); /* a miss, or a hit */
 	a->get2_status = thread_get(a, &a->info2); /* a hit */
 	a->after = (CUcontext)(uintptr_t)1;
 	a->after_res = cuCtxGetCurrent(&a->after);
@@ -727,20 +732,51 @@ static void *get_thread(void *argp)
 	return NULL;
 }
 
+/* Run get_thread on a new thread and wait for it. */
+static void thread_go(struct thread_arg *a)
+{
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, get_thread, a), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+/*
+ * What every thread must have seen: each call worked, on VMM memory of
+ * device, gdrc_ptr_query with the driver's BUFFER_ID, the second get
+ * served the first's registration, and the thread's context was what it
+ * set (none, or make_current) before and after.
+ */
+static void thread_check(const struct thread_arg *a, int device)
+{
+	CU(a->set_res);
+	CU(a->before_res);
+	CU(a->after_res);
+	assert_ptr_equal(a->before, a->make_current);
+	assert_ptr_equal(a->after, a->make_current);
+	if (a->inv_len)
+		GD(a->inv_status);
+	GD(a->query_status);
+	assert_int_equal(a->pinfo.kind, GDRC_PTR_VMM);
+	assert_int_equal(a->pinfo.device, device);
+	assert_int_equal(a->pinfo.buffer_id, buffer_id_of(a->q));
+	GD(a->get1_status);
+	GD(a->get2_status);
+	assert_int_equal(a->info1.device, device);
+	assert_int_equal(a->info2.id, a->info1.id);
+}
+
 /* Run get_thread on a new thread with a new context of mode m. */
 static void run_thread(const struct mode *m, const struct layout *l,
 		       CUcontext make_current, struct thread_arg *a)
 {
-	pthread_t t;
-
 	memset(a, 0, sizeof(*a));
 	a->ctx = ctx_open_mode(m);
 	a->p = l->seg[SEG_A] + MIB;
 	a->len = 4 * MIB; /* A and B */
 	a->q = l->seg[SEG_B] + 5;
 	a->make_current = make_current;
-	assert_int_equal(pthread_create(&t, NULL, get_thread, a), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	thread_go(a);
 	print_message("    %s/%s, thread %s: current before %p after %p; "
 		      "ptr_query %s, gets %s, %s\n", m->validate, m->hooks,
 		      make_current ? "with device 0's primary context" :
@@ -749,24 +785,12 @@ static void run_thread(const struct mode *m, const struct layout *l,
 		      gdrc_status_str(a->query_status),
 		      gdrc_status_str(a->get1_status),
 		      gdrc_status_str(a->get2_status));
-	CU(a->set_res);
-	CU(a->before_res);
-	CU(a->after_res);
-	assert_ptr_equal(a->before, make_current);
-	GD(a->query_status);
-	assert_int_equal(a->pinfo.kind, GDRC_PTR_VMM);
-	assert_int_equal(a->pinfo.device, 0);
+	thread_check(a, 0);
 	assert_int_equal(a->pinfo.alloc_base, l->seg[SEG_B]);
 	assert_int_equal(a->pinfo.alloc_size, 4 * MIB);
-	assert_int_equal(a->pinfo.buffer_id, buffer_id_of(l->seg[SEG_B]));
-	GD(a->get1_status);
-	GD(a->get2_status);
 	print_mr("from the thread", &a->info1);
 	check_key(&a->info1, GDRC_PTR_VMM, l->seg[SEG_A], 8 * MIB,
 		  buffer_id_of(l->seg[SEG_A]));
-	assert_int_equal(a->info2.id, a->info1.id);
-	/* The thread's context is what it was: none, or the primary. */
-	assert_ptr_equal(a->after, make_current);
 	print_stats(a->ctx, m, make_current ? "primary-context thread" :
 					      "no-context thread");
 	gdrc_fini(a->ctx);
@@ -858,78 +882,18 @@ static void test_gpu_vmm_mode_stats(void **state)
  * 8. Device 1's layout from threads of device 0's context and of none
  * ==================================================================== */
 
-/* One thread's turn on device 1's memory: it makes cur current, may
- * invalidate [inv, inv + inv_len), asks gdrc_ptr_query of q and gets
- * [p, p + len) twice (the second a hit); the main thread checks. */
-struct turn {
-	struct gdrc_ctx *ctx;
-	CUcontext cur;          /* made current first; NULL: none */
-	CUdeviceptr p, q, inv;
-	size_t len, inv_len;    /* inv_len 0: no invalidation */
-	CUresult cu;
-	CUcontext after;        /* current when the thread was done */
-	gdrc_status_t inv_status, query_status, get_status[2];
-	struct gdrc_ptr_info pinfo;
-	struct gdrc_mr_info info[2];
-};
-
-static void *turn_thread(void *arg)
-{
-	struct turn *t = arg;
-	struct gdrc_mr *mr;
-
-	t->cu = cuCtxSetCurrent(t->cur);
-	if (t->cu != CUDA_SUCCESS)
-		return NULL;
-	if (t->inv_len)
-		t->inv_status = gdrc_invalidate(t->ctx, vp(t->inv),
-						t->inv_len);
-	t->query_status = gdrc_ptr_query(t->ctx, vp(t->q), &t->pinfo);
-	for (int i = 0; i < 2; i++) {
-		mr = NULL;
-		t->get_status[i] = gdrc_mr_get(t->ctx, vp(t->p), t->len,
-					       ACCESS, 0, &mr);
-		if (t->get_status[i] != GDRC_OK)
-			continue;
-		t->get_status[i] = gdrc_mr_query(mr, &t->info[i]);
-		gdrc_mr_put(t->ctx, mr);
-	}
-	t->cu = cuCtxGetCurrent(&t->after);
-	return NULL;
-}
-
-/* Run a turn on a new thread: every call worked, on device 1's memory,
- * the second get served the first's registration, and the thread's
- * context was left as the turn set it.  @return the first get's. */
-static struct gdrc_mr_info turn_run(struct turn *t)
-{
-	pthread_t th;
-
-	assert_int_equal(pthread_create(&th, NULL, turn_thread, t), 0);
-	assert_int_equal(pthread_join(th, NULL), 0);
-	CU(t->cu);
-	assert_ptr_equal(t->after, t->cur);
-	if (t->inv_len)
-		GD(t->inv_status);
-	GD(t->query_status);
-	assert_int_equal(t->pinfo.kind, GDRC_PTR_VMM);
-	assert_int_equal(t->pinfo.device, 1);
-	assert_int_equal(t->pinfo.buffer_id, buffer_id_of(t->q));
-	for (int i = 0; i < 2; i++) {
-		GD(t->get_status[i]);
-		assert_int_equal(t->info[i].device, 1);
-	}
-	assert_int_equal(t->info[1].id, t->info[0].id);
-	return t->info[0];
-}
-
+/* A thread with cur current (NULL: none) gets [p, p + len) of device
+ * 1's memory twice and asks gdrc_ptr_query of q.  @return the first
+ * get's registration. */
 static struct gdrc_mr_info turn_get(struct gdrc_ctx *ctx, CUcontext cur,
 				    CUdeviceptr p, size_t len, CUdeviceptr q)
 {
-	struct turn t = { .ctx = ctx, .cur = cur, .p = p, .len = len,
-			  .q = q };
+	struct thread_arg a = { .ctx = ctx, .make_current = cur, .p = p,
+				.len = len, .q = q };
 
-	return turn_run(&t);
+	thread_go(&a);
+	thread_check(&a, 1);
+	return a.info1;
 }
 
 /*
@@ -988,11 +952,13 @@ static void other_device_case(const struct mode *m, CUdevice dev1)
 
 	/* Invalidated from device 0's thread: the next get registers. */
 	{
-		struct turn t = { .ctx = ctx, .cur = pctx0, .p = l.va,
-				  .len = 10 * MIB, .q = a, .inv = l.va,
-				  .inv_len = 10 * MIB };
+		struct thread_arg t = { .ctx = ctx, .make_current = pctx0,
+					.p = l.va, .len = 10 * MIB, .q = a,
+					.inv = l.va, .inv_len = 10 * MIB };
 
-		info = turn_run(&t);
+		thread_go(&t);
+		thread_check(&t, 1);
+		info = t.info1;
 	}
 	assert_int_not_equal(info.id, abc.id);
 	check_key_on(&info, 1, GDRC_PTR_VMM, a, 10 * MIB, buffer_id_of(a));
