@@ -505,7 +505,9 @@ GDRC_API gdrc_status_t gdrc_knob_value(const char *name, char *buf,
  *         went); GDRC_ERR_UNSUPPORTED with GDRC_MEM_HOOKS=none, or when
  *         they could not be installed (gdrc_hooks_status of a context
  *         says why); GDRC_ERR_INVALID_PARAM for a bad GDRC_* setting
- *         (logged).  Thread safe.
+ *         (logged).  With GDRC_MEM_HOOKS=uffd nothing is patched: the
+ *         userfaultfd reader is started instead (GDRC_OK, or
+ *         GDRC_ERR_UNSUPPORTED when it cannot be).  Thread safe.
  */
 GDRC_API gdrc_status_t gdrc_install_hooks(void);
 
@@ -644,6 +646,8 @@ enum gdrc_stat {
 	GDRC_STAT_TREE_LOOKUPS,      /* hits and misses the lock-free page
 				      * hash did not answer: asked the tree
 				      * under the lock (docs/design.md) */
+	GDRC_STAT_UFFD_EVENTS,       /* of MEM_EVENTS, those read from
+				      * userfaultfd (GDRC_MEM_HOOKS=uffd) */
 	GDRC_STAT_COUNT
 };
 

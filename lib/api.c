@@ -256,6 +256,9 @@ static void ctx_mem_event(uintptr_t start, uintptr_t end, int source,
 	if (source == GDRC_HOOKS_SRC_UCM)
 		atomic_fetch_add_explicit(&ctx->ucm_events, 1,
 					  memory_order_relaxed);
+	else if (source == GDRC_HOOKS_SRC_UFFD)
+		atomic_fetch_add_explicit(&ctx->uffd_events, 1,
+					  memory_order_relaxed);
 	gdrc_cache_post_event(&ctx->cache, start, end,
 			      source == GDRC_HOOKS_SRC_CUDA ? GDRC_INVQ_CUDA :
 							      GDRC_INVQ_HOST);
@@ -395,6 +398,8 @@ static int host_caching(const struct gdrc_knobs *knobs, int have_kchan)
 
 	if (knobs->mem_hooks == GDRC_KNOB_HOOKS_NONE)
 		return 1;
+	if (knobs->mem_hooks == GDRC_KNOB_HOOKS_UFFD)
+		return 0; /* range by range (uffd_setup), glibc untouched */
 	/* The module's notifier is the first choice (docs/hooks.md, "Event
 	 * sources"): it sees every unmap of what it watches, raw system
 	 * calls included, and patches nothing.  Hooks someone else put in
@@ -450,6 +455,31 @@ static void ctx_kunpin(void *arg, uint64_t handle)
 	gdrc_kchan_unpin(arg, handle);
 }
 
+static int ctx_hwatch(uintptr_t start, size_t len)
+{
+	return gdrc_uffd_watch(start, len);
+}
+
+/*
+ * GDRC_MEM_HOOKS=uffd: userfaultfd watches each cached host range
+ * (docs/hooks.md, "Event sources"), unless gdrcache.ko does.  Without
+ * it, host registrations are not cached (said once).
+ */
+static void uffd_setup(struct gdrc_ctx *ctx, struct gdrc_cache_params *p)
+{
+	static atomic_flag warned = ATOMIC_FLAG_INIT;
+
+	if (ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_UFFD || ctx->kchan)
+		return;
+	if (gdrc_uffd_start() == GDRC_OK) {
+		p->hwatch = ctx_hwatch;
+		return;
+	}
+	if (!atomic_flag_test_and_set(&warned))
+		gdrc_warn("host registrations are not cached: GDRC_MEM_HOOKS=uffd and %s",
+			  gdrc_uffd_reason());
+}
+
 /* Open gdrcache.ko's channel if it is there (GDRC_KMOD=auto). */
 static void kmod_setup(struct gdrc_ctx *ctx, struct gdrc_cache_params *p)
 {
@@ -500,7 +530,7 @@ static gdrc_status_t gpu_setup(struct gdrc_ctx *ctx)
 	}
 	if (ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_AUTO) {
 		if (ctx->knobs.validate == GDRC_KNOB_VALIDATE_HOOKS)
-			gdrc_warn("GDRC_VALIDATE=hooks with GDRC_MEM_HOOKS=none: "
+			gdrc_warn("GDRC_VALIDATE=hooks without the CUDA free hooks (GDRC_MEM_HOOKS is not auto): "
 				  "report every CUDA free with gdrc_invalidate");
 		return GDRC_OK;
 	}
@@ -543,6 +573,7 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 	p.check = ctx->knobs.check;
 	kmod_setup(ctx, &p);
 	p.cache_host = host_caching(&ctx->knobs, ctx->kchan != NULL);
+	uffd_setup(ctx, &p);
 	status = gpu_setup(ctx);
 	if (status)
 		return status;
@@ -564,6 +595,8 @@ static void ctx_stats(struct gdrc_ctx *ctx, uint64_t *v)
 	gdrc_cache_stats(&ctx->cache, v);
 	v[GDRC_STAT_UCM_EVENTS] =
 		atomic_load_explicit(&ctx->ucm_events, memory_order_relaxed);
+	v[GDRC_STAT_UFFD_EVENTS] =
+		atomic_load_explicit(&ctx->uffd_events, memory_order_relaxed);
 	v[GDRC_STAT_MISUSE] =
 		atomic_load_explicit(&misuse_seen, memory_order_relaxed);
 }
@@ -618,8 +651,9 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 	if (status)
 		goto err_free;
 
-	if ((ctx->cache.p.cache_host || ctx->cuda_hooks) &&
-	    ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_AUTO) {
+	if (((ctx->cache.p.cache_host || ctx->cuda_hooks) &&
+	     ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_AUTO) ||
+	    ctx->cache.p.hwatch) {
 		ctx->hooks_slot = gdrc_hooks_subscribe(ctx_mem_event, ctx);
 		if (ctx->hooks_slot < 0) {
 			status = GDRC_ERR_LIMIT;
@@ -1038,12 +1072,20 @@ GDRC_API gdrc_status_t gdrc_hooks_status(struct gdrc_ctx *pub,
 
 	if (!ctx)
 		return GDRC_ERR_INVALID_PARAM;
-	if (ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_AUTO)
-		why = "GDRC_MEM_HOOKS=none";
-	else if (ctx->kchan && !ctx->cache.p.cache_host) {
+	if (ctx->kchan && !ctx->cache.p.cache_host &&
+	    ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_NONE) {
 		if (reason_p)
 			*reason_p = "gdrcache.ko watches every cached host range (/dev/gdrcache); glibc left unpatched";
 		return GDRC_OK;
+	} else if (ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_NONE) {
+		why = "GDRC_MEM_HOOKS=none";
+	} else if (ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_UFFD) {
+		if (ctx->cache.p.hwatch) {
+			if (reason_p)
+				*reason_p = "userfaultfd watches every cached host range (GDRC_MEM_HOOKS=uffd); glibc left unpatched";
+			return GDRC_OK;
+		}
+		why = gdrc_uffd_reason();
 	} else if (!gdrc_hooks_active())
 		why = gdrc_hooks_reason();
 	else if (!gdrc_hooks_intact())
@@ -1139,6 +1181,8 @@ GDRC_API gdrc_status_t gdrc_install_hooks(void)
 	if (status)
 		return status;
 	gdrc_log_set_level((enum gdrc_log_level)knobs.log_level);
+	if (knobs.mem_hooks == GDRC_KNOB_HOOKS_UFFD)
+		return gdrc_uffd_start();
 	if (knobs.mem_hooks != GDRC_KNOB_HOOKS_AUTO)
 		return GDRC_ERR_UNSUPPORTED;
 	if (kmod_present(&knobs)) {

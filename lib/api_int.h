@@ -29,6 +29,7 @@ struct gdrc_ctx {
 	int cuda_hooks;           /* GDRC_MEM_HOOKS=auto with a driver */
 	int hooks_slot;           /* subscription, or -1 */
 	_Atomic uint64_t ucm_events; /* host events from UCX's UCM (hook context) */
+	_Atomic uint64_t uffd_events; /* host events read from userfaultfd */
 	/* Backends, fixed after init: used (1) or why not. */
 	int be_used[GDRC_BACKENDS];
 	char be_why[GDRC_BACKENDS][192];

@@ -310,6 +310,13 @@ struct gdrc_cache_params {
 	 * without any cache lock. */
 	int (*tag_query)(void *tag, int what, unsigned long long addr);
 	int tag_what;
+	/* Host memory watched range by range in user space (userfaultfd,
+	 * GDRC_MEM_HOOKS=uffd), or NULL: a cached host range is given to
+	 * hwatch before it is registered, and its events come through
+	 * gdrc_cache_post_event like the hooks'.  A range it refuses
+	 * (nonzero) is registered uncached.  A system call, made without
+	 * any cache lock. */
+	int (*hwatch)(uintptr_t start, size_t len);
 	/* The kernel invalidation channel (gdrcache.ko), or NULL kgen: one
 	 * word per slot, nonzero once the slot's range was invalidated.
 	 * ksub/kunsub are system calls, made without any cache lock. */

@@ -252,13 +252,23 @@ static int kern_pin_gpu(struct gdrc_cache *c, const struct miss_plan *plan,
 	return err;
 }
 
+/* Nothing would see this host range go: registered uncached, and
+ * counted so. */
+static void plan_uncache(struct miss_plan *plan)
+{
+	plan->cached = 0;
+	plan->cause = GDRC_STAT_MISS_UNCACHED;
+}
+
 /*
  * Cached host memory is watched by the kernel channel when there is one:
  * subscribed before it is registered, so that an unmap racing with the
  * registration shows in the word.  Without a slot (the channel's words
  * are all taken) and without memory hooks, the registration is handed
  * out uncached: nothing would see its memory go.  GPU memory is pinned
- * (kern_pin_gpu).
+ * (kern_pin_gpu).  Or userfaultfd watches it (hwatch), also before it
+ * is registered: an unmap after the watch reaches the queue, and the
+ * drain after the registration marks the miss's inflight range stale.
  * @return 0, or the module's -errno when a GPU pin failed.
  */
 static int miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
@@ -267,6 +277,10 @@ static int miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
 	int gpu = plan->req->mem_type != GDRC_MEM_HOST;
 
 	*k = (struct miss_kern){ .slot = -1 };
+	if (!gpu && c->p.hwatch && plan->cached &&
+	    !atomic_load_explicit(&c->cache_host, memory_order_relaxed) &&
+	    c->p.hwatch(plan->reg_start, plan->reg_end - plan->reg_start))
+		plan_uncache(plan);
 	if (!c->p.kgen || (!plan->cached && !(gpu && c->p.gpu_kpin_required)))
 		return 0;
 	if (gpu)
@@ -276,7 +290,7 @@ static int miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
 		k->slot = -1;
 	if (k->slot < 0 &&
 	    !atomic_load_explicit(&c->cache_host, memory_order_relaxed))
-		plan->cached = 0;
+		plan_uncache(plan);
 	return 0;
 }
 
@@ -403,6 +417,7 @@ static void plan_init(struct gdrc_cache *c, const struct gdrc_cache_req *req,
 		.access = req->access,
 		.cached = !(req->flags & GDRC_GET_UNCACHED) &&
 			  (req->mem_type != GDRC_MEM_HOST || c->p.kgen ||
+			   c->p.hwatch ||
 			   atomic_load_explicit(&c->cache_host,
 						memory_order_relaxed)),
 		.req = req,

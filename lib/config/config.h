@@ -19,6 +19,7 @@
 enum gdrc_knob_hooks {
 	GDRC_KNOB_HOOKS_AUTO = 0, /* install; uncached host memory if not */
 	GDRC_KNOB_HOOKS_NONE = 1, /* caller reports frees (gdrc_invalidate) */
+	GDRC_KNOB_HOOKS_UFFD = 2, /* userfaultfd watches cached host ranges */
 };
 
 /*

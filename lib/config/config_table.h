@@ -26,12 +26,15 @@ static const struct gdrc_knob_desc gdrc_knob_table[] = {
 	GDRC_KNOB("GDRC_MAX_BYTES", "inf", GDRC_KNOB_UINT, NULL, max_bytes,
 		  "bytes a context keeps registered, cached or in use "
 		  "(K, M, G, T suffixes; inf: no limit)"),
-	GDRC_KNOB("GDRC_MEM_HOOKS", "auto", GDRC_KNOB_CHOICE, "auto|none",
+	GDRC_KNOB("GDRC_MEM_HOOKS", "auto", GDRC_KNOB_CHOICE, "auto|none|uffd",
 		  mem_hooks,
 		  "auto: watch host frees by patching glibc and CUDA frees by "
 		  "detouring the driver's free functions, and cache no host "
 		  "memory if the glibc hooks fail; none: the caller reports "
-		  "frees with gdrc_invalidate"),
+		  "frees with gdrc_invalidate; uffd: patch nothing, watch "
+		  "each cached host range with userfaultfd (an unmap of a "
+		  "watched range waits for gdrcache's reader thread; GPU hits "
+		  "are tag checked)"),
 	GDRC_KNOB("GDRC_BACKEND", "auto", GDRC_KNOB_LIST,
 		  "auto|verbs|none|dmabuf|peermem|kmod", backend,
 		  "how memory is registered: auto (host memory with ibv_reg_mr "

@@ -42,6 +42,7 @@ enum gdrc_hooks_source {
 			      * [start, end) is gone (a free by base
 			      * address reports [base, base + 1)) */
 	GDRC_HOOKS_SRC_UCM,  /* as HOST, received from UCX's UCM */
+	GDRC_HOOKS_SRC_UFFD, /* as HOST, read from userfaultfd (uffd.c) */
 };
 
 /* Hook-context callback: start < end; source: enum gdrc_hooks_source. */
@@ -100,6 +101,35 @@ void gdrc_hooks_unsubscribe(int slot);
 /* Events delivered since the process started (for tests and stats). */
 uint64_t gdrc_hooks_event_count(void);
 uint64_t gdrc_hooks_cuda_event_count(void);
+
+/*
+ * userfaultfd (uffd.c), for GDRC_MEM_HOOKS=uffd: start its reader once
+ * per process and self-test it (a registered page's unmap must be
+ * reported).  Its events reach the subscribers above, source
+ * GDRC_HOOKS_SRC_UFFD, inside the same busy window as the hooks', but
+ * only for ranges given to gdrc_uffd_watch.  Patches nothing.  Later
+ * calls return the first call's result; a fork child has none.
+ * @return GDRC_OK; GDRC_ERR_UNSUPPORTED (gdrc_uffd_reason says why).
+ */
+gdrc_status_t gdrc_uffd_start(void);
+
+/*
+ * Watch [start, start + len) (page aligned) until it is unmapped: its
+ * unmap, removal or move is reported from now on.  A system call; not
+ * hook context.  @return 0; -errno (EINVAL: a mapping userfaultfd
+ * cannot watch, such as a file; EBUSY: another userfaultfd watches it;
+ * ENODEV: not started).
+ */
+int gdrc_uffd_watch(uintptr_t start, size_t len);
+
+/* @return 1 once gdrc_uffd_start() succeeded (0 in a fork child). */
+int gdrc_uffd_active(void);
+
+/* Why userfaultfd is off; NULL while it is on. */
+const char *gdrc_uffd_reason(void);
+
+/* Ranges reported from userfaultfd since the process started. */
+uint64_t gdrc_uffd_event_count(void);
 
 /*
  * CUDA free hooks (cuhooks.c), once per process: detour libcuda's free

@@ -42,6 +42,7 @@ static const char *const stat_names[GDRC_STAT_COUNT] = {
 	[GDRC_STAT_UCM_EVENTS] = "ucm_events",
 	[GDRC_STAT_MISUSE] = "misuse",
 	[GDRC_STAT_TREE_LOOKUPS] = "tree_lookups",
+	[GDRC_STAT_UFFD_EVENTS] = "uffd_events",
 };
 
 GDRC_API const char *gdrc_stat_name(enum gdrc_stat stat)
