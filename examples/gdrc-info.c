@@ -2,7 +2,8 @@
 /*
  * gdrc-info.c - what libgdrcache can do on this machine, and why not:
  * like ucx_info or gdscheck.  Prints the library's version; its memory
- * hooks (glibc, CUDA) and kernel module; each registration backend, used
+ * hooks (glibc, CUDA) and kernel module; each event source, serving or
+ * with the reason it is not; each registration backend, used
  * or with the reason it is not, and the per-GPU limits, for a context
  * with the first RDMA
  * device's protection domain (and without one when there is no device);
@@ -76,6 +77,15 @@ static void show_ctx(struct gdrc_ctx *ctx)
 	line("CUDA free hooks", st, why);
 	st = gdrc_kmod_status(ctx, &why);
 	line("kernel module /dev/gdrcache", st, why);
+	/* Every event source, in the order each kind prefers them. */
+	for (int s = GDRC_SOURCE_KMOD; s <= GDRC_SOURCE_BUFFER_ID; s++) {
+		char what[40];
+
+		snprintf(what, sizeof(what), "source %s",
+			 gdrc_source_name((enum gdrc_source)s));
+		st = gdrc_source_status(ctx, (enum gdrc_source)s, &why, NULL);
+		line(what, st, why);
+	}
 	for (int b = GDRC_BACKEND_NONE; b <= GDRC_BACKEND_KMOD; b++) {
 		char what[40];
 

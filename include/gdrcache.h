@@ -247,6 +247,50 @@ GDRC_API gdrc_status_t gdrc_backend_status(struct gdrc_ctx *ctx,
 					   const char **reason_p);
 
 /**
+ * What tells the cache that memory went away (docs/hooks.md, "Event
+ * sources").  Host memory is watched by the first of KMOD, UCM, GLIBC
+ * that works (UFFD instead when GDRC_MEM_HOOKS=uffd); GPU memory by KMOD
+ * (a pin the driver revokes), CUDA_HOOKS and BUFFER_ID as GDRC_VALIDATE
+ * says (docs/validation.md).  Fixed numbers.
+ */
+enum gdrc_source {
+	GDRC_SOURCE_KMOD = 0,       /* gdrcache.ko: its notifier watches each
+				     * cached host range; the driver revokes
+				     * the GPU pins it holds */
+	GDRC_SOURCE_UCM = 1,        /* host: UCX's UCM events, where UCM
+				     * owns glibc's memory functions */
+	GDRC_SOURCE_GLIBC = 2,      /* host: our patches of glibc's memory
+				     * functions */
+	GDRC_SOURCE_UFFD = 3,       /* host: userfaultfd, range by range
+				     * (GDRC_MEM_HOOKS=uffd) */
+	GDRC_SOURCE_CUDA_HOOKS = 4, /* GPU: detours of libcuda's frees */
+	GDRC_SOURCE_BUFFER_ID = 5,  /* GPU: each hit's BUFFER_ID check */
+};
+
+/** "kmod", "ucm", "glibc", "uffd", "cuda_hooks", "buffer_id", or
+ * "unknown". */
+GDRC_API const char *gdrc_source_name(enum gdrc_source source);
+
+/**
+ * Does source tell this context's cache that memory went away?
+ * @param [out] reason_p  what it watches when it does, why not when it
+ *                        does not (never NULL when set: "GDRC_MEM_HOOKS=
+ *                        uffd", "libc's munmap is not UCX's", ...; a
+ *                        string owned by the library); may be NULL.
+ * @param [out] events_p  what it told this context so far: host ranges
+ *                        posted (UCM, GLIBC, UFFD), CUDA frees posted
+ *                        (CUDA_HOOKS), registrations it ended (KMOD,
+ *                        BUFFER_ID); may be NULL.
+ * @return GDRC_OK when it does; GDRC_ERR_UNSUPPORTED when not;
+ *         GDRC_ERR_INVALID_PARAM for a NULL ctx or an unknown source.
+ * Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_source_status(struct gdrc_ctx *ctx,
+					  enum gdrc_source source,
+					  const char **reason_p,
+					  uint64_t *events_p);
+
+/**
  * Get a registration covering [addr, addr + len) with at least the
  * requested access, from the cache or newly registered.
  *

@@ -1248,7 +1248,9 @@ GDRC_API gdrc_status_t gdrc_cuda_hooks_status(struct gdrc_ctx *pub,
 	if (!ctx->cuda)
 		why = ctx->gpu_reason;
 	else if (!ctx->cuda_hooks)
-		why = "GDRC_MEM_HOOKS=none";
+		why = ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_UFFD ?
+			      "GDRC_MEM_HOOKS=uffd: nothing is patched" :
+			      "GDRC_MEM_HOOKS=none";
 	else if ((state = cuhooks_test(ctx->cuda, NULL)) == CUHOOKS_UNTESTED)
 		why = gdrc_cuhooks_active() ?
 			      "installed; self test waits for a cuda context" :
@@ -1258,6 +1260,134 @@ GDRC_API gdrc_status_t gdrc_cuda_hooks_status(struct gdrc_ctx *pub,
 	if (reason_p)
 		*reason_p = why;
 	return why ? GDRC_ERR_UNSUPPORTED : GDRC_OK;
+}
+
+GDRC_API const char *gdrc_source_name(enum gdrc_source source)
+{
+	static const char *const names[] = {
+		[GDRC_SOURCE_KMOD] = "kmod",
+		[GDRC_SOURCE_UCM] = "ucm",
+		[GDRC_SOURCE_GLIBC] = "glibc",
+		[GDRC_SOURCE_UFFD] = "uffd",
+		[GDRC_SOURCE_CUDA_HOOKS] = "cuda_hooks",
+		[GDRC_SOURCE_BUFFER_ID] = "buffer_id",
+	};
+
+	return (unsigned)source < GDRC_ARRAY_SIZE(names) ? names[source] :
+							   "unknown";
+}
+
+/* Why a host source other than the one serving ctx is not it, or NULL
+ * when ctx's host memory is watched by the source of host_src (enum
+ * gdrc_hooks_host_src) in user space. */
+static const char *host_src_why(const struct gdrc_ctx *ctx, int host_src)
+{
+	const char *hooks_why;
+
+	if (ctx->kchan && !ctx->cache.p.cache_host &&
+	    ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_NONE)
+		return "gdrcache.ko watches host memory";
+	if (ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_NONE)
+		return "GDRC_MEM_HOOKS=none";
+	if (ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_UFFD)
+		return "GDRC_MEM_HOOKS=uffd: nothing is patched";
+	if (gdrc_hooks_status((struct gdrc_ctx *)ctx_pub((struct gdrc_ctx *)ctx),
+			      &hooks_why) != GDRC_OK)
+		return hooks_why;
+	if (gdrc_hooks_host_source(NULL) != host_src)
+		return host_src == GDRC_HOOKS_HOST_UCM ?
+			       "libc's munmap is not UCX's UCM patch" :
+			       "UCX's UCM owns glibc's memory functions: its events serve";
+	return NULL;
+}
+
+/* gdrc_source_status for ctx: *why (never NULL) and *events. */
+static int source_on(struct gdrc_ctx *ctx, enum gdrc_source source,
+		     const char **why, uint64_t *events)
+{
+	uint64_t v[GDRC_STAT_COUNT];
+	const char *src = NULL;
+
+	ctx_stats(ctx, v);
+	switch (source) {
+	case GDRC_SOURCE_KMOD:
+		*events = v[GDRC_STAT_INV_KMOD];
+		*why = ctx->kchan ? "gdrcache.ko: host ranges watched by its "
+				    "notifier, GPU pins revoked by the driver" :
+				    ctx->kmod_why;
+		return ctx->kchan != NULL;
+	case GDRC_SOURCE_UCM:
+	case GDRC_SOURCE_GLIBC:
+		*events = source == GDRC_SOURCE_UCM ?
+				  v[GDRC_STAT_UCM_EVENTS] :
+				  v[GDRC_STAT_MEM_EVENTS] -
+					  v[GDRC_STAT_UCM_EVENTS] -
+					  v[GDRC_STAT_UFFD_EVENTS];
+		*why = host_src_why(ctx, source == GDRC_SOURCE_UCM ?
+						 GDRC_HOOKS_HOST_UCM :
+						 GDRC_HOOKS_HOST_PATCH);
+		if (*why)
+			return 0;
+		gdrc_hooks_host_source(&src);
+		*why = src;
+		return 1;
+	case GDRC_SOURCE_UFFD:
+		*events = v[GDRC_STAT_UFFD_EVENTS];
+		if (ctx->cache.p.hwatch) {
+			*why = "userfaultfd watches every cached host range";
+			return 1;
+		}
+		*why = ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_UFFD ?
+			       "not asked for (GDRC_MEM_HOOKS=uffd)" :
+		       ctx->kchan ? "gdrcache.ko watches host memory" :
+				    gdrc_uffd_reason();
+		return 0;
+	case GDRC_SOURCE_CUDA_HOOKS:
+		*events = v[GDRC_STAT_CUDA_EVENTS];
+		if (gdrc_cuda_hooks_status(ctx_pub(ctx), why) != GDRC_OK)
+			return 0;
+		*why = "libcuda's free functions detoured";
+		return 1;
+	case GDRC_SOURCE_BUFFER_ID:
+		*events = v[GDRC_STAT_INV_TAG_CHECK];
+		if (!ctx->cuda) {
+			*why = ctx->gpu_reason;
+			return 0;
+		}
+		if (ctx->knobs.validate == GDRC_KNOB_VALIDATE_HOOKS &&
+		    gdrc_cuda_hooks_status(ctx_pub(ctx), NULL) == GDRC_OK) {
+			*why = "GDRC_VALIDATE=hooks: the CUDA free hooks serve";
+			return 0;
+		}
+		*why = ctx->knobs.validate == GDRC_KNOB_VALIDATE_AUTO ?
+			       "each GPU hit's BUFFER_ID checked, but where "
+			       "gdrcache.ko pins the memory" :
+			       "each GPU hit's BUFFER_ID checked";
+		return 1;
+	}
+	return -1;
+}
+
+GDRC_API gdrc_status_t gdrc_source_status(struct gdrc_ctx *pub,
+					  enum gdrc_source source,
+					  const char **reason_p,
+					  uint64_t *events_p)
+{
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
+	const char *why = NULL;
+	uint64_t events = 0;
+	int on;
+
+	if (!ctx)
+		return GDRC_ERR_INVALID_PARAM;
+	on = source_on(ctx, source, &why, &events);
+	if (on < 0)
+		return GDRC_ERR_INVALID_PARAM;
+	if (reason_p)
+		*reason_p = why ? why : "unknown";
+	if (events_p)
+		*events_p = events;
+	return on ? GDRC_OK : GDRC_ERR_UNSUPPORTED;
 }
 
 GDRC_API gdrc_status_t gdrc_invalidate(struct gdrc_ctx *pub, const void *addr,

@@ -89,6 +89,11 @@ static void free_path(enum fake_cuda_kind kind, size_t size,
 	inv = stat_of(ctx, GDRC_STAT_INV_CUDA_HOOK);
 	assert_int_equal(do_free(p, size), CUDA_SUCCESS);
 	assert_int_equal(stat_of(ctx, GDRC_STAT_CUDA_EVENTS), ev + 1);
+	/* The source that saw it says so. */
+	assert_int_equal(gdrc_source_status(ctx, GDRC_SOURCE_CUDA_HOOKS, NULL,
+					    &b.id),
+			 GDRC_OK);
+	assert_int_equal(b.id, ev + 1);
 	q = fake_cuda_alloc_at(kind, size, 0, p);
 	assert_true(q == p);
 	assert_true(fake_cuda_buffer_id(p) != a.buffer_id);
@@ -175,6 +180,16 @@ static void test_cuda_hooks_self_test_waits_for_a_context(void **state)
 			 0);
 	assert_int_equal(gdrc_cuda_hooks_status(ctx, &why), GDRC_OK);
 	assert_null(why);
+	/* As event sources: the hooks serve GPU memory, BUFFER_IDs are not
+	 * asked (GDRC_VALIDATE=hooks). */
+	assert_int_equal(gdrc_source_status(ctx, GDRC_SOURCE_CUDA_HOOKS, &why,
+					    NULL),
+			 GDRC_OK);
+	assert_non_null(strstr(why, "detoured"));
+	assert_int_equal(gdrc_source_status(ctx, GDRC_SOURCE_BUFFER_ID, &why,
+					    NULL),
+			 GDRC_ERR_UNSUPPORTED);
+	assert_non_null(strstr(why, "GDRC_VALIDATE=hooks"));
 	assert_int_equal(fake_cuda_free(p), 0);
 	gdrc_fini(ctx);
 }
@@ -337,6 +352,15 @@ static void test_cuda_hooks_mem_hooks_none(void **state)
 	assert_int_equal(gdrc_cuda_hooks_status(ctx, &why),
 			 GDRC_ERR_UNSUPPORTED);
 	assert_string_equal(why, "GDRC_MEM_HOOKS=none");
+	assert_int_equal(gdrc_source_status(ctx, GDRC_SOURCE_CUDA_HOOKS, &why,
+					    NULL),
+			 GDRC_ERR_UNSUPPORTED);
+	assert_string_equal(why, "GDRC_MEM_HOOKS=none");
+	/* Without the hooks each hit's BUFFER_ID answers, even asked for
+	 * GDRC_VALIDATE=hooks. */
+	assert_int_equal(gdrc_source_status(ctx, GDRC_SOURCE_BUFFER_ID, &why,
+					    NULL),
+			 GDRC_OK);
 	/* The caller reports frees: a free alone changes nothing here. */
 	a = get_info(ctx, p, 4 * KIB);
 	assert_int_equal(cuMemFree_v2(p), CUDA_SUCCESS);
