@@ -212,6 +212,30 @@ static void test_kmod_chan_first_choice_leaves_glibc_alone(void **state)
 	assert_true(i.id != id1);
 	gdrc_mr_put(c2, mr);
 	munmap(p, PAGE);
+	/* As event sources: the module serves host memory and counted the
+	 * registration it ended; glibc's patch says why it does not. */
+	{
+		uint64_t ended = 0;
+
+		assert_int_equal(gdrc_source_status(c2, GDRC_SOURCE_KMOD, &why,
+						    &ended),
+				 GDRC_OK);
+		assert_true(ended >= 1);
+		assert_int_equal(gdrc_source_status(c2, GDRC_SOURCE_GLIBC,
+						    &why, NULL),
+				 GDRC_ERR_UNSUPPORTED);
+		assert_non_null(strstr(why, "gdrcache.ko"));
+	}
+	gdrc_fini(c2);
+	/* Asked for userfaultfd, the module still comes first. */
+	setenv("GDRC_MEM_HOOKS", "uffd", 1);
+	assert_int_equal(gdrc_init(NULL, &c2), GDRC_OK);
+	setenv("GDRC_MEM_HOOKS", "none", 1);
+	assert_int_equal(gdrc_source_status(c2, GDRC_SOURCE_KMOD, NULL, NULL),
+			 GDRC_OK);
+	assert_int_equal(gdrc_source_status(c2, GDRC_SOURCE_UFFD, &why, NULL),
+			 GDRC_ERR_UNSUPPORTED);
+	assert_non_null(strstr(why, "gdrcache.ko"));
 	gdrc_fini(c2);
 	dlclose(libc);
 }
