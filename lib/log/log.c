@@ -71,7 +71,9 @@ void gdrc_log_write(enum gdrc_log_level level, const char *fmt, ...)
 
 void gdrc_log_vwrite(enum gdrc_log_level level, const char *fmt, va_list ap)
 {
-	char msg[512];
+	/* Room for the longest line the library writes: GDRC_STATS's
+	 * counters, one JSON object (about 1 KiB; it was cut at 512). */
+	char msg[2048];
 	int n;
 
 	n = snprintf(msg, sizeof(msg), "gdrc[%d]: %s: ", (int)getpid(),

@@ -35,20 +35,32 @@ guest_cmd='
 set -u
 sh '"$repo"'/tests/vm/rxe-up.sh || exit 1
 rc=0
-echo "== realloc, preloaded"
-LD_PRELOAD="'"$pre"'" GDRC_STATS=1 GDRC_LOG_LEVEL=info \
-	'"$p"' -d rxe0 realloc > /tmp/realloc.txt 2>&1 || rc=1
-cat /tmp/realloc.txt
-if [ -n "'"$asan"'" ]; then
-	# ASan'"'"'s allocator keeps freed blocks in quarantine: no unmap,
-	# no reuse of the address; only the data checks mean something.
-	echo "preload: ASan build: the reuse checks are skipped"
-else
+# realloc with the memory event source HOOKS (auto: glibc patched;
+# uffd: userfaultfd, nothing patched).
+realloc() {
+	echo "== realloc, preloaded, GDRC_MEM_HOOKS=$1"
+	GDRC_MEM_HOOKS=$1 LD_PRELOAD="'"$pre"'" GDRC_STATS=1 \
+		GDRC_LOG_LEVEL=info '"$p"' -d rxe0 realloc \
+		> /tmp/realloc.txt 2>&1 || rc=1
+	cat /tmp/realloc.txt
+	if [ -n "'"$asan"'" ]; then
+		# ASan'"'"'s allocator keeps freed blocks in quarantine: no
+		# unmap, no reuse of the address; only the data checks mean
+		# something.
+		echo "preload: ASan build: the reuse checks are skipped"
+		return
+	fi
 	grep -q "inv_host_hook\": [1-9]" /tmp/realloc.txt ||
-		{ echo "preload: the free was not seen by a host hook"; rc=1; }
+		{ echo "preload: the free was not seen ($1)"; rc=1; }
 	grep -q "the freed block.s address" /tmp/realloc.txt ||
-		{ echo "preload: the block did not come back at its address"; rc=1; }
-fi
+		{ echo "preload: the block did not come back at its address ($1)"; rc=1; }
+	if [ "$1" = uffd ]; then
+		grep -q "uffd_events\": [1-9]" /tmp/realloc.txt ||
+			{ echo "preload: userfaultfd reported nothing"; rc=1; }
+	fi
+}
+realloc auto
+realloc uffd
 echo "== loop, plain"
 '"$p"' -d rxe0 -n '"$iters"' -s '"$size"' -w 4096 loop || rc=1
 echo "== loop, preloaded"
