@@ -1399,6 +1399,10 @@ GDRC_API gdrc_status_t gdrc_invalidate(struct gdrc_ctx *pub, const void *addr,
 	if (!ctx || !range_ok(addr, len))
 		return GDRC_ERR_INVALID_PARAM;
 	hooks_check();
+	/* As a get does: an unmap whose event is still on its way (posted
+	 * by userfaultfd's reader after the unmapping thread went on, or
+	 * by another thread's hook) is applied by this call too. */
+	gdrc_hooks_wait_idle();
 	return gdrc_cache_invalidate(&ctx->cache, start, start + len,
 				     GDRC_STAT_INV_EXPLICIT);
 }

@@ -59,3 +59,16 @@ if [ -n "$ucs" ]; then
 		exit 1
 	}
 fi
+# And with userfaultfd as the only host source (GDRC_MEM_HOOKS=uffd:
+# nothing patched, each cached range watched), a third of the time.
+echo "== fuzz_cache with userfaultfd's events (GDRC_MEM_HOOKS=uffd)"
+run fuzz_cache $(( secs / 3 > 5 ? secs / 3 : 5 )) "$dir/fuzz_cache_uffd.log" \
+	GDRC_MEM_HOOKS=uffd
+if ! grep -q "^fuzz_cache: host events: userfaultfd" "$dir/fuzz_cache_uffd.log"; then
+	if grep -q "^fuzz_cache: host events: none" "$dir/fuzz_cache_uffd.log"; then
+		echo "fuzz_cache: userfaultfd unavailable here: that pass checked nothing"
+	else
+		echo "fuzz_cache: userfaultfd's events were not the host source"
+		exit 1
+	fi
+fi

@@ -137,6 +137,26 @@ static void test_uffd_raw_syscall_munmap(void **state)
 	unmap_remap(1);
 }
 
+/* gdrc_invalidate, like a get, applies an unmap that returned before
+ * it, although userfaultfd's reader posts the event after the unmapping
+ * thread went on (found by the fuzzer: the region count lagged). */
+static void test_uffd_invalidate_applies_an_unmap(void **state)
+{
+	char *other = map_at(NULL, PAGE);
+
+	(void)state;
+	for (int i = 0; i < 200; i++) {
+		char *p = map_at(NULL, 2 * PAGE);
+
+		cached_pair(p);
+		assert_int_equal(stat_of(GDRC_STAT_REGIONS), 1);
+		munmap(p, 2 * PAGE);
+		assert_int_equal(gdrc_invalidate(ctx, other, PAGE), GDRC_OK);
+		assert_int_equal(stat_of(GDRC_STAT_REGIONS), 0);
+	}
+	munmap(other, PAGE);
+}
+
 static void test_uffd_map_fixed_over(void **state)
 {
 	char *p = map_at(NULL, 2 * PAGE);
@@ -276,6 +296,7 @@ int main(void)
 		cmocka_unit_test(test_uffd_kept_while_mapped),
 		cmocka_unit_test(test_uffd_munmap),
 		cmocka_unit_test(test_uffd_raw_syscall_munmap),
+		cmocka_unit_test(test_uffd_invalidate_applies_an_unmap),
 		cmocka_unit_test(test_uffd_map_fixed_over),
 		cmocka_unit_test(test_uffd_madvise_dontneed),
 		cmocka_unit_test(test_uffd_mremap),
