@@ -132,6 +132,17 @@ long gdrc_subscribe(struct gdrc_file *gf, void __user *uarg)
 					   args.length, &gdrc_sub_ops);
 	if (ret)
 		goto err_unlock;
+	/*
+	 * An invalidation already under way in this mm when the notifier went
+	 * in never calls it (the insert is deferred to its end): wait it out,
+	 * so that whatever user space does with the range next (pin it, cache
+	 * it) sees the range after that change, and every later change calls
+	 * gdrc_invalidate.  Without this, a madvise(MADV_DONTNEED) zapping the
+	 * range under mmap_lock held for read could race a get_user_pages()
+	 * that pins the old page, and the word would never move.  Sleeps only
+	 * while an invalidation is running; its callbacks never take gf->lock.
+	 */
+	mmu_interval_read_begin(&sub->notifier);
 	gf->subs[slot] = sub;
 	gf->nr_subs++;
 

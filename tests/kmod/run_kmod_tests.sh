@@ -14,7 +14,8 @@
 #   test_kmod_quota               max_pinned_bytes_per_user (EDQUOT, per
 #                                 uid, release by another process/uid)
 #   test_kmod_pin --compiled-out  instead of the four above, without nv-p2p.h
-#   extra programs given as arguments (e.g. test_kmod_chan, test_kmod_gpu)
+#   extra programs given as arguments (e.g. test_kmod_chan, test_kmod_gpu;
+#   test_stress_remap runs with the module as its only host source)
 #
 # GPU pinning: when NVIDIA's nv-p2p.h can be had (see nvp2p_include below),
 # gdrcache.ko is built with it, and so is the test-only mock provider
@@ -165,6 +166,17 @@ for t in "$@"; do
 	*.so) continue ;; # a library a test loads from its own folder
 	esac
 	b=$(basename "$t")
+	if [ "$b" = test_stress_remap ]; then
+		# The remap stress with the module as the only host source
+		# (GDRC_MEM_HOOKS=auto: with the module loaded, glibc is left
+		# unpatched): no stale hit, and the source it ran on said.
+		# Remaps are timed at their start, as the notifier sees them
+		# (test_stress_remap.c, tick).
+		extra="$extra
+GDRC_STRESS_TICK=start $out/$b 3 > /tmp/stress.txt 2>&1; s=\$?; cat /tmp/stress.txt
+if [ \$s -ne 0 ]; then rc=\$s; elif ! grep -q 'host source: gdrcache.ko' /tmp/stress.txt; then echo 'kmod: the stress did not run on the module'; rc=1; fi"
+		continue
+	fi
 	extra="$extra
 GDRC_MEM_HOOKS=none $out/$b; s=\$?
 if [ \$s -eq 77 ]; then echo \"kmod: $b skipped\"; elif [ \$s -ne 0 ]; then rc=\$s; fi"

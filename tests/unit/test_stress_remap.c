@@ -12,7 +12,9 @@
  * it would map the old memory.  The clock ticks at every remap.
  *
  * Run under glibc's malloc and, by ctest, with jemalloc and mimalloc
- * preloaded.  The hooks must work (skipped without them: a TSan build).
+ * preloaded, on UCM's events, on userfaultfd's, and in the VM lab with
+ * gdrcache.ko as the only host source (GDRC_STRESS_TICK=start there:
+ * see tick).  A host source must work (skipped without one).
  * Usage: test_stress_remap [seconds] (default 2).  Exit 0 on success.
  */
 #include <pthread.h>
@@ -167,6 +169,25 @@ static void *getter(void *arg)
 	return NULL;
 }
 
+/*
+ * The clock ticks for a remap of pages [p, p + n) once it returned, or,
+ * with GDRC_STRESS_TICK=start, before it begins: what the kernel
+ * module's notifier guarantees is that every change that begins after a
+ * registration exists ends it (it fires as an invalidation starts, and a
+ * subscription waits out one under way; the new mapping of an
+ * mmap(MAP_FIXED) fires nothing).  The glibc hooks post when the call
+ * returns, so the default holds them to every remap that ends after.
+ */
+static int tick_at_start;
+
+static void tick(unsigned p, unsigned n)
+{
+	uint64_t t = atomic_fetch_add(&clock_now, 1) + 1;
+
+	for (unsigned q = p; q < p + n; q++)
+		atomic_store(&page_time[q], t);
+}
+
 static void *remapper(void *arg)
 {
 	unsigned seed = (unsigned)(uintptr_t)arg * 104729u;
@@ -181,18 +202,16 @@ static void *remapper(void *arg)
 			n = PAGES - p;
 		a = arena + p * page;
 		lock_pages(p, n, 1);
+		if (tick_at_start)
+			tick(p, n);
 		if (rand_r(&seed) & 1 && munmap(a, n * page))
 			FAIL("munmap failed\n");
 		r = mmap(a, n * page, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 		if (r != a)
 			FAIL("mmap failed\n");
-		{
-			uint64_t t = atomic_fetch_add(&clock_now, 1) + 1;
-
-			for (unsigned q = p; q < p + n; q++)
-				atomic_store(&page_time[q], t);
-		}
+		if (!tick_at_start)
+			tick(p, n);
 		unlock_pages(p, n);
 		atomic_fetch_add(&remaps, 1);
 		/* The allocator's own unmaps and purges, meanwhile. */
@@ -224,6 +243,8 @@ int main(int argc, char **argv)
 	const char *why = NULL, *pre = getenv("LD_PRELOAD");
 
 	page = (size_t)sysconf(_SC_PAGESIZE);
+	tick_at_start = getenv("GDRC_STRESS_TICK") &&
+			!strcmp(getenv("GDRC_STRESS_TICK"), "start");
 	if (gdrc_init(&cfg, &ctx) != GDRC_OK)
 		return 1;
 	if (gdrc_hooks_status(ctx, &why) != GDRC_OK) {
@@ -257,9 +278,9 @@ int main(int argc, char **argv)
 		     "bytes\n", (unsigned long long)regions,
 		     (unsigned long long)pinned);
 	printf("test_stress_remap (%s): %lu gets checked, %lu remaps, %llu "
-	       "memory events in %.1f s\n",
+	       "memory events in %.1f s; host source: %s\n",
 	       pre && *pre ? pre : "glibc malloc", atomic_load(&gets),
-	       atomic_load(&remaps), (unsigned long long)events, secs);
+	       atomic_load(&remaps), (unsigned long long)events, secs, why);
 	if (!atomic_load(&gets) || !atomic_load(&remaps))
 		FAIL("no progress\n");
 	gdrc_fini(ctx);
