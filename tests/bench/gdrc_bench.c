@@ -78,6 +78,8 @@
  *                             and g., for quick runs on a GPU machine
  *   gdrc-bench --lookup-only  only a. and d. (the lookup table, UCX's
  *                             rows and bytes per registration)
+ *   gdrc-bench --ucx-only     only a. and b. (the hit against UCX's,
+ *                             apart and in one process)
  *   Run it on an idle machine and compare numbers of one run only.  It
  *   checks no speed: it exits 0 when every call succeeded, 1 when a
  *   libgdrcache (or UCX, or CUDA, or system) call failed, 2 on a bad
@@ -276,6 +278,7 @@ struct bench_opts {
 	int gpu_only;  /* --gpu-only: a. and g. */
 	int threads_only; /* --threads-only: a. and e. without UCX */
 	int lookup_only; /* --lookup-only: a. and d. */
+	int ucx_only;  /* --ucx-only: a. and b. */
 	const char *json;
 	uint64_t div; /* 10 with --quick, else 1 */
 };
@@ -2779,7 +2782,7 @@ static void bench_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: gdrc-bench [--quick] [--gpu-only] [--threads-only] "
-		"[--lookup-only] [--json PATH] [--help]\n"
+		"[--lookup-only] [--ucx-only] [--json PATH] [--help]\n"
 		"(--ucx-default-child, --mixed-child are internal: the UCX\n"
 		"runs in a child)\n"
 		"Measure libgdrcache's cache (none backend, hooks on): hit,\n"
@@ -2792,6 +2795,8 @@ static void bench_usage(FILE *f)
 		"               threaded hits (e., no UCX rows)\n"
 		"  --lookup-only   only the host hit (a.) and the lookup\n"
 		"               table (d., with UCX's rows and bytes)\n"
+		"  --ucx-only   only the host hit (a.) and UCX's (b., apart\n"
+		"               and in one process, both orders)\n"
 		"  --json PATH  also write the results as JSON to PATH\n"
 		"  --help       this text\n");
 }
@@ -2804,6 +2809,7 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 		{ "gpu-only", no_argument, NULL, 'g' },
 		{ "threads-only", no_argument, NULL, 't' },
 		{ "lookup-only", no_argument, NULL, 'l' },
+		{ "ucx-only", no_argument, NULL, 'x' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "ucx-default-child", no_argument, NULL, 'u' },
 		{ "mixed-child", required_argument, NULL, 'm' },
@@ -2829,6 +2835,9 @@ static int bench_parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 'l':
 			o->lookup_only = 1;
+			break;
+		case 'x':
+			o->ucx_only = 1;
 			break;
 		case 'u':
 			o->ucx_child = 1;
@@ -2929,6 +2938,8 @@ int main(int argc, char **argv)
 #else
 	printf("b. ucx: not built\n");
 #endif
+	if (o.ucx_only)
+		goto done;
 	if (bench_miss(ctx, &o, &res) || bench_lookup(&o, &res) ||
 	    bench_threads(ctx, rc, buf, &o, &res))
 		goto out;
