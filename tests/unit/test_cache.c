@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "map_pages.h"
+
 #include <gdrcache.h>
 
 #define PAGE 4096UL
@@ -308,18 +310,6 @@ static void test_cache_ids_never_repeat(void **state)
 						 BUF_PAGES * PAGE),
 				 GDRC_OK);
 	}
-}
-
-/* Map n pages, preferably at hint, never replacing anything. */
-static char *map_at(void *hint, size_t len)
-{
-	char *p = mmap(hint, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS |
-			       (hint ? MAP_FIXED_NOREPLACE : 0),
-		       -1, 0);
-
-	assert_true(p != MAP_FAILED);
-	return p;
 }
 
 /* Tests of what the glibc hooks report skip where there are none (a

@@ -30,6 +30,8 @@
 
 #include <cmocka.h>
 
+#include "map_pages.h"
+
 #include <gdrcache.h>
 
 #define PAGE 4096UL
@@ -67,15 +69,12 @@ static uint64_t cached_pair(char *p)
 	return id;
 }
 
-static char *map_at(void *at, size_t len)
+/* New pages at at exactly (the old ones unmapped first). */
+static char *map_same(void *at, size_t len)
 {
-	char *p = mmap(at, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS |
-			       (at ? MAP_FIXED_NOREPLACE : 0),
-		       -1, 0);
+	char *p = map_at(at, len);
 
-	assert_true(p != MAP_FAILED);
-	assert_true(!at || p == at);
+	assert_ptr_equal(p, at);
 	return p;
 }
 
@@ -115,7 +114,7 @@ static void unmap_remap(int raw)
 		assert_int_equal(syscall(SYS_munmap, p, 2 * PAGE), 0);
 	else
 		assert_int_equal(munmap(p, 2 * PAGE), 0);
-	map_at(p, 2 * PAGE);
+	map_same(p, 2 * PAGE);
 	assert_int_not_equal(got_id(p, 2 * PAGE), id);
 	assert_true(stat_of(GDRC_STAT_UFFD_EVENTS) > ev);
 	assert_true(stat_of(GDRC_STAT_INV_HOST_HOOK) > inv);
@@ -211,7 +210,7 @@ static void test_uffd_mremap(void **state)
 			   MREMAP_MAYMOVE | MREMAP_FIXED, r);
 		assert_true(q == r);
 	}
-	map_at(p, 2 * PAGE);
+	map_same(p, 2 * PAGE);
 	assert_int_not_equal(got_id(p, 2 * PAGE), id);
 	munmap(p, 2 * PAGE);
 	munmap(q, 4 * PAGE);
