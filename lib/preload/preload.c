@@ -189,10 +189,15 @@ static struct preload_pd *pd_get(struct ibv_pd *pd)
 	    ibv_is_fork_initialized() == IBV_FORK_ENABLED) {
 		static atomic_flag said = ATOMIC_FLAG_INIT;
 
+		/* A warning: the whole process loses its cache, and the
+		 * call usually comes from a library (UCX makes it unless
+		 * told UCX_IB_FORK_INIT=n), not from the user. */
 		if (!atomic_flag_test_and_set(&said))
-			gdrc_log_printf(GDRC_LOG_INFO,
-					"preload: ibv_fork_init is in effect: "
-					"registrations pass through");
+			gdrc_log_printf(GDRC_LOG_WARN,
+					"preload: ibv_fork_init is in effect "
+					"(RDMAV_FORK_SAFE, or a call: UCX makes "
+					"one unless UCX_IB_FORK_INIT=n): "
+					"registrations pass through uncached");
 		return NULL;
 	}
 
