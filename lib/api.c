@@ -433,16 +433,39 @@ static int host_caching(const struct gdrc_knobs *knobs, int have_kchan)
 	return 0;
 }
 
-static int ctx_ksub(void *arg, uintptr_t start, size_t len, int *slot_p,
-		    uint64_t *handle_p)
+/* The host monitors that watch range by range (struct gdrc_watch_ops):
+ * gdrcache.ko's notifier, a word per range; userfaultfd, events through
+ * the queue, a watch that ends with its mapping. */
+static int kchan_watch(void *arg, uintptr_t start, size_t len, int *slot_p,
+		       uint64_t *handle_p)
 {
 	return gdrc_kchan_subscribe(arg, start, len, slot_p, handle_p);
 }
 
-static void ctx_kunsub(void *arg, uint64_t handle)
+static void kchan_unwatch(void *arg, uint64_t handle)
 {
 	gdrc_kchan_unsubscribe(arg, handle);
 }
+
+static const struct gdrc_watch_ops kchan_watch_ops = {
+	.name = "gdrcache.ko",
+	.subscribe = kchan_watch,
+	.unsubscribe = kchan_unwatch,
+};
+
+static int uffd_watch(void *arg, uintptr_t start, size_t len, int *slot_p,
+		      uint64_t *handle_p)
+{
+	(void)arg;
+	*slot_p = -1;
+	*handle_p = 0;
+	return gdrc_uffd_watch(start, len);
+}
+
+static const struct gdrc_watch_ops uffd_watch_ops = {
+	.name = "userfaultfd",
+	.subscribe = uffd_watch,
+};
 
 static int ctx_kpin(void *arg, uintptr_t va, size_t len, int *slot_p,
 		    uint64_t *handle_p)
@@ -453,11 +476,6 @@ static int ctx_kpin(void *arg, uintptr_t va, size_t len, int *slot_p,
 static void ctx_kunpin(void *arg, uint64_t handle)
 {
 	gdrc_kchan_unpin(arg, handle);
-}
-
-static int ctx_hwatch(uintptr_t start, size_t len)
-{
-	return gdrc_uffd_watch(start, len);
 }
 
 /*
@@ -472,7 +490,7 @@ static void uffd_setup(struct gdrc_ctx *ctx, struct gdrc_cache_params *p)
 	if (ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_UFFD || ctx->kchan)
 		return;
 	if (gdrc_uffd_start() == GDRC_OK) {
-		p->hwatch = ctx_hwatch;
+		p->watch = &uffd_watch_ops;
 		return;
 	}
 	if (!atomic_flag_test_and_set(&warned))
@@ -501,8 +519,8 @@ static void kmod_setup(struct gdrc_ctx *ctx, struct gdrc_cache_params *p)
 		return;
 	}
 	p->kgen = ctx->kchan->gen;
-	p->ksub = ctx_ksub;
-	p->kunsub = ctx_kunsub;
+	p->watch = &kchan_watch_ops;
+	p->watch_arg = ctx->kchan;
 	p->kpin = ctx_kpin;
 	p->kunpin = ctx_kunpin;
 	p->karg = ctx->kchan;
@@ -653,7 +671,7 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 
 	if (((ctx->cache.p.cache_host || ctx->cuda_hooks) &&
 	     ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_AUTO) ||
-	    ctx->cache.p.hwatch) {
+	    ctx->cache.p.watch == &uffd_watch_ops) {
 		ctx->hooks_slot = gdrc_hooks_subscribe(ctx_mem_event, ctx);
 		if (ctx->hooks_slot < 0) {
 			status = GDRC_ERR_LIMIT;
@@ -1080,7 +1098,7 @@ GDRC_API gdrc_status_t gdrc_hooks_status(struct gdrc_ctx *pub,
 	} else if (ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_NONE) {
 		why = "GDRC_MEM_HOOKS=none";
 	} else if (ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_UFFD) {
-		if (ctx->cache.p.hwatch) {
+		if (ctx->cache.p.watch == &uffd_watch_ops) {
 			if (reason_p)
 				*reason_p = "userfaultfd watches every cached host range (GDRC_MEM_HOOKS=uffd); glibc left unpatched";
 			return GDRC_OK;
@@ -1333,7 +1351,7 @@ static int source_on(struct gdrc_ctx *ctx, enum gdrc_source source,
 		return 1;
 	case GDRC_SOURCE_UFFD:
 		*events = v[GDRC_STAT_UFFD_EVENTS];
-		if (ctx->cache.p.hwatch) {
+		if (ctx->cache.p.watch == &uffd_watch_ops) {
 			*why = "userfaultfd watches every cached host range";
 			return 1;
 		}

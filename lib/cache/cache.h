@@ -290,6 +290,30 @@ struct gdrc_shard {
 				      * a hit and a check, one store */
 } GDRC_ALIGNED_CL;
 
+/*
+ * A monitor that watches cached host memory range by range (docs/hooks.md,
+ * "Event sources"): each cached host range is subscribed before it is
+ * registered and unsubscribed when its registration goes.  Its events
+ * reach the cache one of two ways: a generation word that moves (the
+ * kernel channel: kgen[slot], checked by every hit), or
+ * gdrc_cache_post_event, as the hooks' do (userfaultfd: no slot).
+ * Monitors that watch all of memory (the glibc hooks, UCX's UCM) need no
+ * subscription and have no ops here.  Both calls are system calls, made
+ * without any cache lock.
+ */
+struct gdrc_watch_ops {
+	const char *name;
+	/* Watch [start, start + len).  @return 0 watched, with *slot_p the
+	 * word that moves when it goes, or -1 if its events come through
+	 * the queue; else not watched (the registration is handed out
+	 * uncached unless the hooks watch everything). */
+	int (*subscribe)(void *arg, uintptr_t start, size_t len, int *slot_p,
+			 uint64_t *handle_p);
+	/* Stop watching what subscribe returned with a slot (NULL: a
+	 * watch without one is never undone: it ends with the mapping). */
+	void (*unsubscribe)(void *arg, uint64_t handle);
+};
+
 struct gdrc_cache_params {
 	uint64_t max_regions;          /* GDRC_LIMIT_NONE: none */
 	uint64_t max_bytes;            /* GDRC_LIMIT_NONE: none */
@@ -310,20 +334,15 @@ struct gdrc_cache_params {
 	 * without any cache lock. */
 	int (*tag_query)(void *tag, int what, unsigned long long addr);
 	int tag_what;
-	/* Host memory watched range by range in user space (userfaultfd,
-	 * GDRC_MEM_HOOKS=uffd), or NULL: a cached host range is given to
-	 * hwatch before it is registered, and its events come through
-	 * gdrc_cache_post_event like the hooks'.  A range it refuses
-	 * (nonzero) is registered uncached.  A system call, made without
-	 * any cache lock. */
-	int (*hwatch)(uintptr_t start, size_t len);
-	/* The kernel invalidation channel (gdrcache.ko), or NULL kgen: one
-	 * word per slot, nonzero once the slot's range was invalidated.
-	 * ksub/kunsub are system calls, made without any cache lock. */
+	/* The monitor that watches cached host memory range by range
+	 * (gdrcache.ko's notifier, or userfaultfd), or NULL (the hooks
+	 * watch everything, or nothing does): struct gdrc_watch_ops. */
+	const struct gdrc_watch_ops *watch;
+	void *watch_arg;
+	/* The kernel invalidation channel's generation words (gdrcache.ko),
+	 * or NULL: one word per slot, nonzero once the slot's range was
+	 * invalidated (a watch's, or a GPU pin's). */
 	const volatile uint64_t *kgen;
-	int (*ksub)(void *arg, uintptr_t start, size_t len, int *slot_p,
-		    uint64_t *handle_p);
-	void (*kunsub)(void *arg, uint64_t handle);
 	/* GPU pins through the same channel (64 KiB aligned ranges); the
 	 * word moves when the driver revokes the pin. */
 	int (*kpin)(void *arg, uintptr_t va, size_t len, int *slot_p,

@@ -261,36 +261,36 @@ static void plan_uncache(struct miss_plan *plan)
 }
 
 /*
- * Cached host memory is watched by the kernel channel when there is one:
- * subscribed before it is registered, so that an unmap racing with the
- * registration shows in the word.  Without a slot (the channel's words
- * are all taken) and without memory hooks, the registration is handed
- * out uncached: nothing would see its memory go.  GPU memory is pinned
- * (kern_pin_gpu).  Or userfaultfd watches it (hwatch), also before it
- * is registered: an unmap after the watch reaches the queue, and the
- * drain after the registration marks the miss's inflight range stale.
+ * Cached host memory is watched by the host monitor when there is one
+ * (c->p.watch): subscribed before it is registered, so that an unmap
+ * racing with the registration shows, in the word (the kernel channel)
+ * or in the queue (userfaultfd: the drain after the registration marks
+ * the miss's inflight range stale).  A range the monitor does not take
+ * (no slot left, a file mapping) is handed out uncached unless the hooks
+ * watch everything: nothing would see its memory go.  GPU memory is
+ * pinned (kern_pin_gpu).
  * @return 0, or the module's -errno when a GPU pin failed.
  */
 static int miss_subscribe(struct gdrc_cache *c, struct miss_plan *plan,
 			  struct miss_kern *k)
 {
-	int gpu = plan->req->mem_type != GDRC_MEM_HOST;
-
 	*k = (struct miss_kern){ .slot = -1 };
-	if (!gpu && c->p.hwatch && plan->cached &&
-	    !atomic_load_explicit(&c->cache_host, memory_order_relaxed) &&
-	    c->p.hwatch(plan->reg_start, plan->reg_end - plan->reg_start))
-		plan_uncache(plan);
-	if (!c->p.kgen || (!plan->cached && !(gpu && c->p.gpu_kpin_required)))
-		return 0;
-	if (gpu)
+	if (plan->req->mem_type != GDRC_MEM_HOST) {
+		if (!c->p.kgen ||
+		    (!plan->cached && !c->p.gpu_kpin_required))
+			return 0;
 		return c->p.kpin ? kern_pin_gpu(c, plan, k) : -EOPNOTSUPP;
-	if (c->p.ksub(c->p.karg, plan->reg_start,
-		      plan->reg_end - plan->reg_start, &k->slot, &k->handle))
+	}
+	if (!c->p.watch || !plan->cached)
+		return 0;
+	if (c->p.watch->subscribe(c->p.watch_arg, plan->reg_start,
+				  plan->reg_end - plan->reg_start, &k->slot,
+				  &k->handle)) {
 		k->slot = -1;
-	if (k->slot < 0 &&
-	    !atomic_load_explicit(&c->cache_host, memory_order_relaxed))
-		plan_uncache(plan);
+		if (!atomic_load_explicit(&c->cache_host,
+					  memory_order_relaxed))
+			plan_uncache(plan);
+	}
 	return 0;
 }
 
@@ -416,8 +416,7 @@ static void plan_init(struct gdrc_cache *c, const struct gdrc_cache_req *req,
 	*plan = (struct miss_plan){
 		.access = req->access,
 		.cached = !(req->flags & GDRC_GET_UNCACHED) &&
-			  (req->mem_type != GDRC_MEM_HOST || c->p.kgen ||
-			   c->p.hwatch ||
+			  (req->mem_type != GDRC_MEM_HOST || c->p.watch ||
 			   atomic_load_explicit(&c->cache_host,
 						memory_order_relaxed)),
 		.req = req,

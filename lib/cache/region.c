@@ -180,8 +180,8 @@ void gdrc_kern_give_back(struct gdrc_cache *c, int slot, int pinned,
 {
 	if (slot >= 0 && pinned)
 		c->p.kunpin(c->p.karg, handle);
-	else if (slot >= 0)
-		c->p.kunsub(c->p.karg, handle);
+	else if (slot >= 0 && c->p.watch->unsubscribe)
+		c->p.watch->unsubscribe(c->p.watch_arg, handle);
 	for (uint32_t i = 0; i < kmore; i++)
 		c->p.kunpin(c->p.karg, kpins[i].handle);
 }
