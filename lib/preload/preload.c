@@ -163,17 +163,17 @@ static struct preload_pd *pd_find(struct ibv_pd *pd)
 	return NULL;
 }
 
-/* The context of pd, made at its first use.  NULL: pass through. */
-static struct preload_pd *pd_get(struct ibv_pd *pd)
+/* pd_get past this thread's last PD: found, or made.  Not inlined, and
+ * cold: its frame (the config, the locks) would cost every hit. */
+__attribute__((noinline, cold))
+static struct preload_pd *pd_get_slow(struct ibv_pd *pd)
 {
 	struct gdrc_config cfg = { .field_mask = GDRC_CONFIG_FIELD_PD,
 				   .pd = pd };
-	struct preload_pd *ppd = tls_pd, *slot = NULL;
+	struct preload_pd *ppd, *slot = NULL;
 	struct gdrc_ctx *ctx;
 	gdrc_status_t status;
 
-	if (ppd && atomic_load_explicit(&ppd->pd, memory_order_acquire) == pd)
-		return ppd;
 	ppd = pd_find(pd);
 	if (ppd)
 		return tls_pd = ppd;
@@ -226,6 +226,16 @@ static struct preload_pd *pd_get(struct ibv_pd *pd)
 				"pd %p's registrations pass through",
 				PRELOAD_MAX_PDS, (void *)pd);
 	return ppd ? (tls_pd = ppd) : NULL;
+}
+
+/* The context of pd, made at its first use.  NULL: pass through. */
+static inline struct preload_pd *pd_get(struct ibv_pd *pd)
+{
+	struct preload_pd *ppd = tls_pd;
+
+	if (ppd && atomic_load_explicit(&ppd->pd, memory_order_acquire) == pd)
+		return ppd;
+	return pd_get_slow(pd);
 }
 
 /* Is mr one of ours (an object in one of our arenas)?  No lock. */
