@@ -467,6 +467,20 @@ static const struct gdrc_watch_ops uffd_watch_ops = {
 	.subscribe = uffd_watch,
 };
 
+/* Which range-by-range monitor watches ctx's host memory, if any: the
+ * module (first choice, unless the caller reports frees itself), or
+ * userfaultfd (GDRC_MEM_HOOKS=uffd, set up). */
+static int kmod_watches_host(const struct gdrc_ctx *ctx)
+{
+	return ctx->kchan && !ctx->cache.p.cache_host &&
+	       ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_NONE;
+}
+
+static int uffd_watches_host(const struct gdrc_ctx *ctx)
+{
+	return ctx->cache.p.watch == &uffd_watch_ops;
+}
+
 static int ctx_kpin(void *arg, uintptr_t va, size_t len, int *slot_p,
 		    uint64_t *handle_p)
 {
@@ -671,7 +685,7 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 
 	if (((ctx->cache.p.cache_host || ctx->cuda_hooks) &&
 	     ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_AUTO) ||
-	    ctx->cache.p.watch == &uffd_watch_ops) {
+	    uffd_watches_host(ctx)) {
 		ctx->hooks_slot = gdrc_hooks_subscribe(ctx_mem_event, ctx);
 		if (ctx->hooks_slot < 0) {
 			status = GDRC_ERR_LIMIT;
@@ -1090,15 +1104,14 @@ GDRC_API gdrc_status_t gdrc_hooks_status(struct gdrc_ctx *pub,
 
 	if (!ctx)
 		return GDRC_ERR_INVALID_PARAM;
-	if (ctx->kchan && !ctx->cache.p.cache_host &&
-	    ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_NONE) {
+	if (kmod_watches_host(ctx)) {
 		if (reason_p)
 			*reason_p = "gdrcache.ko watches every cached host range (/dev/gdrcache); glibc left unpatched";
 		return GDRC_OK;
 	} else if (ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_NONE) {
 		why = "GDRC_MEM_HOOKS=none";
 	} else if (ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_UFFD) {
-		if (ctx->cache.p.watch == &uffd_watch_ops) {
+		if (uffd_watches_host(ctx)) {
 			if (reason_p)
 				*reason_p = "userfaultfd watches every cached host range (GDRC_MEM_HOOKS=uffd); glibc left unpatched";
 			return GDRC_OK;
@@ -1302,13 +1315,11 @@ static const char *host_src_why(const struct gdrc_ctx *ctx, int host_src)
 {
 	const char *hooks_why;
 
-	if (ctx->kchan && !ctx->cache.p.cache_host &&
-	    ctx->knobs.mem_hooks != GDRC_KNOB_HOOKS_NONE)
+	if (kmod_watches_host(ctx))
 		return "gdrcache.ko watches host memory";
-	if (ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_NONE)
-		return "GDRC_MEM_HOOKS=none";
 	if (ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_UFFD)
 		return "GDRC_MEM_HOOKS=uffd: nothing is patched";
+	/* Else as gdrc_hooks_status says ("GDRC_MEM_HOOKS=none", ...). */
 	if (gdrc_hooks_status((struct gdrc_ctx *)ctx_pub((struct gdrc_ctx *)ctx),
 			      &hooks_why) != GDRC_OK)
 		return hooks_why;
@@ -1351,7 +1362,7 @@ static int source_on(struct gdrc_ctx *ctx, enum gdrc_source source,
 		return 1;
 	case GDRC_SOURCE_UFFD:
 		*events = v[GDRC_STAT_UFFD_EVENTS];
-		if (ctx->cache.p.watch == &uffd_watch_ops) {
+		if (uffd_watches_host(ctx)) {
 			*why = "userfaultfd watches every cached host range";
 			return 1;
 		}

@@ -122,14 +122,8 @@ gdrc_status_t gdrc_uffd_start(void);
  */
 int gdrc_uffd_watch(uintptr_t start, size_t len);
 
-/* @return 1 once gdrc_uffd_start() succeeded (0 in a fork child). */
-int gdrc_uffd_active(void);
-
 /* Why userfaultfd is off; NULL while it is on. */
 const char *gdrc_uffd_reason(void);
-
-/* Ranges reported from userfaultfd since the process started. */
-uint64_t gdrc_uffd_event_count(void);
 
 /*
  * CUDA free hooks (cuhooks.c), once per process: detour libcuda's free

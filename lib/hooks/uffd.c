@@ -235,19 +235,9 @@ int gdrc_uffd_watch(uintptr_t start, size_t len)
 	return ioctl(uffd_fd, UFFDIO_REGISTER, &reg) ? -errno : 0;
 }
 
-int gdrc_uffd_active(void)
-{
-	return atomic_load(&uffd_on);
-}
-
 const char *gdrc_uffd_reason(void)
 {
 	return atomic_load(&uffd_on) ? NULL :
 	       uffd_why[0]	     ? uffd_why :
 				       "userfaultfd: not started";
-}
-
-uint64_t gdrc_uffd_event_count(void)
-{
-	return atomic_load_explicit(&uffd_events, memory_order_relaxed);
 }
