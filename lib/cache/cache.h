@@ -813,11 +813,20 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	return NULL;
 }
 
+/* gdrc_cache_reget's checks for a region with more than the host hit's
+ * words to read (a BUFFER_ID to query, a kernel word): out of line, so
+ * that the host case stays a leaf.  (lookup.c) */
+int gdrc_cache_reget_checked(struct gdrc_cache *c, struct gdrc_region *r,
+			     const struct gdrc_tls *t, uintptr_t start,
+			     uintptr_t end, int (*host_ok)(void));
+
 /*
  * A get of [start, end) with access served by mr, which this thread
  * already holds, without another reference: mr must be one of this
  * thread's remembered handles of c covering the request, and pass the
- * checks of a fast hit.  Counted as a hit.
+ * checks of a fast hit (gdrc_cache_hit_ok, spelled out here for a host
+ * region without a kernel word: the preload's reg after dereg, whose
+ * every instruction counts).  Counted as a hit.
  * @return 1 served; 0 not (the caller puts mr and gets anew).
  */
 static inline __attribute__((always_inline)) int
@@ -826,24 +835,30 @@ gdrc_cache_reget(struct gdrc_cache *c, const struct gdrc_mr *mr,
 		 int (*host_ok)(void))
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
+	const struct gdrc_handle *h = mr->h;
+	struct gdrc_tls_entry *e = NULL;
+	struct gdrc_region *r;
 
-	if (!mr->h)
+	if (!h)
 		return 0; /* a direct reference: never remembered */
-	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
-		struct gdrc_tls_entry *e = &t->e[i];
-		_Atomic uint64_t *count;
-
-		if (e->h != mr->h || e->uid != c->uid)
-			continue;
-		if (start < e->start || end > e->end || (access & ~e->access))
-			return 0;
-		count = gdrc_cache_hit_ok(c, e->r, t, start, end, host_ok);
-		if (!count)
-			return 0;
-		gdrc_cache_hit_count(c, e->r, t, count);
-		return 1;
-	}
-	return 0;
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		if (t->e[i].h == h && t->e[i].uid == c->uid) {
+			e = &t->e[i];
+			break;
+		}
+	if (!e || start < e->start || end > e->end || (access & ~e->access))
+		return 0;
+	r = e->r;
+	if (gdrc_unlikely(r->tag_check || r->kslot >= 0))
+		return gdrc_cache_reget_checked(c, r, t, start, end, host_ok);
+	/* gdrc_cache_hit_ok's order, and its proof. */
+	if (!host_ok() ||
+	    atomic_load_explicit(&c->invq.pending, memory_order_acquire) ||
+	    (atomic_load_explicit(&r->word, memory_order_acquire) &
+	     REGION_INVALID))
+		return 0;
+	gdrc_cache_hit_count(c, r, t, &c->shards[t->shard].hits);
+	return 1;
 }
 
 /*

@@ -150,3 +150,16 @@ int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	return ret;
 }
 
+
+int gdrc_cache_reget_checked(struct gdrc_cache *c, struct gdrc_region *r,
+			     const struct gdrc_tls *t, uintptr_t start,
+			     uintptr_t end, int (*host_ok)(void))
+{
+	_Atomic uint64_t *count =
+		gdrc_cache_hit_ok(c, r, t, start, end, host_ok);
+
+	if (!count)
+		return 0;
+	gdrc_cache_hit_count(c, r, t, count);
+	return 1;
+}

@@ -100,6 +100,7 @@ struct preload_mr {
 	struct ibv_mr mr;          /* what the program holds: first */
 	atomic_int live;           /* handed out, not yet deregistered */
 	unsigned int access;       /* as the program asked */
+	uint32_t gacc;             /* the same, in GDRC_ACCESS_ bits */
 	unsigned gen;              /* ppd->gen when parked */
 	struct gdrc_mr *gmr;
 	struct preload_pd *ppd;
@@ -136,6 +137,9 @@ static PRELOAD_TLS int tls_keyed;                  /* destructor set */
  * the next reg of the same buffer (gdrc_mr_reget): the pattern of a
  * library that registers around every message costs no get and put. */
 static PRELOAD_TLS struct preload_mr *tls_parked;
+/* The MR this thread handed out last: a dereg of it is known to be ours
+ * without the arena walk. */
+static PRELOAD_TLS struct preload_mr *tls_given;
 
 static struct {
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
@@ -411,9 +415,11 @@ static int pd_busy(const struct preload_pd *ppd)
  * The interposed verbs.
  * ------------------------------------------------------------------ */
 
-/* @return a cached MR for the request, or NULL to pass it through. */
-static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
-				unsigned int access)
+/* A reg past the parked MR: a get from the cache.  Not inlined:
+ * its frame would cost every reget. */
+__attribute__((noinline))
+static struct ibv_mr *mr_cached_get(struct ibv_pd *pd, void *addr,
+				    size_t len, unsigned int access)
 {
 	uint32_t gacc = 0;
 	struct preload_pd *ppd;
@@ -440,25 +446,6 @@ static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
 		gacc |= GDRC_ACCESS_REMOTE_READ;
 	if (access & IBV_ACCESS_REMOTE_ATOMIC)
 		gacc |= GDRC_ACCESS_REMOTE_ATOMIC;
-	/* The MR this thread deregistered last, on this PD: its reference
-	 * is still held; reget checks it still serves this get.  (A PD the
-	 * program deallocated under a registration of its own is its
-	 * error.) */
-	pmr = tls_parked;
-	if (pmr && pmr->ppd == ppd && pmr->access == access &&
-	    pmr->gen == atomic_load_explicit(&ppd->gen, memory_order_relaxed)) {
-		tls_parked = NULL;
-		if (gdrc_mr_reget(ppd->ctx, pmr->gmr, addr, len, gacc) ==
-		    GDRC_OK) {
-			pmr->mr.addr = addr;
-			pmr->mr.length = len;
-			atomic_store_explicit(&pmr->live, 1,
-					      memory_order_relaxed);
-			return &pmr->mr;
-		}
-		gdrc_mr_put(ppd->ctx, pmr->gmr);
-		mr_free(pmr);
-	}
 	pmr = mr_alloc();
 	if (!pmr)
 		return NULL;
@@ -478,41 +465,102 @@ static struct ibv_mr *mr_cached(struct ibv_pd *pd, void *addr, size_t len,
 	pmr->gmr = gmr;
 	pmr->ppd = ppd;
 	pmr->access = access;
+	pmr->gacc = gacc;
 	atomic_store_explicit(&pmr->live, 1, memory_order_release);
+	return &(tls_given = pmr)->mr;
+}
+
+/* Which libibverbs entry a reg came through, to pass it on to. */
+enum reg_entry { REG_PLAIN, REG_IOVA, REG_IOVA2 };
+
+/* A reg the parked MR does not serve: from the cache, else passed on. */
+__attribute__((noinline))
+static struct ibv_mr *reg_slow(struct ibv_pd *pd, void *addr, size_t len,
+			       uint64_t iova, unsigned int access,
+			       enum reg_entry entry)
+{
+	struct ibv_mr *mr = NULL;
+
+	if (iova == (uintptr_t)addr)
+		mr = mr_cached_get(pd, addr, len, access);
+	if (mr)
+		return mr;
+	if (entry == REG_PLAIN)
+		return real.reg_mr(pd, addr, len, (int)access);
+	if (entry == REG_IOVA)
+		return real.reg_mr_iova(pd, addr, len, iova, (int)access);
+	return real.reg_mr_iova2(pd, addr, len, iova, access);
+}
+
+/* The parked MR pmr, of the reg's PD and access, no longer serves it:
+ * let go of, and the reg made anew. */
+__attribute__((noinline))
+static struct ibv_mr *reg_stale(struct preload_mr *pmr, void *addr,
+				size_t len, enum reg_entry entry)
+{
+	struct ibv_pd *pd = pmr->mr.pd;
+	unsigned int access = pmr->access;
+
+	gdrc_mr_put(pmr->ppd->ctx, pmr->gmr);
+	mr_free(pmr);
+	return reg_slow(pd, addr, len, (uintptr_t)addr, access, entry);
+}
+
+/*
+ * Every reg: first the MR this thread deregistered last, if it was of
+ * this PD with this access (and the PD was not deallocated since: gen).
+ * Its reference is still held, and gdrc_mr_reget says whether it still
+ * serves this range.  Its access passed mr_cached_get's checks when it
+ * was made.  Inlined into each entry, with the rest out of line: what
+ * is left is a leaf's work around one call.
+ */
+static inline __attribute__((always_inline)) struct ibv_mr *
+reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+       unsigned int access, enum reg_entry entry)
+{
+	struct preload_mr *pmr = tls_parked;
+
+	if (!pmr || pmr->mr.pd != pd || pmr->access != access ||
+	    iova != (uintptr_t)addr || preload_forked ||
+	    pmr->gen != atomic_load_explicit(&pmr->ppd->gen,
+					     memory_order_relaxed))
+		return reg_slow(pd, addr, len, iova, access, entry);
+	tls_parked = NULL;
+	if (__builtin_expect(gdrc_mr_reget(pmr->ppd->ctx, pmr->gmr, addr, len,
+					   pmr->gacc) != GDRC_OK, 0))
+		return reg_stale(pmr, addr, len, entry);
+	pmr->mr.addr = addr;
+	pmr->mr.length = len;
+	atomic_store_explicit(&pmr->live, 1, memory_order_relaxed);
+	tls_given = pmr;
 	return &pmr->mr;
 }
 
 GDRC_API struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,
 				   size_t length, int access)
 {
-	struct ibv_mr *mr = mr_cached(pd, addr, length, (unsigned)access);
-
-	return mr ? mr : real.reg_mr(pd, addr, length, access);
+	return reg_mr(pd, addr, length, (uintptr_t)addr, (unsigned)access,
+		      REG_PLAIN);
 }
 
 GDRC_API struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
 					size_t length, uint64_t iova,
 					int access)
 {
-	struct ibv_mr *mr = NULL;
-
-	if (iova == (uintptr_t)addr)
-		mr = mr_cached(pd, addr, length, (unsigned)access);
-	return mr ? mr : real.reg_mr_iova(pd, addr, length, iova, access);
+	return reg_mr(pd, addr, length, iova, (unsigned)access, REG_IOVA);
 }
 
 GDRC_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 					 size_t length, uint64_t iova,
 					 unsigned int access)
 {
-	struct ibv_mr *mr = NULL;
-
-	if (iova == (uintptr_t)addr)
-		mr = mr_cached(pd, addr, length, access);
-	return mr ? mr : real.reg_mr_iova2(pd, addr, length, iova, access);
+	return reg_mr(pd, addr, length, iova, access, REG_IOVA2);
 }
 
-GDRC_API int ibv_dereg_mr(struct ibv_mr *mr)
+/* A dereg past dereg's common case: any MR, ours or not, with another
+ * parked or none. */
+__attribute__((noinline))
+static int dereg_slow(struct ibv_mr *mr)
 {
 	struct preload_mr *pmr = mr_ours(mr), *old;
 
@@ -544,6 +592,21 @@ GDRC_API int ibv_dereg_mr(struct ibv_mr *mr)
 			gdrc_mr_put(old->ppd->ctx, old->gmr);
 		mr_free(old);
 	}
+	return 0;
+}
+
+/* The common case inline: the MR this thread was handed last, live,
+ * and nothing parked: it is parked (dereg_slow's rules, in short). */
+GDRC_API int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	struct preload_mr *pmr = tls_given;
+
+	if (!pmr || mr != &pmr->mr || tls_parked ||
+	    !atomic_load_explicit(&pmr->live, memory_order_relaxed))
+		return dereg_slow(mr);
+	atomic_store_explicit(&pmr->live, 0, memory_order_relaxed);
+	pmr->gen = atomic_load_explicit(&pmr->ppd->gen, memory_order_relaxed);
+	tls_parked = pmr;
 	return 0;
 }
 
@@ -580,7 +643,7 @@ GDRC_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	if (!(flags & IBV_REREG_MR_CHANGE_ACCESS))
 		access = (int)pmr->access;
 	errno = 0;
-	fresh = (struct preload_mr *)mr_cached(pd, addr, length,
+	fresh = (struct preload_mr *)mr_cached_get(pd, addr, length,
 					       (unsigned)access);
 	if (!fresh) {
 		if (!errno)
@@ -593,6 +656,7 @@ GDRC_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	pmr->gmr = fresh->gmr;
 	pmr->ppd = fresh->ppd;
 	pmr->access = fresh->access;
+	pmr->gacc = fresh->gacc;
 	atomic_store_explicit(&fresh->live, 0, memory_order_relaxed);
 	mr_free(fresh);
 	gdrc_mr_put(old_ppd->ctx, old_gmr);
