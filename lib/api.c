@@ -749,10 +749,12 @@ GDRC_API void gdrc_fini(struct gdrc_ctx *pub)
  * rounded out to pages. */
 static int range_ok(const void *addr, size_t len)
 {
+	const uintptr_t top = UINTPTR_MAX - GDRC_MAX_ROUNDING;
 	uintptr_t start = (uintptr_t)addr;
 
-	return addr && len && start <= UINTPTR_MAX - GDRC_MAX_ROUNDING &&
-	       len <= UINTPTR_MAX - GDRC_MAX_ROUNDING - start;
+	/* start in [1, top], len in [1, top - start]: each one compare of
+	 * the value less one, which wraps a zero past the bound. */
+	return (start - 1 < top) & (len - 1 < top - start);
 }
 
 /* The context's policy for a request of GPU memory cls describes.

@@ -835,14 +835,14 @@ gdrc_cache_reget(struct gdrc_cache *c, const struct gdrc_mr *mr,
 		 int (*host_ok)(void))
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
-	const struct gdrc_handle *h = mr->h;
 	struct gdrc_tls_entry *e = NULL;
 	struct gdrc_region *r;
 
-	if (!h)
-		return 0; /* a direct reference: never remembered */
+	/* Compared with mr itself (&h->pub), as gdrc_cache_put_fast does:
+	 * nothing of mr is read, and a direct reference never matches. */
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
-		if (t->e[i].h == h && t->e[i].uid == c->uid) {
+		if ((const struct gdrc_mr *)t->e[i].h == mr &&
+		    t->e[i].uid == c->uid) {
 			e = &t->e[i];
 			break;
 		}

@@ -168,7 +168,8 @@ static struct cuhk_site cuhk_sites[CUHK_COUNT] = {
  * Install time (may log, lock, allocate).
  * ------------------------------------------------------------------ */
 
-const uint64_t *_Atomic gdrc_cuhooks_probe_addr; /* set once installed */
+/* gdrc_probe_none (hooks.c) until installed. */
+const uint64_t *_Atomic gdrc_cuhooks_probe_addr = &gdrc_probe_none;
 uint64_t gdrc_cuhooks_probe_val;
 
 static pthread_mutex_t cuhooks_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -72,7 +72,10 @@ static _Atomic uint64_t hooks_cuda_events;
 /* Set before the patches go in; read in hook context. */
 static _Atomic uintptr_t hooks_page_mask = 4095;
 
-const uint64_t *_Atomic gdrc_hooks_probe_addr; /* set once installed */
+/* Until installed the probe reads a word that equals its value (0), so
+ * that the fast path's check needs no test for NULL. */
+const uint64_t gdrc_probe_none;
+const uint64_t *_Atomic gdrc_hooks_probe_addr = &gdrc_probe_none;
 _Atomic uint64_t gdrc_hooks_probe_val;
 
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;

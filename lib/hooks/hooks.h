@@ -170,9 +170,13 @@ int gdrc_hooks_intact(void);
 /*
  * The fast-path form of gdrc_hooks_intact(): compares the first eight
  * bytes of patched munmap with our jump, one load.  Whoever patches glibc
- * patches munmap, so a foreign patch shows here first.  NULL address
- * while no hooks are active.
+ * patches munmap, so a foreign patch shows here first.  While no hooks
+ * are active the address is gdrc_probe_none's, a zero word, and the value
+ * 0: never NULL, so the check has no branch of its own.  (Set value
+ * first, then address: a reader that sees one new and one old finds them
+ * unequal and goes slow, which is safe.)
  */
+extern const uint64_t gdrc_probe_none;
 extern const uint64_t *_Atomic gdrc_hooks_probe_addr;
 extern _Atomic uint64_t gdrc_hooks_probe_val;
 /* The same for the CUDA hooks: the first eight bytes of cuMemFree_v2. */
@@ -213,10 +217,11 @@ static inline int gdrc_hooks_probe_ok(void)
 	const uint64_t *q = atomic_load_explicit(&gdrc_cuhooks_probe_addr,
 						 memory_order_relaxed);
 
-	return (!p || *(const volatile uint64_t *)p ==
-			       atomic_load_explicit(&gdrc_hooks_probe_val,
-						    memory_order_relaxed)) &&
-	       (!q || *(const volatile uint64_t *)q == gdrc_cuhooks_probe_val);
+	/* & rather than &&: both words are read anyway, one branch. */
+	return (*(const volatile uint64_t *)p ==
+		atomic_load_explicit(&gdrc_hooks_probe_val,
+				     memory_order_relaxed)) &
+	       (*(const volatile uint64_t *)q == gdrc_cuhooks_probe_val);
 }
 
 #endif /* GDRC_HOOKS_H */

@@ -133,13 +133,17 @@ static PRELOAD_TLS struct preload_pd *tls_pd;     /* last PD used */
 static PRELOAD_TLS struct preload_mr *tls_free;   /* free MRs */
 static PRELOAD_TLS unsigned tls_nfree;
 static PRELOAD_TLS int tls_keyed;                  /* destructor set */
-/* The MR this thread deregistered last, its reference still held, for
- * the next reg of the same buffer (gdrc_mr_reget): the pattern of a
- * library that registers around every message costs no get and put. */
-static PRELOAD_TLS struct preload_mr *tls_parked;
-/* The MR this thread handed out last: a dereg of it is known to be ours
- * without the arena walk. */
-static PRELOAD_TLS struct preload_mr *tls_given;
+/* One TLS block, so that a reg+dereg finds both with one address. */
+static PRELOAD_TLS struct {
+	/* The MR this thread deregistered last, its reference still held,
+	 * for the next reg of the same buffer (gdrc_mr_reget): the pattern
+	 * of a library that registers around every message costs no get
+	 * and put. */
+	struct preload_mr *parked;
+	/* The MR this thread handed out last: a dereg of it is known to be
+	 * ours without the arena walk. */
+	struct preload_mr *given;
+} tls_mr;
 
 static struct {
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
@@ -341,9 +345,9 @@ static void mr_free(struct preload_mr *m);
 /* Let go of the parked MR (not its context's, if its PD went). */
 static void mr_unpark_locked(void)
 {
-	struct preload_mr *m = tls_parked;
+	struct preload_mr *m = tls_mr.parked;
 
-	tls_parked = NULL;
+	tls_mr.parked = NULL;
 	if (!m)
 		return;
 	if (m->gen == atomic_load(&m->ppd->gen))
@@ -467,7 +471,7 @@ static struct ibv_mr *mr_cached_get(struct ibv_pd *pd, void *addr,
 	pmr->access = access;
 	pmr->gacc = gacc;
 	atomic_store_explicit(&pmr->live, 1, memory_order_release);
-	return &(tls_given = pmr)->mr;
+	return &(tls_mr.given = pmr)->mr;
 }
 
 /* Which libibverbs entry a reg came through, to pass it on to. */
@@ -518,21 +522,21 @@ static inline __attribute__((always_inline)) struct ibv_mr *
 reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
        unsigned int access, enum reg_entry entry)
 {
-	struct preload_mr *pmr = tls_parked;
+	struct preload_mr *pmr = tls_mr.parked;
 
 	if (!pmr || pmr->mr.pd != pd || pmr->access != access ||
 	    iova != (uintptr_t)addr || preload_forked ||
 	    pmr->gen != atomic_load_explicit(&pmr->ppd->gen,
 					     memory_order_relaxed))
 		return reg_slow(pd, addr, len, iova, access, entry);
-	tls_parked = NULL;
+	tls_mr.parked = NULL;
 	if (__builtin_expect(gdrc_mr_reget(pmr->ppd->ctx, pmr->gmr, addr, len,
 					   pmr->gacc) != GDRC_OK, 0))
 		return reg_stale(pmr, addr, len, entry);
 	pmr->mr.addr = addr;
 	pmr->mr.length = len;
 	atomic_store_explicit(&pmr->live, 1, memory_order_relaxed);
-	tls_given = pmr;
+	tls_mr.given = pmr;
 	return &pmr->mr;
 }
 
@@ -578,14 +582,14 @@ static int dereg_slow(struct ibv_mr *mr)
 	/* Parked, reference held, for the next reg of this buffer.  A
 	 * parked MR of another PD stays: it is let go of only while its
 	 * own PD is in use (or, under the lock, at thread exit). */
-	if (tls_parked && tls_parked->ppd != pmr->ppd) {
+	if (tls_mr.parked && tls_mr.parked->ppd != pmr->ppd) {
 		gdrc_mr_put(pmr->ppd->ctx, pmr->gmr);
 		mr_free(pmr);
 		return 0;
 	}
-	old = tls_parked;
+	old = tls_mr.parked;
 	pmr->gen = atomic_load_explicit(&pmr->ppd->gen, memory_order_relaxed);
-	tls_parked = pmr;
+	tls_mr.parked = pmr;
 	if (old) {
 		/* The same PD: gone only if the program deallocated it. */
 		if (old->gen == pmr->gen)
@@ -599,14 +603,14 @@ static int dereg_slow(struct ibv_mr *mr)
  * and nothing parked: it is parked (dereg_slow's rules, in short). */
 GDRC_API int ibv_dereg_mr(struct ibv_mr *mr)
 {
-	struct preload_mr *pmr = tls_given;
+	struct preload_mr *pmr = tls_mr.given;
 
-	if (!pmr || mr != &pmr->mr || tls_parked ||
+	if (!pmr || mr != &pmr->mr || tls_mr.parked ||
 	    !atomic_load_explicit(&pmr->live, memory_order_relaxed))
 		return dereg_slow(mr);
 	atomic_store_explicit(&pmr->live, 0, memory_order_relaxed);
 	pmr->gen = atomic_load_explicit(&pmr->ppd->gen, memory_order_relaxed);
-	tls_parked = pmr;
+	tls_mr.parked = pmr;
 	return 0;
 }
 
@@ -691,7 +695,7 @@ GDRC_API int ibv_dealloc_pd(struct ibv_pd *pd)
 		/* This thread's parked MR of the PD lets go first, or
 		 * gdrc_fini would count it as a registration still held.
 		 * (Other threads' parked ones are released by the fini.) */
-		if (tls_parked && tls_parked->ppd == ppd)
+		if (tls_mr.parked && tls_mr.parked->ppd == ppd)
 			mr_unpark_locked();
 		ctx = ppd->ctx;
 		atomic_fetch_add(&ppd->gen, 1);
