@@ -99,7 +99,10 @@ static char cuhooks_test_why[256]; /* cuhooks_test_lock; final once BAD */
  * A misuse was detected in call: one error line, counted, then abort()
  * or back to the caller, which changes nothing.  Never in hook context.
  */
-GDRC_NOINLINE __attribute__((format(printf, 2, 3)))
+/* Not GDRC_NOINLINE: a call to a cold function on the context check
+ * that opens every call made GCC 12 move the callers' whole hit path
+ * into .text.unlikely, behind a jump and six saved registers. */
+__attribute__((noinline, format(printf, 2, 3)))
 static void misuse(const char *call, const char *fmt, ...)
 {
 	int stop = atomic_load_explicit(&misuse_policy, memory_order_relaxed) ==
@@ -142,7 +145,7 @@ static inline struct gdrc_ctx *ctx_of(struct gdrc_ctx *pub)
 	return ctx->cache.key == (uintptr_t)pub ? ctx : NULL;
 }
 
-GDRC_NOINLINE
+__attribute__((noinline)) /* not cold: see misuse */
 static void ctx_misuse(const char *call, const struct gdrc_ctx *pub)
 {
 	misuse(call, "context %p is finished (gdrc_fini) or was never one",
