@@ -264,6 +264,9 @@ struct gdrc_tls_entry {
 
 struct gdrc_tls {
 	struct gdrc_tls_entry e[GDRC_TLS_ENTRIES];
+	unsigned mru;       /* the entry the last fast get found: tried
+			     * first, so that a hit costs the same in
+			     * whichever slot its cache's entry lies */
 	unsigned next;      /* round-robin replacement */
 	unsigned seen_next; /* round-robin replacement in seen */
 	const struct gdrc_region *seen[GDRC_TLS_SEEN]; /* compared only */
@@ -784,9 +787,40 @@ gdrc_cache_hit_count(struct gdrc_cache *c, struct gdrc_region *r,
 	gdrc_shard_inc(count, t->shard);
 }
 
+/* Does entry e serve a get of [start, end) with access from c? */
+static inline __attribute__((always_inline)) int
+gdrc_tls_covers(const struct gdrc_tls_entry *e, const struct gdrc_cache *c,
+		uintptr_t start, uintptr_t end, uint32_t access)
+{
+	return e->uid == c->uid && start >= e->start && end <= e->end &&
+	       !(access & ~e->access);
+}
+
+/*
+ * This thread's entry of c for handle mr, or NULL: the last one a get
+ * found first (a put or reget follows its get).  Compared with mr
+ * itself (&h->pub): nothing of mr is read before it matched, and a free
+ * entry (h NULL) or a direct reference never matches.
+ */
+static inline __attribute__((always_inline)) struct gdrc_tls_entry *
+gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
+		 const struct gdrc_mr *mr)
+{
+	struct gdrc_tls_entry *e = &t->e[t->mru];
+
+	if (gdrc_likely((const struct gdrc_mr *)e->h == mr &&
+			e->uid == c->uid))
+		return e;
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		if ((const struct gdrc_mr *)t->e[i].h == mr &&
+		    t->e[i].uid == c->uid)
+			return &t->e[i];
+	return NULL;
+}
+
 /*
  * The fast path: a hit on one of this thread's remembered handles (the
- * checks: gdrc_cache_hit_ok).  (A fork child never gets here: its
+ * checks: gdrc_cache_hit_ok), the one it hit last tried first.  (A fork child never gets here: its
  * entries are forgotten.)
  * @return the handle with the get counted, or NULL (go slow).
  */
@@ -795,22 +829,30 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		    uint32_t access, int (*host_ok)(void))
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_entry *e = &t->e[t->mru];
+	_Atomic uint64_t *count;
 
-	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
-		struct gdrc_tls_entry *e = &t->e[i];
-		_Atomic uint64_t *count;
+	if (gdrc_unlikely(!gdrc_tls_covers(e, c, start, end, access))) {
+		/* The others from the one after it: ranges taken in turn
+		 * are found at the first of them. */
+		unsigned i = t->mru;
 
-		if (e->uid != c->uid || start < e->start || end > e->end ||
-		    (access & ~e->access))
-			continue;
-		count = gdrc_cache_hit_ok(c, e->r, t, start, end, host_ok);
-		if (!count)
-			return NULL;
-		gdrc_owned_add(&e->h->held, 1);
-		gdrc_cache_hit_count(c, e->r, t, count);
-		return &e->h->pub;
+		for (int k = 1;; k++) {
+			if (k == GDRC_TLS_ENTRIES)
+				return NULL;
+			i = (i + 1) % GDRC_TLS_ENTRIES;
+			if (gdrc_tls_covers(&t->e[i], c, start, end, access))
+				break;
+		}
+		t->mru = i;
+		e = &t->e[i];
 	}
-	return NULL;
+	count = gdrc_cache_hit_ok(c, e->r, t, start, end, host_ok);
+	if (!count)
+		return NULL;
+	gdrc_owned_add(&e->h->held, 1);
+	gdrc_cache_hit_count(c, e->r, t, count);
+	return &e->h->pub;
 }
 
 /* gdrc_cache_reget's checks for a region with more than the host hit's
@@ -835,17 +877,9 @@ gdrc_cache_reget(struct gdrc_cache *c, const struct gdrc_mr *mr,
 		 int (*host_ok)(void))
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_tls_entry *e = NULL;
+	struct gdrc_tls_entry *e = gdrc_tls_holding(t, c, mr);
 	struct gdrc_region *r;
 
-	/* Compared with mr itself (&h->pub), as gdrc_cache_put_fast does:
-	 * nothing of mr is read, and a direct reference never matches. */
-	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
-		if ((const struct gdrc_mr *)t->e[i].h == mr &&
-		    t->e[i].uid == c->uid) {
-			e = &t->e[i];
-			break;
-		}
 	if (!e || start < e->start || end > e->end || (access & ~e->access))
 		return 0;
 	r = e->r;
@@ -879,26 +913,21 @@ static inline __attribute__((always_inline)) int
 gdrc_cache_put_fast(struct gdrc_cache *c, struct gdrc_mr *mr)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_entry *e = gdrc_tls_holding(t, c, mr);
+	struct gdrc_handle *h;
+	uint64_t held;
 
 	/* A live entry implies the thread has its shard (tls_install). */
-	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
-		struct gdrc_handle *h = t->e[i].h;
-
-		if ((struct gdrc_mr *)h == mr && t->e[i].uid == c->uid) {
-			uint64_t held = atomic_load_explicit(
-				&h->held, memory_order_relaxed);
-
-			if (gdrc_unlikely(held <= atomic_load_explicit(
-						  &h->remote,
-						  memory_order_relaxed)))
-				return 0;
-			gdrc_shard_inc(&c->shards[t->shard].puts, t->shard);
-			atomic_store_explicit(&h->held, held - 1,
-					      memory_order_relaxed);
-			return 1;
-		}
-	}
-	return 0;
+	if (!e)
+		return 0;
+	h = e->h;
+	held = atomic_load_explicit(&h->held, memory_order_relaxed);
+	if (gdrc_unlikely(held <= atomic_load_explicit(&h->remote,
+						       memory_order_relaxed)))
+		return 0;
+	gdrc_shard_inc(&c->shards[t->shard].puts, t->shard);
+	atomic_store_explicit(&h->held, held - 1, memory_order_relaxed);
+	return 1;
 }
 
 /* A put, fast or not.  @return GDRC_PUT_OK, or the fault found. */
