@@ -719,6 +719,20 @@ static inline int gdrc_region_tags_ok(const struct gdrc_cache *c,
 }
 
 /*
+ * No event queued, then r not INVALID: the two words every fast hit
+ * reads after the hooks (gdrc_cache_hit_ok says why in this order).  Our
+ * pin keeps r registered; INVALID says it left the cache, and the slow
+ * path lets go of the handle.
+ */
+static inline __attribute__((always_inline)) int
+gdrc_region_live(const struct gdrc_cache *c, const struct gdrc_region *r)
+{
+	return !atomic_load_explicit(&c->invq.pending, memory_order_acquire) &&
+	       !(atomic_load_explicit(&r->word, memory_order_acquire) &
+		 REGION_INVALID);
+}
+
+/*
  * The checks of a fast hit on r for [start, end), by this thread (whose
  * shard t->shard is set).
  * host_ok: whether the free interception can be trusted right now (the
@@ -747,13 +761,7 @@ gdrc_cache_hit_ok(struct gdrc_cache *c, struct gdrc_region *r,
 	 * shows the mark.  Read the other way round, an event queued (or a
 	 * drain finished) between two loads served a registration of
 	 * memory that was already unmapped. */
-	if ((!r->tag_check && !host_ok()) ||
-	    atomic_load_explicit(&c->invq.pending, memory_order_acquire))
-		return NULL;
-	/* Our pin keeps r registered; INVALID says it left the cache, and
-	 * the slow path lets go of the handle. */
-	if (atomic_load_explicit(&r->word, memory_order_acquire) &
-	    REGION_INVALID)
+	if ((!r->tag_check && !host_ok()) || !gdrc_region_live(c, r))
 		return NULL;
 	if (gdrc_region_kstale(c, r))
 		return NULL; /* the kernel saw it go: slow path */
@@ -820,8 +828,8 @@ gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
 
 /*
  * The fast path: a hit on one of this thread's remembered handles (the
- * checks: gdrc_cache_hit_ok), the one it hit last tried first.  (A fork child never gets here: its
- * entries are forgotten.)
+ * checks: gdrc_cache_hit_ok), the one it hit last tried first.  (A
+ * fork child never gets here: its entries are forgotten.)
  * @return the handle with the get counted, or NULL (go slow).
  */
 static inline __attribute__((always_inline)) struct gdrc_mr *
@@ -886,10 +894,7 @@ gdrc_cache_reget(struct gdrc_cache *c, const struct gdrc_mr *mr,
 	if (gdrc_unlikely(r->tag_check || r->kslot >= 0))
 		return gdrc_cache_reget_checked(c, r, t, start, end, host_ok);
 	/* gdrc_cache_hit_ok's order, and its proof. */
-	if (!host_ok() ||
-	    atomic_load_explicit(&c->invq.pending, memory_order_acquire) ||
-	    (atomic_load_explicit(&r->word, memory_order_acquire) &
-	     REGION_INVALID))
+	if (!host_ok() || !gdrc_region_live(c, r))
 		return 0;
 	gdrc_cache_hit_count(c, r, t, &c->shards[t->shard].hits);
 	return 1;

@@ -150,7 +150,6 @@ int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	return ret;
 }
 
-
 int gdrc_cache_reget_checked(struct gdrc_cache *c, struct gdrc_region *r,
 			     const struct gdrc_tls *t, uintptr_t start,
 			     uintptr_t end, int (*host_ok)(void))

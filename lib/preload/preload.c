@@ -561,6 +561,14 @@ GDRC_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 	return reg_mr(pd, addr, length, iova, access, REG_IOVA2);
 }
 
+/* Park pmr, deregistered, as this thread's: its reference held, and its
+ * PD's generation noted (reg_mr tells a PD deallocated since by it). */
+static inline void mr_park(struct preload_mr *pmr)
+{
+	pmr->gen = atomic_load_explicit(&pmr->ppd->gen, memory_order_relaxed);
+	tls_mr.parked = pmr;
+}
+
 /* A dereg past dereg's common case: any MR, ours or not, with another
  * parked or none. */
 __attribute__((noinline))
@@ -588,8 +596,7 @@ static int dereg_slow(struct ibv_mr *mr)
 		return 0;
 	}
 	old = tls_mr.parked;
-	pmr->gen = atomic_load_explicit(&pmr->ppd->gen, memory_order_relaxed);
-	tls_mr.parked = pmr;
+	mr_park(pmr);
 	if (old) {
 		/* The same PD: gone only if the program deallocated it. */
 		if (old->gen == pmr->gen)
@@ -609,8 +616,7 @@ GDRC_API int ibv_dereg_mr(struct ibv_mr *mr)
 	    !atomic_load_explicit(&pmr->live, memory_order_relaxed))
 		return dereg_slow(mr);
 	atomic_store_explicit(&pmr->live, 0, memory_order_relaxed);
-	pmr->gen = atomic_load_explicit(&pmr->ppd->gen, memory_order_relaxed);
-	tls_mr.parked = pmr;
+	mr_park(pmr);
 	return 0;
 }
 
@@ -648,7 +654,7 @@ GDRC_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		access = (int)pmr->access;
 	errno = 0;
 	fresh = (struct preload_mr *)mr_cached_get(pd, addr, length,
-					       (unsigned)access);
+						   (unsigned)access);
 	if (!fresh) {
 		if (!errno)
 			errno = EINVAL;
