@@ -696,7 +696,10 @@ enum gdrc_stat {
 };
 
 /**
- * Read one counter.
+ * Read one counter.  Like a get, it first waits for an unmap still
+ * posting its event, so an unmap that has returned is counted (with
+ * GDRC_MEM_HOOKS=uffd the event is posted by the library's reader after
+ * munmap returns); gdrc_stats_dump and gdrc_source_status alike.
  * @return GDRC_OK; GDRC_ERR_INVALID_PARAM for a NULL ctx or value_p or an
  *         unknown stat.  Thread safe.
  */

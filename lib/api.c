@@ -636,6 +636,18 @@ static void ctx_stats(struct gdrc_ctx *ctx, uint64_t *v)
 		atomic_load_explicit(&misuse_seen, memory_order_relaxed);
 }
 
+/* ctx_stats for a caller that reads them (gdrc_stat_get, gdrc_stats_dump,
+ * gdrc_source_status): first the unmaps still posting their events, as
+ * a get waits for them, so that an unmap that returned is counted (with
+ * userfaultfd the reader posts after the unmapping thread went on).  Not
+ * print_stats: it may run at exit or fini in a signal handler, which
+ * must not wait for a window it may have interrupted. */
+static void ctx_stats_settled(struct gdrc_ctx *ctx, uint64_t *v)
+{
+	gdrc_hooks_wait_idle();
+	ctx_stats(ctx, v);
+}
+
 static void print_stats(struct gdrc_ctx *ctx)
 {
 	uint64_t v[GDRC_STAT_COUNT];
@@ -1342,7 +1354,7 @@ static int source_on(struct gdrc_ctx *ctx, enum gdrc_source source,
 	uint64_t v[GDRC_STAT_COUNT];
 	const char *src = NULL;
 
-	ctx_stats(ctx, v);
+	ctx_stats_settled(ctx, v);
 	switch (source) {
 	case GDRC_SOURCE_KMOD:
 		*events = v[GDRC_STAT_INV_KMOD];
@@ -1451,7 +1463,7 @@ GDRC_API gdrc_status_t gdrc_stat_get(struct gdrc_ctx *pub, enum gdrc_stat stat,
 		return GDRC_ERR_INVALID_PARAM;
 	if (atomic_load_explicit(&ctx->cache.forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
-	ctx_stats(ctx, v);
+	ctx_stats_settled(ctx, v);
 	*value_p = v[stat];
 	return GDRC_OK;
 }
@@ -1468,6 +1480,6 @@ GDRC_API gdrc_status_t gdrc_stats_dump(struct gdrc_ctx *pub,
 		return GDRC_ERR_INVALID_PARAM;
 	if (atomic_load_explicit(&ctx->cache.forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
-	ctx_stats(ctx, v);
+	ctx_stats_settled(ctx, v);
 	return gdrc_stats_format(v, format, buf, buflen, needed_p);
 }
