@@ -69,8 +69,13 @@
  *   --bufs N      the workload's buffers (16; at least 4)
  *   --mpi      bootstrap through MPI instead of TCP (MPI builds only)
  *   --local    one process, no NIC (with --mem cuda only)
+ *   --wc-timeout S  give up when a completion waited for does not come
+ *              within S seconds (60; 0: wait for ever): a lost message
+ *              on a link that will not retransmit it would otherwise
+ *              hang both sides
  *   -h, --help this text
- * Exit 0 when every check passed.
+ * Exit 0 when every check passed; 3 when a completion did not come (the
+ * line says which mode, size and message).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -139,6 +144,12 @@ struct pp {
 	int local;                     /* --local: no NIC, no peer */
 	int timing;                    /* reg_get/reg_put add to reg_ticks */
 	uint64_t reg_ticks;            /* registering, this message */
+	double wc_timeout_s;           /* --wc-timeout; 0: none */
+	struct {                       /* what the next wait is for, */
+		int mode;              /* for the line a timeout prints */
+		size_t len;
+		unsigned msg;
+	} at;
 };
 
 /* One round of one mode at one size, as the client saw it. */
@@ -652,10 +663,24 @@ static void post(struct pp *p, int send, char *buf, size_t len,
 		die(send ? "ibv_post_send" : "ibv_post_recv");
 }
 
+/* No completion came in --wc-timeout seconds: say what was waited for
+ * and stop (the peer's own wait ends the same way). */
+static void wc_timed_out(const struct pp *p, int recv)
+{
+	fprintf(stderr,
+		"gdrc-pingpong: %s: no %s completion in %.0f s (mode %s, "
+		"%zu bytes, message %u); the peer or the link stopped\n",
+		p->server ? "server" : "client", recv ? "receive" : "send",
+		p->wc_timeout_s, mode_names[p->at.mode], p->at.len, p->at.msg);
+	exit(3);
+}
+
 /* Wait for one receive (recv 1) or send (recv 0) completion; the other
  * kind seen meanwhile is counted for later. */
 static void wait_wc(struct pp *p, int recv)
 {
+	double deadline = 0;
+	unsigned idle = 0;
 	struct ibv_wc wc;
 
 	while (!p->done[recv]) {
@@ -663,8 +688,16 @@ static void wait_wc(struct pp *p, int recv)
 
 		if (k < 0)
 			die("ibv_poll_cq");
-		if (!k)
+		if (!k) {
+			/* The clock is read once per 4096 empty polls. */
+			if (p->wc_timeout_s <= 0 || ++idle % 4096)
+				continue;
+			if (!deadline)
+				deadline = now_us() + p->wc_timeout_s * 1e6;
+			else if (now_us() > deadline)
+				wc_timed_out(p, recv);
 			continue;
+		}
 		if (wc.status != IBV_WC_SUCCESS) {
 			fprintf(stderr, "completion failed: %s\n",
 				ibv_wc_status_str(wc.status));
@@ -684,6 +717,9 @@ static void round_trip(struct pp *p, int mode, char *sbuf, size_t len)
 {
 	struct reg rs, rr;
 
+	p->at.mode = mode;
+	p->at.len = len;
+	p->at.msg++;
 	reg_get(p, mode, p->rbuf, len, &rr);
 	if (!p->local)
 		post(p, 0, p->rbuf, len, rr.lkey);
@@ -723,6 +759,9 @@ static void serve(struct pp *p, int mode, const size_t *lens, unsigned n,
 	for (unsigned k = 0; k < n; k++) {
 		int x = k & 1, y = x ^ 1;
 
+		p->at.mode = mode;
+		p->at.len = lens[k];
+		p->at.msg++;
 		wait_wc(p, 1);
 		if (k + 1 < n) {
 			reg_get(p, mode, b[y], lens[k + 1], &r[y]);
@@ -1126,7 +1165,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: gdrc-pingpong [-d DEV] [-s MIN:MAX] [-n N] [-r N] "
 		   "[-w N] [-m MODES] [-o CSV]\n"
 		   "                     [--mem host|cuda] [--workload N] "
-		   "[--bufs N] [--mpi | --local] [SERVER]\n"
+		   "[--bufs N] [--wc-timeout S] [--mpi | --local]\n"
+		   "                     [SERVER]\n"
 		   "the options are described at the top of gdrc-pingpong.c\n");
 }
 
@@ -1146,9 +1186,10 @@ int main(int argc, char **argv)
 					       { "local", 0, NULL, 'L' },
 					       { "workload", 1, NULL, 'W' },
 					       { "bufs", 1, NULL, 'B' },
+					       { "wc-timeout", 1, NULL, 'T' },
 					       { "help", 0, NULL, 'h' },
 					       { 0, 0, 0, 0 } };
-	struct pp p = { .gidx = 1,
+	struct pp p = { .gidx = 1, .wc_timeout_s = 60,
 			.plan = { .modes = 7, .iters = 50, .warmup = 5,
 				  .rounds = 1, .wl_bufs = 16,
 				  .min_size = 4096, .max_size = 4 << 20 } };
@@ -1173,6 +1214,7 @@ int main(int argc, char **argv)
 		case 'L': p.local = 1; break;
 		case 'W': p.plan.wl_msgs = (uint32_t)atoi(optarg); break;
 		case 'B': p.plan.wl_bufs = (uint32_t)atoi(optarg); break;
+		case 'T': p.wc_timeout_s = atof(optarg); break;
 		case 's':
 			p.plan.min_size = parse_size(optarg, &e);
 			p.plan.max_size = *e == ':' ?
