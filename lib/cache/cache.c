@@ -263,21 +263,25 @@ void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values)
  * allocation range, which holds the key. */
 static int check_segments(const struct gdrc_region *r)
 {
+	const struct gdrc_region_ext *x = r->ext;
+
 	if (r->mem_type != GDRC_MEM_CUDA)
 		return 0;
-	if (!r->nseg || (r->nseg > 1) != !!r->segs ||
-	    (r->tag_check >= REGION_TAG_SEGS) != (r->tag_check && r->segs) ||
-	    r->start < r->alloc_start || r->end > r->alloc_end)
+	if (x == &gdrc_region_ext_none || !x->nseg ||
+	    (x->nseg > 1) != !!x->segs ||
+	    (r->tag_check >= REGION_TAG_SEGS) != (r->tag_check && x->segs) ||
+	    r->start < x->alloc_start || r->end > x->alloc_end ||
+	    r->kmore_any != !!x->kmore)
 		return -1;
-	for (unsigned i = 0; i < r->nseg; i++) {
+	for (unsigned i = 0; i < x->nseg; i++) {
 		struct gdrc_seg g = gdrc_region_seg(r, i);
 
 		if (g.start >= g.end ||
 		    g.start != (i ? gdrc_region_seg(r, i - 1).end :
-				    r->alloc_start))
+				    x->alloc_start))
 			return -1;
 	}
-	if (gdrc_region_seg(r, r->nseg - 1).end != r->alloc_end ||
+	if (gdrc_region_seg(r, x->nseg - 1).end != x->alloc_end ||
 	    gdrc_region_seg(r, 0).buffer_id != r->buffer_id)
 		return -1;
 	return 0;
@@ -378,18 +382,15 @@ static void registry_del(struct gdrc_cache *c)
 	pthread_mutex_unlock(&cache_registry_lock);
 }
 
-static void free_arrays(void *obj, void *arg)
+static void free_exts(void *obj, void *arg)
 {
-	struct gdrc_region *r = obj;
-
 	(void)arg;
-	free(r->segs);
-	free(r->kpins);
+	gdrc_region_ext_free(obj);
 }
 
 static void free_chunks(struct gdrc_cache *c)
 {
-	gdrc_pool_each(&c->regions, free_arrays, NULL);
+	gdrc_pool_each(&c->regions, free_exts, NULL);
 	gdrc_pool_free_chunks(&c->regions);
 	gdrc_pool_free_chunks(&c->handles);
 	gdrc_index_cleanup(c);

@@ -131,13 +131,45 @@ enum gdrc_put_fault {
 };
 
 /*
- * One registration, two 128-byte line pairs (pool.c aligns objects to a
- * pair).  Line 0 holds what a hit reads, line 1 the tag and what a put of
- * a direct reference reads; the second pair what misses, releases and
- * invalidations read under the lock.  Fields marked "fixed" do not change
- * between the region's publication and its release.  Small fields are
- * bytes: a million cached registrations cost a quarter gigabyte at this
- * size (docs/benchmarks.md, bytes per registration).
+ * What only some registrations have: GPU memory, CUDA-pinned host memory,
+ * a registered range wider than the key, the kernel channel's
+ * subscription and pins.  Allocated with its region (miss.c) before it is
+ * published, freed with it (gdrc_region_free); every field fixed.  A
+ * plain host registration has none: its ext is gdrc_region_ext_none,
+ * whose registered range is the key's (gdrc_region_reg_start/_end).
+ */
+struct gdrc_region_ext {
+	uintptr_t reg_start;     /* range registered (pinned); GPU: 64 KiB */
+	uintptr_t reg_end;       /* rounded, may be wider than the key */
+	uintptr_t alloc_start;   /* GPU or CUDA-pinned host memory: the
+				  * whole allocation, or the run of VMM
+				  * mappings it covers; else 0, 0 */
+	uintptr_t alloc_end;
+	uint64_t khandle;        /* its subscription */
+	struct gdrc_kpin *kpins; /* the kmore further pins */
+	uint32_t kmore;          /* GPU pins beyond kslot's (one per further
+				  * VMM mapping), in kpins */
+	/* GPU memory's segments (gdrc_int.h), in address order, covering
+	 * [alloc_start, alloc_end).  nseg 1: no array (segs NULL), the one
+	 * segment is alloc_start, alloc_end, buffer_id. */
+	unsigned nseg;
+	struct gdrc_seg *segs;   /* NULL or seg_store */
+	struct gdrc_seg seg_store[];
+};
+
+/* The ext of every region that needs none (read only). */
+extern const struct gdrc_region_ext gdrc_region_ext_none;
+
+/*
+ * One registration, three 64-byte lines (pool.c aligns objects to a
+ * line).  Line 0 holds what a hit reads, line 1 the tag and what a put
+ * of a direct reference reads; line 2 what misses, releases and
+ * invalidations read under the lock; what only GPU, CUDA-pinned and
+ * kernel-channel registrations need is out of line (ext).  Fields
+ * marked "fixed" do not change between the region's publication and its
+ * release.  Small fields are bytes: a million cached registrations cost
+ * 192 MB of regions at this size (docs/benchmarks.md, bytes per
+ * registration).
  */
 struct gdrc_region {
 	/* Line 0: all a hit reads (fast or through the index) but a tag
@@ -149,13 +181,18 @@ struct gdrc_region {
 	_Atomic uint64_t word;   /* refs | INVALID | DEAD | pins, see above */
 	_Atomic uint64_t stamp;  /* cache tick at its last get (LRU) */
 	int kslot;               /* fixed: kernel channel word, or -1 */
-	uint32_t kmore;          /* fixed: GPU pins beyond kslot's (one per
-				  * further VMM mapping), in kpins */
-	uint32_t access;         /* fixed: GDRC_ACCESS_* registered */
+	uint16_t access;         /* fixed: GDRC_ACCESS_* registered */
+	uint8_t info_flags;      /* fixed: GDRC_MR_INFO_* it was made with */
+	uint8_t kmore_any;       /* fixed: ext->kmore > 0 */
 	uint8_t tag_check;       /* fixed: REGION_TAG_*: how hits check */
 	uint8_t mem_type;        /* fixed: enum gdrc_mem_type */
 	uint8_t kind;            /* fixed: enum gdrc_ptr_kind */
 	uint8_t kpinned;         /* fixed: kslot is a GPU pin, not a watch */
+	int16_t device;          /* fixed: CUDA ordinal or -1 */
+	int8_t ix_level;         /* index.c, under cache->lock: its level
+				  * in the page hash, or -1 (the tree
+				  * alone) */
+	uint8_t was_cached;      /* fixed: inserted into the index */
 	union {
 		struct gdrc_itree_node node;
 		struct {
@@ -173,29 +210,11 @@ struct gdrc_region {
 	uint32_t lkey;           /* fixed */
 	uint32_t rkey;           /* fixed */
 
-	/* Second pair: what misses, releases and invalidations read. */
-	int16_t device;          /* fixed: CUDA ordinal or -1 */
-	int8_t ix_level;         /* index.c, under cache->lock: its level
-				  * in the page hash, or -1 (the tree
-				  * alone) */
-	uint8_t was_cached;      /* fixed: inserted into the index */
-	uint32_t info_flags;     /* fixed: GDRC_MR_INFO_* it was made with */
+	/* Line 2: what misses, releases and invalidations read. */
 	void *handle;            /* fixed: backend object (its backend:
 				  * gdrc_cache_ops_for(cache, mem_type)) */
 	uint64_t id;             /* fixed: unique in the process */
-	uintptr_t reg_start;     /* fixed: range registered (pinned); */
-	uintptr_t reg_end;       /* fixed   GPU: 64 KiB rounded, may be wider */
-	uintptr_t alloc_start;   /* fixed: GPU or CUDA-pinned host memory:
-				  * the whole allocation, or the run of VMM
-				  * mappings it covers; else 0, 0 */
-	uintptr_t alloc_end;     /* fixed */
-	/* fixed: GPU memory's segments (gdrc_int.h), in address order,
-	 * covering [alloc_start, alloc_end).  nseg 1: no array, the one
-	 * segment is alloc_start, alloc_end, buffer_id. */
-	struct gdrc_seg *segs;
-	unsigned nseg;
-	uint64_t khandle;        /* fixed: its subscription */
-	struct gdrc_kpin *kpins; /* fixed: the kmore further pins */
+	const struct gdrc_region_ext *ext; /* fixed: never NULL */
 	struct gdrc_handle *_Atomic handles; /* pushed only; freed with it */
 
 	/* Under cache->lock: */
@@ -205,9 +224,19 @@ struct gdrc_region {
 
 	/* Under cache->slab_lock: */
 	struct gdrc_region *free_next; /* slab free list */
-} __attribute__((aligned(2 * GDRC_CACHELINE))); /* a whole number of line
-	* pairs: threads on neighbouring regions share no line, and a
-	* region's first pair is fetched together */
+} GDRC_ALIGNED_CL; /* whole lines: threads on neighbouring regions share
+		    * no line */
+
+/* The range a region registered: its key's unless its ext says. */
+static inline uintptr_t gdrc_region_reg_start(const struct gdrc_region *r)
+{
+	return r->ext == &gdrc_region_ext_none ? r->start : r->ext->reg_start;
+}
+
+static inline uintptr_t gdrc_region_reg_end(const struct gdrc_region *r)
+{
+	return r->ext == &gdrc_region_ext_none ? r->end : r->ext->reg_end;
+}
 
 /* A GPU pin of the kernel channel: its word and its handle. */
 struct gdrc_kpin {
@@ -663,7 +692,7 @@ static inline int gdrc_region_kstale(const struct gdrc_cache *c,
 {
 	return r->kslot >= 0 &&
 	       (c->p.kgen[r->kslot] ||
-		(gdrc_unlikely(r->kmore) && gdrc_cache_kmore_stale(c, r)));
+		(gdrc_unlikely(r->kmore_any) && gdrc_cache_kmore_stale(c, r)));
 }
 
 /* Do the segments of r (REGION_TAG_MANY) that [start, end) touches
@@ -699,7 +728,7 @@ static inline int gdrc_region_segs_walk(const struct gdrc_cache *c,
 					const struct gdrc_region *r,
 					uintptr_t start, uintptr_t end)
 {
-	const struct gdrc_seg *g = r->segs;
+	const struct gdrc_seg *g = r->ext->segs;
 
 	while (g->end <= start)
 		g++;

@@ -126,6 +126,7 @@ void gdrc_slab_unlock(struct gdrc_cache *c);
 void gdrc_region_init_free(void *obj);
 struct gdrc_region *gdrc_region_alloc(struct gdrc_cache *c);
 void gdrc_region_free(struct gdrc_cache *c, struct gdrc_region *r);
+void gdrc_region_ext_free(struct gdrc_region *r);
 struct gdrc_dev_acct *gdrc_dev_acct(struct gdrc_cache *c, int device);
 void gdrc_region_publish(struct gdrc_cache *c, struct gdrc_region *r);
 void gdrc_kern_give_back(struct gdrc_cache *c, int slot, int pinned,

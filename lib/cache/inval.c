@@ -35,7 +35,7 @@ int gdrc_collect_fn(struct gdrc_region *r, void *arg)
 	     (r->access & ~col->access) || !gdrc_same_memory(r, col->req)))
 		return 0;
 	if (col->alloc_match &&
-	    !(r->alloc_start < col->end && r->alloc_end > col->start))
+	    !(r->ext->alloc_start < col->end && r->ext->alloc_end > col->start))
 		return 0;
 	r->free_next = col->list;
 	col->list = r;

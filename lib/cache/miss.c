@@ -319,6 +319,41 @@ static gdrc_status_t kpin_retry(struct gdrc_cache *c, struct miss_plan *plan,
 	return full ? GDRC_ERR_NO_MEMORY : GDRC_ERR_KMOD;
 }
 
+/* ext_new could not allocate. */
+#define EXT_NO_MEMORY ((struct gdrc_region_ext *)1)
+
+/*
+ * The ext a registration of plan needs (its kernel handle and pins are
+ * filled in once it is registered), or NULL: a plain host registration
+ * (its registered range the key, no allocation, no kernel subscription)
+ * has none.  Outside the lock.
+ */
+static struct gdrc_region_ext *ext_new(const struct miss_plan *plan,
+				       const struct miss_kern *k)
+{
+	const struct gdrc_cache_req *req = plan->req;
+	unsigned nseg = req->segs ? req->nseg : 0;
+	struct gdrc_region_ext *x;
+
+	if (req->mem_type == GDRC_MEM_HOST && !req->segs && !req->alloc_start &&
+	    !req->alloc_end && plan->reg_start == plan->start &&
+	    plan->reg_end == plan->end && k->slot < 0 && !k->kmore)
+		return NULL;
+	x = calloc(1, sizeof(*x) + nseg * sizeof(x->seg_store[0]));
+	if (!x)
+		return EXT_NO_MEMORY;
+	x->reg_start = plan->reg_start;
+	x->reg_end = plan->reg_end;
+	x->alloc_start = req->alloc_start;
+	x->alloc_end = req->alloc_end;
+	x->nseg = gdrc_req_nseg(req);
+	if (nseg) {
+		memcpy(x->seg_store, req->segs, nseg * sizeof(x->seg_store[0]));
+		x->segs = x->seg_store;
+	}
+	return x;
+}
+
 /* Register plan's range outside the lock.  @return status; *r_p set. */
 static gdrc_status_t miss_register(struct gdrc_cache *c,
 				   struct miss_plan *plan,
@@ -335,6 +370,7 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	const struct gdrc_pin_ops *ops = gdrc_cache_ops_for(c, req->mem_type,
 							    &be);
 	gdrc_status_t status;
+	struct gdrc_region_ext *x;
 	struct gdrc_region *r;
 	struct miss_kern k;
 	int kerr;
@@ -342,15 +378,6 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	r = gdrc_region_alloc(c);
 	if (!r)
 		return GDRC_ERR_NO_MEMORY;
-	if (req->segs) {
-		r->segs = malloc(req->nseg * sizeof(*r->segs));
-		if (!r->segs) {
-			gdrc_region_free(c, r);
-			return GDRC_ERR_NO_MEMORY;
-		}
-		memcpy(r->segs, req->segs, req->nseg * sizeof(*r->segs));
-	}
-	r->nseg = gdrc_req_nseg(req);
 	kerr = miss_subscribe(c, plan, &k);
 	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_kpin_required &&
 	    !k.pinned) {
@@ -361,25 +388,34 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 			return status;
 		}
 	}
+	x = ext_new(plan, &k);
+	if (x == EXT_NO_MEMORY) {
+		kern_release(c, &k);
+		gdrc_region_free(c, r);
+		return GDRC_ERR_NO_MEMORY;
+	}
 	status = reg_with_retry(c, ops, be, &reg, req->device);
 	if (status) {
+		free(x);
 		kern_release(c, &k);
 		gdrc_stat_add(c, GDRC_STAT_REG_FAILURES, 1);
 		gdrc_region_free(c, r);
 		return status;
 	}
+	if (x) {
+		x->khandle = k.handle;
+		x->kmore = k.kmore;
+		x->kpins = k.kpins;
+		r->ext = x;
+	}
 	r->kslot = k.slot;
-	r->khandle = k.handle;
 	r->kpinned = k.pinned;
-	r->kmore = k.kmore;
-	r->kpins = k.kpins;
+	r->kmore_any = k.kmore > 0;
 	r->id = atomic_fetch_add_explicit(&region_id_next, 1,
 					  memory_order_relaxed);
 	r->start = plan->start;
 	r->end = plan->end;
-	r->reg_start = plan->reg_start;
-	r->reg_end = plan->reg_end;
-	r->access = plan->access;
+	r->access = (uint16_t)plan->access;
 	r->lkey = reg.lkey;
 	r->rkey = reg.rkey;
 	r->mem_type = req->mem_type;
@@ -388,15 +424,14 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	/* GDRC_VALIDATE=auto: the kernel's word replaces the tag query. */
 	if (!req->tag_check || (req->tag_check_auto && k.slot >= 0))
 		r->tag_check = REGION_TAG_NONE;
-	else if (!r->segs)
+	else if (!r->ext->segs)
 		r->tag_check = REGION_TAG_ONE;
 	else
-		r->tag_check = r->nseg <= REGION_SEGS_WALK ? REGION_TAG_SEGS :
-							     REGION_TAG_MANY;
+		r->tag_check = r->ext->nseg <= REGION_SEGS_WALK ?
+				       REGION_TAG_SEGS : REGION_TAG_MANY;
 	r->buffer_id = req->buffer_id;
-	r->alloc_start = req->alloc_start;
-	r->alloc_end = req->alloc_end;
-	r->info_flags = req->info_flags | (k.slot >= 0 ? GDRC_MR_INFO_KMOD : 0);
+	r->info_flags = (uint8_t)(req->info_flags |
+				  (k.slot >= 0 ? GDRC_MR_INFO_KMOD : 0));
 	if (!r->tag_check)
 		r->info_flags &= ~GDRC_MR_INFO_TAG_CHECKED;
 	r->was_cached = 0;

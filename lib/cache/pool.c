@@ -41,8 +41,9 @@ static void **pool_link(const struct gdrc_pool *pool, void *obj)
 	return (void **)((char *)obj + pool->link);
 }
 
-/* Chunks and objects are aligned to pairs of lines, which CPUs fetch
- * together (the adjacent-line prefetcher). */
+/* Chunks are aligned to pairs of lines, which CPUs fetch together (the
+ * adjacent-line prefetcher); objects, whole lines in size (a region is
+ * three, a handle one), to lines. */
 #define POOL_ALIGN (2 * GDRC_CACHELINE)
 /* Objects in the first chunk, and the most in one. */
 #define POOL_FIRST 64

@@ -26,21 +26,22 @@
 #include "cache_int.h"
 
 /* A hit reads line 0 of its region (a tag check also line 1); a put of a
- * direct reference lines 0 and 1, one 128-byte pair (pool.c aligns
- * objects to it). */
+ * direct reference lines 0 and 1 (pool.c aligns objects to a line). */
 _Static_assert(offsetof(struct gdrc_region, end) + sizeof(uintptr_t) <=
 		       GDRC_CACHELINE,
 	       "a hit's fields of struct gdrc_region leave line 0");
 _Static_assert(offsetof(struct gdrc_region, rkey) + sizeof(uint32_t) <=
 		       2 * GDRC_CACHELINE,
-	       "a put's fields of struct gdrc_region leave the first pair");
+	       "a put's fields of struct gdrc_region leave line 1");
 _Static_assert(offsetof(struct gdrc_region, start) ==
 			       offsetof(struct gdrc_region, node.start) &&
 		       offsetof(struct gdrc_region, end) ==
 			       offsetof(struct gdrc_region, node.end),
 	       "a region's key is its tree node's");
-_Static_assert(sizeof(struct gdrc_region) == 2 * 2 * GDRC_CACHELINE,
-	       "a region is two 128-byte pairs");
+_Static_assert(sizeof(struct gdrc_region) == 3 * GDRC_CACHELINE,
+	       "a region is three lines");
+
+const struct gdrc_region_ext gdrc_region_ext_none = { .nseg = 1 };
 /* One owner writes a handle: it must not share a line with another. */
 _Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
 	       "a handle is one cache line");
@@ -54,6 +55,7 @@ void gdrc_region_init_free(void *obj)
 	struct gdrc_region *r = obj;
 
 	atomic_init(&r->word, REGION_DEAD | REGION_INVALID);
+	r->ext = &gdrc_region_ext_none;
 }
 
 struct gdrc_region *gdrc_region_alloc(struct gdrc_cache *c)
@@ -61,20 +63,27 @@ struct gdrc_region *gdrc_region_alloc(struct gdrc_cache *c)
 	return gdrc_pool_get(c, &c->regions);
 }
 
+/* Free r's ext and its pin array, if it has its own.  Cleared before
+ * they are freed: a fork child frees what is left (free_chunks), and
+ * must not find one freed already. */
+void gdrc_region_ext_free(struct gdrc_region *r)
+{
+	const struct gdrc_region_ext *x = r->ext;
+
+	if (!x || x == &gdrc_region_ext_none)
+		return;
+	r->ext = &gdrc_region_ext_none;
+	r->kmore_any = 0;
+	free(x->kpins);
+	free((void *)x);
+}
+
 /* Return r and the handles hung on it to the pools. */
 void gdrc_region_free(struct gdrc_cache *c, struct gdrc_region *r)
 {
-	struct gdrc_seg *segs = r->segs;
-	struct gdrc_kpin *kpins = r->kpins;
 	struct gdrc_handle *h, *next;
 
-	/* Cleared before they are freed: a fork child frees what is left
-	 * (free_chunks), and must not find one freed already. */
-	r->segs = NULL;
-	r->kpins = NULL;
-	r->kmore = 0;
-	free(segs);
-	free(kpins);
+	gdrc_region_ext_free(r);
 	r->self.magic = 0;
 	gdrc_slab_lock(c);
 	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
@@ -102,7 +111,7 @@ static void dev_account(struct gdrc_cache *c, const struct gdrc_region *r,
 			int sign)
 {
 	struct gdrc_dev_acct *a = gdrc_dev_acct(c, r->device);
-	uint64_t len = r->reg_end - r->reg_start;
+	uint64_t len = gdrc_region_reg_end(r) - gdrc_region_reg_start(r);
 
 	if (!a)
 		return;
@@ -124,7 +133,7 @@ static void dev_account(struct gdrc_cache *c, const struct gdrc_region *r,
  */
 void gdrc_region_publish(struct gdrc_cache *c, struct gdrc_region *r)
 {
-	uint64_t len = r->reg_end - r->reg_start;
+	uint64_t len = gdrc_region_reg_end(r) - gdrc_region_reg_start(r);
 	uint64_t pinned, max;
 
 	r->self.r = r;
@@ -160,7 +169,8 @@ static int region_claim_dead(struct gdrc_cache *c, struct gdrc_region *r)
 			    &r->word, &w, w | REGION_DEAD,
 			    memory_order_acq_rel, memory_order_acquire)) {
 			atomic_fetch_sub_explicit(&c->pinned_bytes,
-						  r->reg_end - r->reg_start,
+						  gdrc_region_reg_end(r) -
+							  gdrc_region_reg_start(r),
 						  memory_order_relaxed);
 			atomic_fetch_sub_explicit(&c->nalive, 1,
 						  memory_order_relaxed);
@@ -190,8 +200,8 @@ void gdrc_kern_give_back(struct gdrc_cache *c, int slot, int pinned,
 void gdrc_region_release(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	struct gdrc_pin_reg reg = {
-		.addr = r->reg_start,
-		.length = r->reg_end - r->reg_start,
+		.addr = gdrc_region_reg_start(r),
+		.length = gdrc_region_reg_end(r) - gdrc_region_reg_start(r),
 		.access = r->access,
 		.mem_type = r->mem_type,
 		.handle = r->handle,
@@ -199,8 +209,8 @@ void gdrc_region_release(struct gdrc_cache *c, struct gdrc_region *r)
 	void *be;
 
 	gdrc_cache_ops_for(c, r->mem_type, &be)->dereg(be, &reg);
-	gdrc_kern_give_back(c, r->kslot, r->kpinned, r->khandle, r->kmore,
-			    r->kpins);
+	gdrc_kern_give_back(c, r->kslot, r->kpinned, r->ext->khandle,
+			    r->ext->kmore, r->ext->kpins);
 	gdrc_stat_add(c, GDRC_STAT_DEREGS, 1);
 	gdrc_region_free(c, r);
 }
@@ -293,8 +303,8 @@ void gdrc_defer_release(struct gdrc_cache *c, struct gdrc_defer *d)
 int gdrc_cache_kmore_stale(const struct gdrc_cache *c,
 			   const struct gdrc_region *r)
 {
-	for (uint32_t i = 0; i < r->kmore; i++)
-		if (c->p.kgen[r->kpins[i].slot])
+	for (uint32_t i = 0; i < r->ext->kmore; i++)
+		if (c->p.kgen[r->ext->kpins[i].slot])
 			return 1;
 	return 0;
 }
@@ -316,7 +326,9 @@ static struct gdrc_seg seg_at(const struct gdrc_seg *segs, unsigned i,
 
 struct gdrc_seg gdrc_region_seg(const struct gdrc_region *r, unsigned i)
 {
-	return seg_at(r->segs, i, r->alloc_start, r->alloc_end, r->buffer_id);
+	const struct gdrc_region_ext *x = r->ext;
+
+	return seg_at(x->segs, i, x->alloc_start, x->alloc_end, r->buffer_id);
 }
 
 struct gdrc_seg gdrc_req_seg(const struct gdrc_cache_req *q, unsigned i)
@@ -352,7 +364,7 @@ int gdrc_same_memory(const struct gdrc_region *r,
 		return 0;
 	if (r->mem_type != GDRC_MEM_CUDA)
 		return r->buffer_id == q->buffer_id;
-	while (i < r->nseg && j < qn) {
+	while (i < r->ext->nseg && j < qn) {
 		struct gdrc_seg a = gdrc_region_seg(r, i);
 		struct gdrc_seg b = gdrc_req_seg(q, j);
 
@@ -379,9 +391,9 @@ int gdrc_same_segments(const struct gdrc_region *r,
 		return 0;
 	if (r->mem_type != GDRC_MEM_CUDA)
 		return r->buffer_id == q->buffer_id;
-	if (r->nseg != gdrc_req_nseg(q))
+	if (r->ext->nseg != gdrc_req_nseg(q))
 		return 0;
-	for (unsigned i = 0; i < r->nseg; i++) {
+	for (unsigned i = 0; i < r->ext->nseg; i++) {
 		struct gdrc_seg a = gdrc_region_seg(r, i);
 		struct gdrc_seg b = gdrc_req_seg(q, i);
 
@@ -394,12 +406,12 @@ int gdrc_same_segments(const struct gdrc_region *r,
 /* Index of the first segment of r (with an array) ending past addr. */
 static unsigned seg_search(const struct gdrc_region *r, uintptr_t addr)
 {
-	unsigned lo = 0, hi = r->nseg;
+	unsigned lo = 0, hi = r->ext->nseg;
 
 	while (lo < hi) {
 		unsigned mid = lo + (hi - lo) / 2;
 
-		if (r->segs[mid].end <= addr)
+		if (r->ext->segs[mid].end <= addr)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -410,14 +422,15 @@ static unsigned seg_search(const struct gdrc_region *r, uintptr_t addr)
 struct gdrc_seg gdrc_cache_seg_of(const struct gdrc_region *r,
 				  uintptr_t addr)
 {
-	return r->segs ? r->segs[seg_search(r, addr)] : gdrc_region_seg(r, 0);
+	return r->ext->segs ? r->ext->segs[seg_search(r, addr)] :
+			      gdrc_region_seg(r, 0);
 }
 
 int gdrc_cache_segs_ok(const struct gdrc_cache *c,
 		       const struct gdrc_region *r, uintptr_t start,
 		       uintptr_t end)
 {
-	return gdrc_segs_check(c, &r->segs[seg_search(r, start)], end);
+	return gdrc_segs_check(c, &r->ext->segs[seg_search(r, start)], end);
 }
 
 /* ====================================================================
@@ -438,9 +451,10 @@ void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
 
 	gdrc_assert_wrlocked(c);
 	gdrc_index_insert(c, r, spare_p);
-	if (r->alloc_end > r->alloc_start &&
-	    r->alloc_end - r->alloc_start + c->page_size > c->alloc_span_max)
-		c->alloc_span_max = r->alloc_end - r->alloc_start +
+	if (r->ext->alloc_end - r->ext->alloc_start + c->page_size >
+		    c->alloc_span_max &&
+	    r->ext->alloc_end > r->ext->alloc_start)
+		c->alloc_span_max = r->ext->alloc_end - r->ext->alloc_start +
 				    c->page_size;
 	r->was_cached = 1;
 	atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
