@@ -96,6 +96,10 @@
  *   shared range is bounded
  *   by one reference count's cache line moving between CPUs, and should
  *   not fall below 1.  Rows marked oversub have more threads than CPUs.
+ *   The "cpu" rows time a loop that shares nothing in the same way: what
+ *   the machine gives T threads (on a VM whose vCPUs run at different
+ *   speeds, well under T); "eff" is the hits' m.ratio over the cpu
+ *   loop's at the same T, 1 where the hits lose nothing to each other.
  *   Insert times for small n include the first allocations of a context.
  *
  * JSON (--json PATH): one object with keys "machine" (object), "quick",
@@ -105,8 +109,8 @@
  * UCX), "floor_ns", "bytes_per_reg", "ucx_bytes_per_reg" (-1: not
  * measured)}], "threads": [{"mode":
  * "shared" or "private", "threads", "oversubscribed", "mops", "ratio",
- * "median_ratio",
- * "ucx_mops", "ucx_ratio"}], "gpu": {"device", "driver" (as
+ * "median_ratio", "cpu_median_ratio" (the CPU-bound loop's, same
+ * threads), "ucx_mops", "ucx_ratio"}], "gpu": {"device", "driver" (as
  * cuDriverGetVersion says, e.g. 13000), "tag_query_ns", "hit_always_ns",
  * "ratio_always_vs_tag", "ratio_always_vs_tag_paired" (the per-round
  * ratio of the paired rounds), "ratio_always_get_vs_tag_paired" (the same
@@ -166,8 +170,8 @@
 #define BENCH_MISS_ITERS 200000UL	/* c */
 #define BENCH_MISS_PAGES 1024UL		/* c: pages the misses rotate over */
 #define BENCH_LOOKUP_ITERS 2000000UL	/* d: per repetition, at least 1M */
-#define BENCH_THR_ITERS 2000000UL	/* e: per thread, libgdrcache */
-#define BENCH_UCX_THR_ITERS 500000UL	/* e: per thread, UCX */
+#define BENCH_THR_NS 40000000UL	/* e: one run, ns (all threads at once) */
+#define BENCH_THR_STEP 1024		/* e: gets between looks at the clock */
 #define BENCH_LOOKUP_MAX_N 1000000UL
 #define BENCH_LOOKUP_QUICK_N 100000UL
 #define BENCH_GPU_CALL_ITERS 1000000UL	/* g: loops making a driver call */
@@ -204,6 +208,7 @@ struct bench_thr_res {
 	double median_ratio; /* median over 1 thread's median */
 	struct bench_res ucx_mops;
 	double ucx_ratio;
+	double cpu_ratio;    /* the CPU-bound loop's median ratio, same T */
 };
 
 struct bench_machine {
@@ -1287,8 +1292,10 @@ struct bench_thr_ctl {
 	char *buf;
 	int private;
 	int ucx;
-	uint64_t iters;
+	int cpu;             /* the CPU-bound loop instead of hits */
+	uint64_t run_ns;
 	pthread_barrier_t barrier;
+	_Atomic int stop;
 };
 
 struct bench_thr_arg {
@@ -1296,9 +1303,28 @@ struct bench_thr_arg {
 	pthread_t tid;
 	int idx;
 	int err;
+	uint64_t ops;
 	uint64_t t0;
 	uint64_t t1;
 };
+
+/*
+ * What the machine's CPUs give when nothing is shared: a chain of
+ * dependent additions, a get+put's worth per iteration, timed as the
+ * hits are.  On the GPU machine's VM one vCPU runs such a chain 1.1 to
+ * 2.9 times as fast as another, and a single thread lands on either, so
+ * the hits' ratio is read against this loop's ratio at the same T.
+ */
+static int bench_cpu_loop(void *p, uint64_t iters)
+{
+	uint64_t x = (uintptr_t)p;
+
+	for (uint64_t i = 0; i < iters * 32; i++) {
+		x += 1;
+		__asm__ volatile("" : "+r"(x));
+	}
+	return 0;
+}
 
 static void *bench_thr_main(void *p)
 {
@@ -1317,26 +1343,43 @@ static void *bench_thr_main(void *p)
 		arg = &ucx;
 	}
 #endif
+	if (ctl->cpu)
+		fn = bench_cpu_loop;
 	/* Warm up: this thread's first hit goes through the tree. */
 	t->err = fn(arg, 1000);
 	pthread_barrier_wait(&ctl->barrier);
 	if (t->err)
 		return NULL;
 	t->t0 = bench_now_ns();
-	t->err = fn(arg, ctl->iters);
+	do {
+		t->err = fn(arg, BENCH_THR_STEP);
+		t->ops += BENCH_THR_STEP;
+	} while (!t->err &&
+		 !atomic_load_explicit(&ctl->stop, memory_order_relaxed));
 	t->t1 = bench_now_ns();
 	return NULL;
 }
 
-/* One run of T threads: total M get+put per second. */
+/*
+ * One run of T threads: total M get+put per second.  Every thread runs
+ * until the main thread, run_ns after the start, says stop; the total is
+ * every thread's gets over the time from the first start to the last
+ * stop.  (A fixed count per thread, timed the same way, counted one
+ * thread's late start or preemption as idle time of all the others,
+ * which had finished: at 16 threads on the GPU machine's VM the ratio
+ * moved with it from run to run.)
+ */
 static int bench_thr_once(struct bench_thr_ctl *ctl, int nthreads,
 			  double *mops)
 {
 	struct bench_thr_arg t[BENCH_MAX_THREADS];
-	uint64_t t0 = UINT64_MAX, t1 = 0;
+	struct timespec run = { .tv_sec = (time_t)(ctl->run_ns / 1000000000),
+				.tv_nsec = (long)(ctl->run_ns % 1000000000) };
+	uint64_t t0 = UINT64_MAX, t1 = 0, ops = 0;
 	int err = 0, n;
 
-	if (pthread_barrier_init(&ctl->barrier, NULL, nthreads)) {
+	atomic_store(&ctl->stop, 0);
+	if (pthread_barrier_init(&ctl->barrier, NULL, nthreads + 1)) {
 		perror("gdrc-bench: pthread_barrier_init");
 		return -1;
 	}
@@ -1349,9 +1392,13 @@ static int bench_thr_once(struct bench_thr_ctl *ctl, int nthreads,
 			exit(1);
 		}
 	}
+	pthread_barrier_wait(&ctl->barrier);
+	nanosleep(&run, NULL);
+	atomic_store(&ctl->stop, 1);
 	for (int i = 0; i < n; i++) {
 		pthread_join(t[i].tid, NULL);
 		err |= t[i].err;
+		ops += t[i].ops;
 		if (t[i].t0 < t0)
 			t0 = t[i].t0;
 		if (t[i].t1 > t1)
@@ -1360,7 +1407,7 @@ static int bench_thr_once(struct bench_thr_ctl *ctl, int nthreads,
 	pthread_barrier_destroy(&ctl->barrier);
 	if (err)
 		return -1;
-	*mops = (double)ctl->iters * nthreads * 1e3 / (double)(t1 - t0);
+	*mops = (double)ops * 1e3 / (double)(t1 - t0);
 	return 0;
 }
 
@@ -1403,6 +1450,7 @@ static int bench_threads(struct gdrc_ctx *ctx, void *rc, char *buf,
 {
 	struct bench_thr_ctl ctl = { .ctx = ctx, .buf = buf };
 	int counts[BENCH_MAX_THR_ROWS], ncounts, ucx = 0;
+	double cpu_ratio[BENCH_MAX_THR_ROWS], cpu_base = 0;
 	uint64_t m0;
 
 #ifdef GDRC_BENCH_HAVE_UCX
@@ -1419,10 +1467,28 @@ static int bench_threads(struct gdrc_ctx *ctx, void *rc, char *buf,
 			return -1;
 
 	printf("\ne. hit throughput with threads, M get+put/s "
-	       "(%ld CPUs online)\n", res->machine.ncpu);
-	printf("%-8s %7s %-8s %9s %9s %7s %7s %9s %9s %7s\n", "mode",
-	       "threads", "", "gdrc", "median", "ratio", "m.ratio", "ucx",
-	       "median", "ratio");
+	       "(%ld CPUs online); cpu: a loop that shares nothing (M loops/s),\n"
+	       "eff: m.ratio over cpu's m.ratio at the same threads\n",
+	       res->machine.ncpu);
+	printf("%-8s %7s %-8s %9s %9s %7s %7s %6s %9s %9s %7s\n", "mode",
+	       "threads", "", "gdrc", "median", "ratio", "m.ratio", "eff",
+	       "ucx", "median", "ratio");
+	ctl.cpu = 1;
+	ctl.run_ns = BENCH_THR_NS / o->div;
+	for (int i = 0; i < ncounts; i++) {
+		struct bench_res cpu;
+
+		if (bench_thr_run(&ctl, counts[i], &cpu))
+			return -1;
+		if (i == 0)
+			cpu_base = cpu.median;
+		cpu_ratio[i] = cpu.median / cpu_base;
+		printf("%-8s %7d %-8s %9.2f %9.2f %6.2fx %6.2fx\n", "cpu",
+		       counts[i], counts[i] > res->machine.ncpu ? "oversub" : "",
+		       cpu.best, cpu.median, cpu.best / cpu_base,
+		       cpu_ratio[i]);
+	}
+	ctl.cpu = 0;
 	for (int mode = 0; mode < 2; mode++) {
 		double base = 0, median_base = 0, ucx_base = 0;
 
@@ -1434,7 +1500,7 @@ static int bench_threads(struct gdrc_ctx *ctx, void *rc, char *buf,
 			r->threads = counts[i];
 			r->oversub = counts[i] > res->machine.ncpu;
 			ctl.ucx = 0;
-			ctl.iters = BENCH_THR_ITERS / o->div;
+			ctl.run_ns = BENCH_THR_NS / o->div;
 			if (bench_counter(ctx, GDRC_STAT_MISSES, &m0) ||
 			    bench_thr_run(&ctl, counts[i], &r->mops) ||
 			    bench_expect_misses(ctx, m0, 0, "thread hits"))
@@ -1445,9 +1511,9 @@ static int bench_threads(struct gdrc_ctx *ctx, void *rc, char *buf,
 			}
 			r->ratio = r->mops.best / base;
 			r->median_ratio = r->mops.median / median_base;
+			r->cpu_ratio = cpu_ratio[i];
 			if (ucx) {
 				ctl.ucx = 1;
-				ctl.iters = BENCH_UCX_THR_ITERS / o->div;
 				if (bench_thr_run(&ctl, counts[i],
 						  &r->ucx_mops))
 					return -1;
@@ -1456,10 +1522,11 @@ static int bench_threads(struct gdrc_ctx *ctx, void *rc, char *buf,
 				r->ucx_ratio = r->ucx_mops.best / ucx_base;
 			}
 			res->nthr++;
-			printf("%-8s %7d %-8s %9.2f %9.2f %6.2fx %6.2fx", mode ?
-			       "private" : "shared", r->threads,
+			printf("%-8s %7d %-8s %9.2f %9.2f %6.2fx %6.2fx %6.2f",
+			       mode ? "private" : "shared", r->threads,
 			       r->oversub ? "oversub" : "", r->mops.best,
-			       r->mops.median, r->ratio, r->median_ratio);
+			       r->mops.median, r->ratio, r->median_ratio,
+			       r->median_ratio / r->cpu_ratio);
 			if (ucx)
 				printf(" %9.2f %9.2f %6.2fx\n",
 				       r->ucx_mops.best, r->ucx_mops.median,
@@ -2714,6 +2781,8 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 		bench_json_num(f, t->ratio, 1);
 		fputs(", \"median_ratio\": ", f);
 		bench_json_num(f, t->median_ratio, 1);
+		fputs(", \"cpu_median_ratio\": ", f);
+		bench_json_num(f, t->cpu_ratio, 1);
 		fputs(", ", f);
 		bench_json_res(f, "ucx_mops", &t->ucx_mops, ", ");
 		fputs("\"ucx_ratio\": ", f);
