@@ -18,10 +18,7 @@ lib=${2:?usage: run_mpi.sh PINGPONG LIBGDRCACHE_SO [OPTIONS...]}
 shift 2
 
 command -v mpirun >/dev/null || { echo "pingpong_mpi: no mpirun: skipped"; exit 77; }
-vm_require pingpong_mpi
-out=$here/.out/mpi.$$
-trap 'rm -rf "$out"' EXIT
-vm_stage "$out" "$prog" "$lib" || exit 1
+vm_begin pingpong_mpi "$prog" "$lib"
 guest_cmd='
 sh '"$repo"'/tests/vm/rxe-up.sh || exit 1
 export LD_LIBRARY_PATH='"$out"' HOME=/tmp OMPI_MCA_btl=self,vader \

@@ -21,11 +21,8 @@ lib=${2:?usage: run_pair.sh PINGPONG LIBGDRCACHE_SO CSV [OPTIONS...]}
 csv=${3:?usage: run_pair.sh PINGPONG LIBGDRCACHE_SO CSV [OPTIONS...]}
 shift 3
 
-vm_require pingpong
 # The share is the repository: the guests see these copies.
-out=$here/.out/run.$$
-trap 'rm -rf "$out"' EXIT
-vm_stage "$out" "$prog" "$lib" || exit 1
+vm_begin pingpong "$prog" "$lib"
 run="LD_LIBRARY_PATH=$out $out/$(basename "$prog") -d rxe0"
 rc=0
 bash "$vmlab" pair --share "$repo" --timeout 600 \

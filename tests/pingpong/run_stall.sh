@@ -18,10 +18,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 prog=${1:?usage: run_stall.sh PINGPONG LIBGDRCACHE_SO}
 lib=${2:?usage: run_stall.sh PINGPONG LIBGDRCACHE_SO}
 
-vm_require pingpong
-out=$here/.out/stall.$$
-trap 'rm -rf "$out"' EXIT
-vm_stage "$out" "$prog" "$lib" || exit 1
+vm_begin pingpong_stall "$prog" "$lib"
 run="LD_LIBRARY_PATH=$out $out/$(basename "$prog") -d rxe0"
 # The server: messages flow once its first receive completes, which the
 # client's first line ("prereg ...") follows; 20 s is far past that in

@@ -8,6 +8,8 @@
 #   vm_stage DIR FILE...  copy FILEs into DIR (inside the share), a
 #                         shared library under its soname, so that the
 #                         guest's loader finds it there
+#   vm_begin NAME FILE... vm_require NAME, then stage FILEs in a folder
+#                         of this run's own, out (set), removed at exit
 #   vm_run NAME CMD       run CMD (sh -c) in one guest that sees the
 #                         share, with 2 CPUs; if the guest's status is
 #                         not 0, say so and exit with it
@@ -50,6 +52,14 @@ vm_stage_preload() {
 	p=$1/$(basename "$2")
 	asan=$(ldd "$lib" 2>/dev/null | awk '/libasan/ && !n++ { print $3 }')
 	pre="${asan:+$asan }$1/$(basename "$lib")"
+}
+
+vm_begin() {
+	vm_require "$1"
+	out=$runner_dir/.out/$1.$$
+	trap 'rm -rf "$out"' EXIT
+	shift
+	vm_stage "$out" "$@" || exit 1
 }
 
 vm_stage() {
