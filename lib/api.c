@@ -1310,21 +1310,6 @@ GDRC_API gdrc_status_t gdrc_cuda_hooks_status(struct gdrc_ctx *pub,
 	return why ? GDRC_ERR_UNSUPPORTED : GDRC_OK;
 }
 
-GDRC_API const char *gdrc_source_name(enum gdrc_source source)
-{
-	static const char *const names[] = {
-		[GDRC_SOURCE_KMOD] = "kmod",
-		[GDRC_SOURCE_UCM] = "ucm",
-		[GDRC_SOURCE_GLIBC] = "glibc",
-		[GDRC_SOURCE_UFFD] = "uffd",
-		[GDRC_SOURCE_CUDA_HOOKS] = "cuda_hooks",
-		[GDRC_SOURCE_BUFFER_ID] = "buffer_id",
-	};
-
-	return (unsigned)source < GDRC_ARRAY_SIZE(names) ? names[source] :
-							   "unknown";
-}
-
 /* Why a host source other than the one serving ctx is not it, or NULL
  * when ctx's host memory is watched by the source of host_src (enum
  * gdrc_hooks_host_src) in user space. */

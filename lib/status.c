@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * status.c - status codes to strings.  Thread safe, hook-safe.
+ * status.c - status codes, backends and event sources to strings.
+ * Thread safe, hook-safe.
  */
 #include <gdrcache.h>
 
@@ -46,6 +47,12 @@ GDRC_API const char *gdrc_version_string(void)
 		GDRC_VERSION_MINOR) "." GDRC_STR(GDRC_VERSION_PATCH);
 }
 
+/* names[i], or "unknown" past the table or at a hole in it. */
+static const char *table_name(const char *const *names, size_t n, unsigned i)
+{
+	return i < n && names[i] ? names[i] : "unknown";
+}
+
 GDRC_API const char *gdrc_backend_name(enum gdrc_backend backend)
 {
 	static const char *const names[] = {
@@ -56,7 +63,19 @@ GDRC_API const char *gdrc_backend_name(enum gdrc_backend backend)
 		[GDRC_BACKEND_KMOD] = "kmod",
 	};
 
-	if ((unsigned)backend >= sizeof(names) / sizeof(names[0]))
-		return "unknown";
-	return names[backend];
+	return table_name(names, GDRC_ARRAY_SIZE(names), (unsigned)backend);
+}
+
+GDRC_API const char *gdrc_source_name(enum gdrc_source source)
+{
+	static const char *const names[] = {
+		[GDRC_SOURCE_KMOD] = "kmod",
+		[GDRC_SOURCE_UCM] = "ucm",
+		[GDRC_SOURCE_GLIBC] = "glibc",
+		[GDRC_SOURCE_UFFD] = "uffd",
+		[GDRC_SOURCE_CUDA_HOOKS] = "cuda_hooks",
+		[GDRC_SOURCE_BUFFER_ID] = "buffer_id",
+	};
+
+	return table_name(names, GDRC_ARRAY_SIZE(names), (unsigned)source);
 }
