@@ -41,6 +41,14 @@ _Static_assert(offsetof(struct gdrc_region, start) ==
 _Static_assert(sizeof(struct gdrc_region) == 3 * GDRC_CACHELINE,
 	       "a region is three lines");
 
+/* The small fields hold every value they are given. */
+_Static_assert((GDRC_ACCESS_LOCAL_WRITE | GDRC_ACCESS_REMOTE_WRITE |
+		GDRC_ACCESS_REMOTE_READ | GDRC_ACCESS_REMOTE_ATOMIC) <= 0xffff,
+	       "GDRC_ACCESS_* fit gdrc_region.access");
+_Static_assert(GDRC_MR_INFO_KMOD <= 0x80 && GDRC_MR_INFO_TAG_CHECKED <= 0x80 &&
+		       GDRC_MR_INFO_NO_SYNC_MEMOPS <= 0x80,
+	       "GDRC_MR_INFO_* fit gdrc_region.info_flags");
+
 const struct gdrc_region_ext gdrc_region_ext_none = { .nseg = 1 };
 /* One owner writes a handle: it must not share a line with another. */
 _Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
