@@ -291,6 +291,15 @@ struct gdrc_tls_entry {
 /* Regions this thread last hit through the index (handle.c). */
 #define GDRC_TLS_SEEN 4
 
+/* Entries the fast path replaced, kept with their handles, and regions
+ * hit through the index, each by its first page (handle.c). */
+#define GDRC_TLS_PARKED 64
+
+struct gdrc_tls_far {
+	struct gdrc_tls_entry parked[GDRC_TLS_PARKED];
+	const struct gdrc_region *seen[GDRC_TLS_PARKED]; /* compared only */
+};
+
 struct gdrc_tls {
 	struct gdrc_tls_entry e[GDRC_TLS_ENTRIES];
 	unsigned mru;       /* the entry the last fast get found: tried
@@ -302,6 +311,15 @@ struct gdrc_tls {
 	int shard;          /* stats shard; -1 until assigned */
 	int no_handles;     /* no exit hook (any more): gets are served as
 			     * direct references, and nothing is kept */
+	/* Entries replaced in e whose handles were kept (the index path
+	 * looks there first), and the regions this thread hit through the
+	 * index, both by first page (handle.c).  Made on first use. */
+	struct gdrc_tls_far *far;
+	uint64_t swept_uid; /* the cache, and its removals count, at the */
+	uint64_t swept_gen; /* last look for invalid regions in e, parked */
+	uint32_t far_skip;  /* index-path gets that leave far alone */
+	uint16_t far_tries; /* looks at parked, and hits, since the last */
+	uint16_t far_hits;  /* judgement of their worth */
 };
 
 extern __thread struct gdrc_tls gdrc_tls_cur
@@ -505,6 +523,9 @@ struct gdrc_cache {
 	struct gdrc_region *lru_head;  /* least recent first */
 	struct gdrc_region *lru_tail;
 	uint64_t nregions;             /* in the index */
+	_Atomic uint64_t removals;     /* regions removed, ever: a thread's
+					* parked handles need a look when it
+					* moved (handle.c) */
 	/* Longest allocation of a region ever inserted, plus a page: each
 	 * key lies within this of its allocation (CUDA frees' index walk). */
 	uintptr_t alloc_span_max;

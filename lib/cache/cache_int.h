@@ -100,10 +100,11 @@ static inline void gdrc_stat_add(struct gdrc_cache *c, int stat, uint64_t v)
 	atomic_fetch_add_explicit(&c->stat[stat], v, memory_order_relaxed);
 }
 
-/* How a lookup should hold a region it finds: REGION_PIN_ONE or 1 (a
- * direct reference).  Compares r's address only (it is not held yet). */
+/* How a lookup of [start, ...) should hold a region it finds:
+ * REGION_PIN_ONE or 1 (a direct reference).  Compares r's address only
+ * (it is not held yet, and may be being reused). */
 typedef uint64_t (*gdrc_hold_fn)(struct gdrc_cache *c,
-				 const struct gdrc_region *r);
+				 const struct gdrc_region *r, uintptr_t start);
 
 /* Called for each region a walk finds; nonzero stops the walk. */
 typedef int (*gdrc_region_fn)(struct gdrc_region *r, void *arg);
@@ -214,12 +215,22 @@ void gdrc_tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
 				 struct gdrc_defer *d);
 void gdrc_tls_drop_invalid(struct gdrc_cache *c);
 void gdrc_tls_fork_child(void);
+void gdrc_tls_forget(const struct gdrc_cache *c);
+struct gdrc_mr *gdrc_tls_parked_hit(struct gdrc_cache *c, uintptr_t start,
+				    uintptr_t end, uint32_t access);
+/* host_ok of a hit found after the caller waited for the hooks to be
+ * idle (the index path): nothing more to wait for. */
+static inline int gdrc_host_ok_now(void)
+{
+	return 1;
+}
 void gdrc_handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
 			struct gdrc_defer *d);
 int gdrc_handles_busy(struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r);
-uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r);
+uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
+		       uintptr_t start);
 struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
 			       uint64_t hold);
 

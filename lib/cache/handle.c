@@ -11,9 +11,20 @@
  * A put is checked here against what is outstanding (magic, context,
  * state, counts) and refused, changing nothing, when it does not match.
  *
+ * An entry the fast path replaces is not let go of but parked, handle
+ * and all, in a table of GDRC_TLS_PARKED entries by its region's first
+ * page (what it displaces there is let go of), and the index path looks
+ * there before the page hash: a thread that takes more buffers in turn
+ * than the fast path's four entries hits each without an atomic
+ * operation, as the fast path does, instead of retiring one handle and
+ * claiming another per get.  A parked handle is an idle live handle
+ * like any other (eviction may take its region); its region leaving the
+ * cache is noticed on the thread's next call that reaches the index
+ * path, by the cache's count of removals.
+ *
  * Thread exit (a pthread key destructor, set with the thread's first
- * shard) retires every remembered handle; handles of a cache destroyed
- * since are skipped through the registry (cache.c).
+ * shard) retires every remembered and parked handle; handles of a cache
+ * destroyed since are skipped through the registry (cache.c).
  *
  * Locks: shard_lock (a leaf) guards the shard bitmap; handles are
  * atomics and take no lock; gdrc_tls_drop_region_locked runs under
@@ -219,6 +230,55 @@ static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 	gdrc_cache_retire_foreign(uid, h);
 }
 
+/* Every FAR_JUDGE looks at the parked entries, fewer than an eighth of
+ * them hits: the next FAR_SKIP index-path gets neither look there nor
+ * make handles to park.  A pattern over many more buffers than the table
+ * holds (random pages of thousands of registrations) would otherwise pay
+ * for lines of it that its other lines keep out of the CPU's cache. */
+#define FAR_JUDGE 256
+#define FAR_SKIP 4096
+
+/* The parked entry where an entry for a region starting at start goes. */
+static unsigned far_slot(uintptr_t start)
+{
+	return (unsigned)((start >> 12) % GDRC_TLS_PARKED);
+}
+
+static struct gdrc_tls_entry *parked_at(const struct gdrc_tls *t,
+					uintptr_t start)
+{
+	return &t->far->parked[far_slot(start)];
+}
+
+/* This thread's far table, made now if need be (outside any cache lock);
+ * NULL without memory. */
+static struct gdrc_tls_far *tls_far(void)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	if (!t->far)
+		t->far = calloc(1, sizeof(*t->far));
+	return t->far;
+}
+
+/* Is e this thread's entry of c for r? */
+static int entry_of(const struct gdrc_tls_entry *e, const struct gdrc_cache *c,
+		    const struct gdrc_region *r)
+{
+	return e->uid == c->uid && e->r == r;
+}
+
+/* e was just cleared by its owner: let go of its handle. */
+static void entry_retire(struct gdrc_cache *c, struct gdrc_tls_entry *e,
+			 struct gdrc_defer *d)
+{
+	struct gdrc_handle *h = e->h;
+
+	e->uid = 0;
+	e->h = NULL;
+	gdrc_handle_retire(c, h, d);
+}
+
 /*
  * cache->lock held (write): r leaves the cache; let go of this thread's
  * handle on it now, so that its pinned bytes count as freed at once (the
@@ -231,64 +291,170 @@ void gdrc_tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
 	struct gdrc_tls *t = &gdrc_tls_cur;
 
 	gdrc_assert_wrlocked(c);
-	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
-		struct gdrc_tls_entry *e = &t->e[i];
-		struct gdrc_handle *h = e->h;
-
-		if (e->uid != c->uid || h->pub.r != r)
-			continue;
-		e->uid = 0;
-		e->h = NULL;
-		gdrc_handle_retire(c, h, d);
-	}
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		if (entry_of(&t->e[i], c, r))
+			entry_retire(c, &t->e[i], d);
+	if (t->far && entry_of(parked_at(t, r->start), c, r))
+		entry_retire(c, parked_at(t, r->start), d);
 }
 
-/* Thread exit: let go of every remembered handle. */
+/* Thread exit: let go of every remembered and parked handle. */
 static void tls_drop_all(void)
 {
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_far *far = t->far;
+
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
-		tls_entry_drop(NULL, &gdrc_tls_cur.e[i]);
+		tls_entry_drop(NULL, &t->e[i]);
+	if (!far)
+		return;
+	for (int i = 0; i < GDRC_TLS_PARKED; i++)
+		tls_entry_drop(NULL, &far->parked[i]);
+	t->far = NULL;
+	free(far);
+}
+
+/* Is e an entry of c whose region left the cache? */
+static int entry_invalid(const struct gdrc_tls_entry *e,
+			 const struct gdrc_cache *c)
+{
+	return e->uid == c->uid &&
+	       (atomic_load_explicit(&e->r->word, memory_order_acquire) &
+		REGION_INVALID);
 }
 
 /* Let go of this thread's handles on c's regions that left the cache,
- * so that they are released now rather than at the next replacement. */
+ * remembered and parked, so that they are released now rather than at
+ * the next replacement.  Only a removal makes a cached region INVALID,
+ * so nothing is looked at while c has removed none since the last look
+ * (the count is read first: a removal it does not show is looked for
+ * again next time). */
 void gdrc_tls_drop_invalid(struct gdrc_cache *c)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
+	uint64_t gen = atomic_load_explicit(&c->removals,
+					    memory_order_acquire);
 
-	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
-		struct gdrc_tls_entry *e = &t->e[i];
+	if (t->swept_uid == c->uid && t->swept_gen == gen)
+		return;
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		if (entry_invalid(&t->e[i], c))
+			tls_entry_drop(c, &t->e[i]);
+	for (int i = 0; t->far && i < GDRC_TLS_PARKED; i++)
+		if (entry_invalid(&t->far->parked[i], c))
+			tls_entry_drop(c, &t->far->parked[i]);
+	t->swept_uid = c->uid;
+	t->swept_gen = gen;
+}
 
-		if (e->uid == c->uid &&
-		    (atomic_load_explicit(&e->r->word, memory_order_acquire) &
-		     REGION_INVALID))
-			tls_entry_drop(c, e);
+/*
+ * Park remembered entry e (live) with its handle, letting go of the one
+ * it displaces; without memory for the table, let go of e's.  The table
+ * is made here, on the first replacement, outside any cache lock.
+ */
+static void tls_park(struct gdrc_cache *c, struct gdrc_tls_entry *e)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_entry *p;
+
+	if (!tls_far()) {
+		tls_entry_drop(c, e);
+		return;
 	}
+	p = parked_at(t, e->start);
+	tls_entry_drop(c, p);
+	*p = *e;
+	e->uid = 0;
+	e->h = NULL;
+}
+
+/* A remembered entry to fill: a free one, else the next in turn, whose
+ * handle is parked. */
+static struct gdrc_tls_entry *tls_free_entry(struct gdrc_cache *c)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_entry *e;
+
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		if (!t->e[i].uid)
+			return &t->e[i];
+	e = &t->e[t->next++ % GDRC_TLS_ENTRIES];
+	tls_park(c, e);
+	return e;
 }
 
 /* Remember h for this thread's fast path, in a free entry if any. */
 static void tls_install(struct gdrc_cache *c, struct gdrc_handle *h)
 {
-	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_tls_entry *e = NULL;
+	struct gdrc_tls_entry *e;
 	struct gdrc_region *r = h->pub.r;
 
 	/* gdrc_cache_put_fast counts a live entry's puts in its shard. */
 	gdrc_tls_shard();
 	gdrc_tls_drop_invalid(c);
-	for (int i = 0; i < GDRC_TLS_ENTRIES && !e; i++)
-		if (!t->e[i].uid)
-			e = &t->e[i];
-	if (!e) {
-		e = &t->e[t->next++ % GDRC_TLS_ENTRIES];
-		tls_entry_drop(c, e);
-	}
+	e = tls_free_entry(c);
 	e->start = r->start;
 	e->end = r->end;
 	e->access = r->access;
 	e->h = h;
 	e->r = r;
 	e->uid = c->uid;
+}
+
+/* Move parked entry p back among the remembered ones, where the fast
+ * path (and a put) finds it first.  @return its handle. */
+static struct gdrc_handle *tls_unpark(struct gdrc_cache *c,
+				      struct gdrc_tls_entry *p)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_entry e = *p, *to;
+
+	p->uid = 0;
+	p->h = NULL;
+	to = tls_free_entry(c); /* may park another entry where p was */
+	*to = e;
+	t->mru = (unsigned)(to - t->e);
+	return e.h;
+}
+
+/*
+ * The index path's first look (its checks done: nothing queued, the
+ * hooks idle): a parked entry of this thread covering the request, with
+ * the fast path's checks (gdrc_cache_hit_ok); the hit is counted in its
+ * handle, which goes back among the remembered entries.
+ * @return the handle's mr, or NULL (not parked here, or not valid).
+ */
+struct gdrc_mr *gdrc_tls_parked_hit(struct gdrc_cache *c, uintptr_t start,
+				    uintptr_t end, uint32_t access)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_entry *p;
+	_Atomic uint64_t *count;
+	struct gdrc_handle *h;
+
+	if (!t->far)
+		return NULL;
+	if (t->far_skip) {
+		t->far_skip--;
+		return NULL;
+	}
+	if (++t->far_tries == FAR_JUDGE) {
+		if (t->far_hits < FAR_JUDGE / 8)
+			t->far_skip = FAR_SKIP;
+		t->far_tries = 0;
+		t->far_hits = 0;
+	}
+	p = parked_at(t, start);
+	if (!gdrc_tls_covers(p, c, start, end, access))
+		return NULL;
+	count = gdrc_cache_hit_ok(c, p->r, t, start, end, gdrc_host_ok_now);
+	if (!count)
+		return NULL;
+	gdrc_cache_hit_count(c, p->r, t, count);
+	t->far_hits++;
+	h = tls_unpark(c, p);
+	gdrc_owned_add(&h->held, 1);
+	return &h->pub;
 }
 
 /* A released handle of r to reuse, claimed; or NULL. */
@@ -344,6 +510,12 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 			return &h->pub;
 		}
 	}
+	if (t->far && entry_of(parked_at(t, r->start), c, r)) {
+		h = tls_unpark(c, parked_at(t, r->start));
+		gdrc_owned_add(&h->held, 1);
+		gdrc_region_unpin(c, r);
+		return &h->pub;
+	}
 	h = handle_reuse(r);
 	if (!h) {
 		h = handle_alloc(c);
@@ -377,16 +549,22 @@ direct:
  * walks many regions once each (a random access pattern over more
  * regions than its GDRC_TLS_ENTRIES) would make and retire a handle per
  * get, several atomics each, and evict the handles that do repeat.  So
- * a handle is made when the thread has one on r already, or hit r
- * through the index among its last GDRC_TLS_SEEN index hits: the second
- * get of a buffer reaches the fast path from the third on.  Otherwise a
- * direct reference is served.  Compares r's address only.
+ * a handle is made when the thread has one on r already (remembered or
+ * parked), or hit r through the index among its last GDRC_TLS_SEEN index
+ * hits (the second get of a buffer reaches the fast path from the third
+ * on), or hit r through the index before and r's parking slot is free
+ * (buffers taken in turn, more than the fast path remembers, are then
+ * all parked and hit without an atomic from their third round on, and
+ * making a handle never displaces a parked one).  Otherwise a direct
+ * reference is served.  Compares r's address only.
  * @return REGION_PIN_ONE (serve with gdrc_serve) or 1 (a reference,
  *         served with gdrc_serve_direct).
  */
-uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r)
+uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
+		       uintptr_t start)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
+	const struct gdrc_tls_entry *p;
 
 	if (t->no_handles)
 		return 1;
@@ -394,8 +572,17 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r)
 		if (t->seen[i] == r)
 			return REGION_PIN_ONE;
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
-		if (t->e[i].uid == c->uid && t->e[i].r == r)
+		if (entry_of(&t->e[i], c, r))
 			return REGION_PIN_ONE;
+	if (!t->far || t->far_skip)
+		return 1;
+	/* By the request's first page: r's own fields may not be read yet.
+	 * (A region of several pages got from a later one is parked and
+	 * seen where its first page says, and served directly here.) */
+	p = parked_at(t, start);
+	if (entry_of(p, c, r) ||
+	    (!p->uid && t->far->seen[far_slot(start)] == r))
+		return REGION_PIN_ONE;
 	return 1;
 }
 
@@ -409,6 +596,11 @@ struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
 	if (hold == REGION_PIN_ONE)
 		return gdrc_serve(c, r);
 	t->seen[t->seen_next++ % GDRC_TLS_SEEN] = r;
+	/* The table is freed by the exit hook, set with the shard; a thread
+	 * without one (or whose hook ran) keeps no handle and no table. */
+	gdrc_tls_shard();
+	if (!t->no_handles && !t->far_skip && tls_far())
+		t->far->seen[far_slot(r->start)] = r;
 	return gdrc_serve_direct(r);
 }
 
@@ -439,4 +631,17 @@ int gdrc_handles_busy(struct gdrc_region *r)
 void gdrc_tls_fork_child(void)
 {
 	pthread_mutex_init(&shard_lock, NULL);
+}
+
+/* A fork child: forget (let go of nothing) this thread's entries of c. */
+void gdrc_tls_forget(const struct gdrc_cache *c)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		if (t->e[i].uid == c->uid)
+			t->e[i].uid = 0;
+	for (int i = 0; t->far && i < GDRC_TLS_PARKED; i++)
+		if (t->far->parked[i].uid == c->uid)
+			t->far->parked[i].uid = 0;
 }

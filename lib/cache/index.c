@@ -393,7 +393,7 @@ struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 						 memory_order_relaxed);
 			if (!r)
 				continue;
-			*hold_p = hold_of(c, r);
+			*hold_p = hold_of(c, r, start);
 			if (region_try_get(c, r, start, end, access, *hold_p))
 				return r;
 		}

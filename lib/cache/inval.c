@@ -194,8 +194,6 @@ void gdrc_cache_mark_forked(struct gdrc_cache *c)
 	atomic_store_explicit(&c->forked, 1, memory_order_relaxed);
 	gdrc_invq_poke(&c->invq);
 	/* A tag-checked entry would not look at pending (get_fast). */
-	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
-		if (gdrc_tls_cur.e[i].uid == c->uid)
-			gdrc_tls_cur.e[i].uid = 0;
+	gdrc_tls_forget(c);
 }
 

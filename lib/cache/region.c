@@ -489,6 +489,11 @@ void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
 	gdrc_index_remove(c, r);
 	gdrc_lru_unlink(c, r);
 	c->nregions--;
+	/* After INVALID: a thread that sees the new count sees the mark. */
+	atomic_store_explicit(&c->removals,
+			      atomic_load_explicit(&c->removals,
+						   memory_order_relaxed) + 1,
+			      memory_order_release);
 	if (ghost)
 		gdrc_ghost_add(c, r, ghost);
 	gdrc_tls_drop_region_locked(c, r, d);

@@ -10,7 +10,8 @@
  *
  *   a. hit      gdrc_mr_get + gdrc_mr_put of one 64-byte range of an
  *               mmap'd page, one thread; and the same rotating over 4
- *               ranges in 4 pages (still hits).
+ *               ranges in 4 pages, and over 16 in 16 (more than a
+ *               thread's fast path remembers; still hits).
  *   b. ucx      the single-range hit on UCX's ucs_rcache (no-op mem_reg
  *               and mem_dereg, UCM_EVENT_VM_UNMAPPED) in the same process,
  *               and the ratio gdrc/ucx.  Only when built with UCX.
@@ -103,7 +104,7 @@
  *   Insert times for small n include the first allocations of a context.
  *
  * JSON (--json PATH): one object with keys "machine" (object), "quick",
- * "gpu_only", "hit_ns", "hit_rotate4_ns", "ucx_hit_ns",
+ * "gpu_only", "hit_ns", "hit_rotate4_ns", "hit_rotate16_ns", "ucx_hit_ns",
  * "ratio_hit_vs_ucx", "miss_ns", "uncached_ns", "lookup": [{"n",
  * "insert_ns", "random_hit_ns", "same_hit_ns", "ucx_random_hit_ns" (with
  * UCX), "floor_ns", "bytes_per_reg", "ucx_bytes_per_reg" (-1: not
@@ -262,6 +263,7 @@ struct bench_results {
 	struct bench_machine machine;
 	struct bench_res hit;
 	struct bench_res hit_rotate4;
+	struct bench_res hit_rotate16;
 	struct bench_res ucx_hit;
 	struct bench_res ucx_default_hit; /* child, UCX's own hooks in */
 	/* Both in one child with UCX's hooks in ([0] gdrc_init first,
@@ -483,8 +485,8 @@ static void bench_machine_info(struct bench_machine *m)
 
 struct bench_hit_arg {
 	struct gdrc_ctx *ctx;
-	const char *addr[4];
-	unsigned mask; /* 0: addr[0] only; 3: rotate over the four */
+	const char *addr[16];
+	unsigned mask; /* 0: addr[0] only; 3, 15: rotate over 4, 16 */
 };
 
 static int bench_hit_loop(void *p, uint64_t iters)
@@ -526,7 +528,7 @@ static int bench_hit(struct gdrc_ctx *ctx, char *buf,
 	uint64_t iters = BENCH_HIT_ITERS / o->div, m0;
 	struct bench_hit_arg a = { .ctx = ctx, .mask = 0 };
 
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 16; i++) {
 		a.addr[i] = buf + i * BENCH_PAGE + BENCH_OFFSET;
 		if (bench_prime(ctx, a.addr[i], BENCH_RANGE))
 			return -1;
@@ -546,6 +548,15 @@ static int bench_hit(struct gdrc_ctx *ctx, char *buf,
 		return -1;
 	printf("a. hit, 4 ranges in 4 pages, rotating %10.2f %10.2f\n",
 	       res->hit_rotate4.best, res->hit_rotate4.median);
+
+	a.mask = 15;
+	if (bench_counter(ctx, GDRC_STAT_MISSES, &m0) ||
+	    bench_run(bench_hit_loop, &a, iters, iters / 10,
+		      &res->hit_rotate16) ||
+	    bench_expect_misses(ctx, m0, 0, "hit, 16 ranges rotating"))
+		return -1;
+	printf("a. hit, 16 ranges in 16 pages, rotating %8.2f %10.2f\n",
+	       res->hit_rotate16.best, res->hit_rotate16.median);
 	fflush(stdout);
 	return 0;
 }
@@ -2728,6 +2739,7 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 		o->quick ? "true" : "false", o->gpu_only ? "true" : "false");
 	bench_json_res(f, "hit_ns", &res->hit, ",\n  ");
 	bench_json_res(f, "hit_rotate4_ns", &res->hit_rotate4, ",\n  ");
+	bench_json_res(f, "hit_rotate16_ns", &res->hit_rotate16, ",\n  ");
 	bench_json_res(f, "ucx_hit_ns", &res->ucx_hit, ",\n  ");
 	fputs("\"ratio_hit_vs_ucx\": ", f);
 	bench_json_num(f, ucx ? res->hit.best / res->ucx_hit.best : 0, ucx);

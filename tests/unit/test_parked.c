@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_parked.c - handles the fast path replaced and the thread kept
+ * (handle.c, "parked"): a thread taking more buffers in turn than the
+ * fast path remembers is served from them without a miss; memory unmapped
+ * under a parked handle is never served; a parked handle on a region
+ * that left the cache is let go of at the thread's next call that
+ * reaches the index path, and every parked handle at the thread's exit.
+ * Every put also runs under GDRC_MISUSE=abort (CMake), so a put of a
+ * parked handle taken for a double put would abort.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <cmocka.h>
+
+#include <gdrcache.h>
+
+#define PAGE 4096UL
+#define NPAGES 12 /* more than the fast path's four entries */
+
+static struct gdrc_ctx *ctx;
+static char *buf;
+
+static uint64_t stat_of(int stat)
+{
+	uint64_t v = 0;
+
+	assert_int_equal(gdrc_stat_get(ctx, stat, &v), GDRC_OK);
+	return v;
+}
+
+/* get + put of page i; @return the registration's id (0: failed). */
+static uint64_t touch(int i)
+{
+	struct gdrc_mr_info info;
+	struct gdrc_mr *mr;
+	uint64_t id;
+
+	if (gdrc_mr_get(ctx, buf + i * PAGE + 8, 64, GDRC_ACCESS_LOCAL_WRITE,
+			0, &mr))
+		return 0;
+	if (gdrc_mr_query(mr, &info) || info.key_addr > (uintptr_t)buf + i * PAGE ||
+	    info.key_addr + info.key_length < (uintptr_t)buf + (i + 1) * PAGE)
+		id = 0; /* served a registration of other memory */
+	else
+		id = info.id;
+	gdrc_mr_put(ctx, mr);
+	return id;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	buf = mmap(NULL, NPAGES * PAGE, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED)
+		return -1;
+	return gdrc_init(NULL, &ctx) == GDRC_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	gdrc_fini(ctx);
+	munmap(buf, NPAGES * PAGE);
+	return 0;
+}
+
+/* Rounds over every page: all hits after the first round, each get
+ * served its own page's registration, every registration the same. */
+static void test_parked_rounds_hit(void **state)
+{
+	uint64_t ids[NPAGES], misses;
+
+	(void)state;
+	for (int i = 0; i < NPAGES; i++)
+		assert_int_not_equal(ids[i] = touch(i), 0);
+	misses = stat_of(GDRC_STAT_MISSES);
+	assert_int_equal(misses, NPAGES);
+	for (int round = 0; round < 50; round++)
+		for (int i = 0; i < NPAGES; i++)
+			assert_int_equal(touch((i * 5 + round) % NPAGES),
+					 ids[(i * 5 + round) % NPAGES]);
+	assert_int_equal(stat_of(GDRC_STAT_MISSES), misses);
+	assert_int_equal(stat_of(GDRC_STAT_HITS), 50 * NPAGES);
+	assert_int_equal(stat_of(GDRC_STAT_PUTS), 51 * NPAGES);
+}
+
+/* A page mapped again under its parked handle is a miss, a new
+ * registration; the others are still hits. */
+static void test_parked_remap_not_served(void **state)
+{
+	uint64_t ids[NPAGES], misses;
+
+	(void)state;
+	for (int round = 0; round < 3; round++)
+		for (int i = 0; i < NPAGES; i++)
+			assert_int_not_equal(ids[i] = touch(i), 0);
+	/* Pages 0..7 were replaced in the fast path's entries by 8..11. */
+	misses = stat_of(GDRC_STAT_MISSES);
+	assert_true(mmap(buf + 2 * PAGE, PAGE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+		    buf + 2 * PAGE);
+	for (int i = 0; i < NPAGES; i++) {
+		uint64_t id = touch(i);
+
+		assert_int_not_equal(id, 0);
+		if (i == 2)
+			assert_int_not_equal(id, ids[i]);
+		else
+			assert_int_equal(id, ids[i]);
+	}
+	assert_int_equal(stat_of(GDRC_STAT_MISSES), misses + 1);
+}
+
+static _Atomic int stage;
+
+/* Rounds over every page (each gets this thread's handle), then waits;
+ * then one get that reaches the index path (page 0: parked), then
+ * waits; then exits. */
+static void *worker(void *arg)
+{
+	(void)arg;
+	for (int round = 0; round < 3; round++)
+		for (int i = 0; i < NPAGES; i++)
+			if (!touch(i))
+				return (void *)1;
+	atomic_store(&stage, 1);
+	while (atomic_load(&stage) != 2)
+		sched_yield();
+	if (!touch(0))
+		return (void *)1;
+	atomic_store(&stage, 3);
+	while (atomic_load(&stage) != 4)
+		sched_yield();
+	return NULL;
+}
+
+/* Another thread's parked handle on an invalidated page keeps it
+ * registered until that thread's next call through the index path; its
+ * other parked handles go when it exits. */
+static void test_parked_released(void **state)
+{
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	atomic_store(&stage, 0);
+	assert_int_equal(pthread_create(&t, NULL, worker, NULL), 0);
+	while (atomic_load(&stage) != 1)
+		sched_yield();
+	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
+	/* Page 3 is parked (the worker's entries hold 8..11). */
+	assert_int_equal(gdrc_invalidate(ctx, buf + 3 * PAGE, PAGE), GDRC_OK);
+	assert_int_equal(stat_of(GDRC_STAT_REGIONS), NPAGES - 1);
+	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
+	assert_int_equal(stat_of(GDRC_STAT_DEREGS), 0);
+	atomic_store(&stage, 2);
+	while (atomic_load(&stage) != 3)
+		sched_yield();
+	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), (NPAGES - 1) * PAGE);
+	assert_int_equal(stat_of(GDRC_STAT_DEREGS), 1);
+	/* Everything else out of the cache: the worker's handles (four
+	 * remembered, the rest parked) keep it registered until it exits. */
+	assert_int_equal(gdrc_invalidate(ctx, buf, NPAGES * PAGE), GDRC_OK);
+	assert_int_equal(stat_of(GDRC_STAT_REGIONS), 0);
+	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), (NPAGES - 1) * PAGE);
+	atomic_store(&stage, 4);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_null(ret);
+	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), 0);
+	assert_int_equal(stat_of(GDRC_STAT_DEREGS), NPAGES);
+}
+
+/* A put of a parked handle (its get, then more gets than the fast path
+ * remembers, then the put) is taken, once: a second is a double put. */
+static void test_parked_late_put(void **state)
+{
+	struct gdrc_mr *held;
+	uint64_t misuse;
+
+	(void)state;
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < NPAGES; i++)
+			assert_int_not_equal(touch(i), 0);
+	assert_int_equal(gdrc_mr_get(ctx, buf, 64, GDRC_ACCESS_LOCAL_WRITE, 0,
+				     &held),
+			 GDRC_OK);
+	for (int i = 1; i < NPAGES; i++)
+		assert_int_not_equal(touch(i), 0);
+	misuse = stat_of(GDRC_STAT_MISUSE);
+	gdrc_mr_put(ctx, held);
+	assert_int_equal(stat_of(GDRC_STAT_MISUSE), misuse);
+	assert_int_equal(stat_of(GDRC_STAT_PUTS), stat_of(GDRC_STAT_HITS) +
+						  stat_of(GDRC_STAT_MISSES));
+	/* Still served, and its handle still counts right. */
+	assert_int_not_equal(touch(0), 0);
+	assert_int_equal(gdrc_invalidate(ctx, buf, NPAGES * PAGE), GDRC_OK);
+	assert_int_not_equal(touch(0), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_parked_rounds_hit, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_parked_remap_not_served,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_parked_released, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_parked_late_put, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
