@@ -284,6 +284,7 @@ struct gdrc_tls_entry {
 	uintptr_t start;       /* region key range and access, copied */
 	uintptr_t end;
 	uint32_t access;
+	uint32_t last;         /* parked: far_clock at its last use */
 	struct gdrc_handle *h; /* deref only after uid matched */
 	struct gdrc_region *r; /* h->pub.r, one load nearer */
 };
@@ -317,7 +318,10 @@ struct gdrc_tls {
 	struct gdrc_tls_far *far;
 	uint64_t swept_uid; /* the cache, and its removals count, at the */
 	uint64_t swept_gen; /* last look for invalid regions in e, parked */
-	uint32_t far_skip;  /* index-path gets that leave far alone */
+	struct gdrc_tls_entry *parked_last; /* the parked entry the last
+					     * get served (a put's third try) */
+	uint32_t far_clock; /* gets the four entries did not serve */
+	uint32_t far_skip;  /* of those, how many leave far alone */
 	uint16_t far_tries; /* looks at parked, and hits, since the last */
 	uint16_t far_hits;  /* judgement of their worth */
 };
@@ -873,12 +877,22 @@ gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
 		if ((const struct gdrc_mr *)t->e[i].h == mr &&
 		    t->e[i].uid == c->uid)
 			return &t->e[i];
+	e = t->parked_last; /* NULL, or in this thread's far table */
+	if (e && (const struct gdrc_mr *)e->h == mr && e->uid == c->uid)
+		return e;
 	return NULL;
 }
 
+/* The fast path's second look, out of line: a handle this thread parked
+ * (handle.c).  @return as gdrc_cache_get_fast. */
+struct gdrc_mr *gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start,
+				      uintptr_t end, uint32_t access,
+				      int (*host_ok)(void));
+
 /*
  * The fast path: a hit on one of this thread's remembered handles (the
- * checks: gdrc_cache_hit_ok), the one it hit last tried first.  (A
+ * checks: gdrc_cache_hit_ok), the one it hit last tried first, then on
+ * the handle it parked for the request's page.  (A
  * fork child never gets here: its entries are forgotten.)
  * @return the handle with the get counted, or NULL (go slow).
  */
@@ -897,7 +911,8 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 
 		for (int k = 1;; k++) {
 			if (k == GDRC_TLS_ENTRIES)
-				return NULL;
+				return gdrc_cache_get_parked(c, start, end,
+							     access, host_ok);
 			i = (i + 1) % GDRC_TLS_ENTRIES;
 			if (gdrc_tls_covers(&t->e[i], c, start, end, access))
 				break;

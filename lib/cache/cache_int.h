@@ -216,14 +216,7 @@ void gdrc_tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
 void gdrc_tls_drop_invalid(struct gdrc_cache *c);
 void gdrc_tls_fork_child(void);
 void gdrc_tls_forget(const struct gdrc_cache *c);
-struct gdrc_mr *gdrc_tls_parked_hit(struct gdrc_cache *c, uintptr_t start,
-				    uintptr_t end, uint32_t access);
-/* host_ok of a hit found after the caller waited for the hooks to be
- * idle (the index path): nothing more to wait for. */
-static inline int gdrc_host_ok_now(void)
-{
-	return 1;
-}
+
 void gdrc_handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
 			struct gdrc_defer *d);
 int gdrc_handles_busy(struct gdrc_region *r);

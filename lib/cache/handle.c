@@ -13,14 +13,14 @@
  *
  * An entry the fast path replaces is not let go of but parked, handle
  * and all, in a table of GDRC_TLS_PARKED entries by its region's first
- * page (what it displaces there is let go of), and the index path looks
- * there before the page hash: a thread that takes more buffers in turn
- * than the fast path's four entries hits each without an atomic
- * operation, as the fast path does, instead of retiring one handle and
+ * page (what it displaces there is let go of), and the fast path looks
+ * there when none of its four entries serves (gdrc_cache_get_parked): a
+ * thread that takes more buffers in turn than the four hits each
+ * without an atomic operation, instead of retiring one handle and
  * claiming another per get.  A parked handle is an idle live handle
  * like any other (eviction may take its region); its region leaving the
- * cache is noticed on the thread's next call that reaches the index
- * path, by the cache's count of removals.
+ * cache is noticed on the thread's next get the fast path does not
+ * serve, by the cache's count of removals.
  *
  * Thread exit (a pthread key destructor, set with the thread's first
  * shard) retires every remembered and parked handle; handles of a cache
@@ -231,12 +231,15 @@ static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 }
 
 /* Every FAR_JUDGE looks at the parked entries, fewer than an eighth of
- * them hits: the next FAR_SKIP index-path gets neither look there nor
- * make handles to park.  A pattern over many more buffers than the table
+ * them hits: the next FAR_SKIP gets the four entries do not serve
+ * neither look there nor make handles to park.  A pattern over many more buffers than the table
  * holds (random pages of thousands of registrations) would otherwise pay
  * for lines of it that its other lines keep out of the CPU's cache. */
 #define FAR_JUDGE 256
 #define FAR_SKIP 4096
+/* A parked entry unused for this many gets the four entries did not
+ * serve is cold: a handle may be made to take its slot. */
+#define FAR_COLD (4 * GDRC_TLS_PARKED)
 
 /* The parked entry where an entry for a region starting at start goes. */
 static unsigned far_slot(uintptr_t start)
@@ -310,6 +313,7 @@ static void tls_drop_all(void)
 		return;
 	for (int i = 0; i < GDRC_TLS_PARKED; i++)
 		tls_entry_drop(NULL, &far->parked[i]);
+	t->parked_last = NULL;
 	t->far = NULL;
 	free(far);
 }
@@ -364,6 +368,7 @@ static void tls_park(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 	p = parked_at(t, e->start);
 	tls_entry_drop(c, p);
 	*p = *e;
+	p->last = t->far_clock;
 	e->uid = 0;
 	e->h = NULL;
 }
@@ -418,22 +423,23 @@ static struct gdrc_handle *tls_unpark(struct gdrc_cache *c,
 }
 
 /*
- * The index path's first look (its checks done: nothing queued, the
- * hooks idle): a parked entry of this thread covering the request, with
- * the fast path's checks (gdrc_cache_hit_ok); the hit is counted in its
- * handle, which goes back among the remembered entries.
- * @return the handle's mr, or NULL (not parked here, or not valid).
+ * The fast path's second look (cache.h), when none of the four entries
+ * served: this thread's parked entry for the request's page, with the
+ * same checks and the same plain count in its handle; the entry stays
+ * where it is, and the put that follows finds it as t->parked_last.
+ * Judged by its hits (FAR_JUDGE).
  */
-struct gdrc_mr *gdrc_tls_parked_hit(struct gdrc_cache *c, uintptr_t start,
-				    uintptr_t end, uint32_t access)
+struct gdrc_mr *gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start,
+				      uintptr_t end, uint32_t access,
+				      int (*host_ok)(void))
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	struct gdrc_tls_entry *p;
 	_Atomic uint64_t *count;
-	struct gdrc_handle *h;
 
 	if (!t->far)
 		return NULL;
+	t->far_clock++;
 	if (t->far_skip) {
 		t->far_skip--;
 		return NULL;
@@ -447,14 +453,15 @@ struct gdrc_mr *gdrc_tls_parked_hit(struct gdrc_cache *c, uintptr_t start,
 	p = parked_at(t, start);
 	if (!gdrc_tls_covers(p, c, start, end, access))
 		return NULL;
-	count = gdrc_cache_hit_ok(c, p->r, t, start, end, gdrc_host_ok_now);
+	count = gdrc_cache_hit_ok(c, p->r, t, start, end, host_ok);
 	if (!count)
 		return NULL;
-	gdrc_cache_hit_count(c, p->r, t, count);
 	t->far_hits++;
-	h = tls_unpark(c, p);
-	gdrc_owned_add(&h->held, 1);
-	return &h->pub;
+	p->last = t->far_clock;
+	t->parked_last = p;
+	gdrc_owned_add(&p->h->held, 1);
+	gdrc_cache_hit_count(c, p->r, t, count);
+	return &p->h->pub;
 }
 
 /* A released handle of r to reuse, claimed; or NULL. */
@@ -553,9 +560,10 @@ direct:
  * parked), or hit r through the index among its last GDRC_TLS_SEEN index
  * hits (the second get of a buffer reaches the fast path from the third
  * on), or hit r through the index before and r's parking slot is free
- * (buffers taken in turn, more than the fast path remembers, are then
- * all parked and hit without an atomic from their third round on, and
- * making a handle never displaces a parked one).  Otherwise a direct
+ * or holds an entry unused for FAR_COLD gets (buffers taken in turn,
+ * more than the fast path remembers, are then all parked and hit
+ * without an atomic from their third round on, and a handle made never
+ * displaces a parked one in use).  Otherwise a direct
  * reference is served.  Compares r's address only.
  * @return REGION_PIN_ONE (serve with gdrc_serve) or 1 (a reference,
  *         served with gdrc_serve_direct).
@@ -581,7 +589,8 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 	 * seen where its first page says, and served directly here.) */
 	p = parked_at(t, start);
 	if (entry_of(p, c, r) ||
-	    (!p->uid && t->far->seen[far_slot(start)] == r))
+	    ((!p->uid || t->far_clock - p->last > FAR_COLD) &&
+	     t->far->seen[far_slot(start)] == r))
 		return REGION_PIN_ONE;
 	return 1;
 }

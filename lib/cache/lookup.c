@@ -5,9 +5,8 @@
  *
  *   1. A queued event sends the get to the miss path, which drains the
  *      queue first (inval.c); a fork child gets GDRC_ERR_FORK.
- *   2. This thread's handles on regions that left the cache are let go.
- *      A handle it parked (handle.c) that covers the request is a hit
- *      as on the fast path: no atomic operation.
+ *   2. This thread's handles on regions that left the cache are let go
+ *      (remembered and parked: handle.c).
  *   3. The index finds a region whose key covers the request with the
  *      rights asked and whose kernel word has not moved, and takes a
  *      direct reference on it and its LRU stamp: first the page hash,
@@ -100,12 +99,10 @@ static int tag_valid(struct gdrc_cache *c, struct gdrc_region *r,
 }
 
 /* The index path's search: a valid covering region, held as hold_of
- * says (*hold_p); or, with mr_p, this thread's parked handle covering
- * it, served (*mr_p set, *r_p NULL). */
+ * says (*hold_p). */
 static int index_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		      uint32_t access, gdrc_hold_fn hold_of,
-		      struct gdrc_region **r_p, uint64_t *hold_p,
-		      struct gdrc_mr **mr_p)
+		      struct gdrc_region **r_p, uint64_t *hold_p)
 {
 	struct gdrc_cover_arg a = { .c = c, .access = access };
 	struct gdrc_region *r;
@@ -116,10 +113,6 @@ static int index_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
 		return 0; /* the miss path drains first */
 	gdrc_tls_drop_invalid(c);
-	if (mr_p && (*mr_p = gdrc_tls_parked_hit(c, start, end, access))) {
-		*r_p = NULL;
-		return 1;
-	}
 	r = gdrc_index_find_fast(c, start, end, access, hold_of, &hold);
 	if (r) {
 		gdrc_region_stamp(c, r);
@@ -145,7 +138,7 @@ int gdrc_cache_peek(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 {
 	uint64_t hold;
 
-	return index_find(c, start, end, 0, hold_pin, r_p, &hold, NULL);
+	return index_find(c, start, end, 0, hold_pin, r_p, &hold);
 }
 
 int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
@@ -153,12 +146,10 @@ int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 {
 	struct gdrc_region *r;
 	uint64_t hold;
-	struct gdrc_mr *mr;
-	int ret = index_find(c, start, end, access, gdrc_hold_for, &r, &hold,
-			     &mr);
+	int ret = index_find(c, start, end, access, gdrc_hold_for, &r, &hold);
 
 	if (ret == 1)
-		*mr_p = r ? gdrc_hit_done(c, r, hold) : mr;
+		*mr_p = gdrc_hit_done(c, r, hold);
 	return ret;
 }
 

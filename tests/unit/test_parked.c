@@ -4,8 +4,9 @@
  * (handle.c, "parked"): a thread taking more buffers in turn than the
  * fast path remembers is served from them without a miss; memory unmapped
  * under a parked handle is never served; a parked handle on a region
- * that left the cache is let go of at the thread's next call that
- * reaches the index path, and every parked handle at the thread's exit.
+ * that left the cache is let go of at the thread's next get that the
+ * fast path does not serve, and every parked handle at the thread's
+ * exit.
  * Every put also runs under GDRC_MISUSE=abort (CMake), so a put of a
  * parked handle taken for a double put would abort.
  */
@@ -25,6 +26,7 @@
 
 #define PAGE 4096UL
 #define NPAGES 12 /* more than the fast path's four entries */
+#define MAPPED (NPAGES + 1) /* and one more, for a miss */
 
 static struct gdrc_ctx *ctx;
 static char *buf;
@@ -59,7 +61,7 @@ static uint64_t touch(int i)
 static int setup(void **state)
 {
 	(void)state;
-	buf = mmap(NULL, NPAGES * PAGE, PROT_READ | PROT_WRITE,
+	buf = mmap(NULL, MAPPED * PAGE, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED)
 		return -1;
@@ -70,7 +72,7 @@ static int teardown(void **state)
 {
 	(void)state;
 	gdrc_fini(ctx);
-	munmap(buf, NPAGES * PAGE);
+	munmap(buf, MAPPED * PAGE);
 	return 0;
 }
 
@@ -124,7 +126,7 @@ static void test_parked_remap_not_served(void **state)
 static _Atomic int stage;
 
 /* Rounds over every page (each gets this thread's handle), then waits;
- * then one get that reaches the index path (page 0: parked), then
+ * then a hit on a parked page (0) and a miss (the extra page), then
  * waits; then exits. */
 static void *worker(void *arg)
 {
@@ -141,12 +143,18 @@ static void *worker(void *arg)
 	atomic_store(&stage, 3);
 	while (atomic_load(&stage) != 4)
 		sched_yield();
+	if (!touch(NPAGES))
+		return (void *)1;
+	atomic_store(&stage, 5);
+	while (atomic_load(&stage) != 6)
+		sched_yield();
 	return NULL;
 }
 
 /* Another thread's parked handle on an invalidated page keeps it
- * registered until that thread's next call through the index path; its
- * other parked handles go when it exits. */
+ * registered through that thread's hits, until its next get that the
+ * fast path does not serve (here a miss); its other parked handles go
+ * when it exits. */
 static void test_parked_released(void **state)
 {
 	pthread_t t;
@@ -166,18 +174,25 @@ static void test_parked_released(void **state)
 	atomic_store(&stage, 2);
 	while (atomic_load(&stage) != 3)
 		sched_yield();
-	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), (NPAGES - 1) * PAGE);
+	/* A hit (parked page 0): page 3 still registered. */
+	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
+	assert_int_equal(stat_of(GDRC_STAT_DEREGS), 0);
+	atomic_store(&stage, 4);
+	while (atomic_load(&stage) != 5)
+		sched_yield();
+	/* A miss (the extra page, now cached): page 3 let go of. */
+	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
 	assert_int_equal(stat_of(GDRC_STAT_DEREGS), 1);
 	/* Everything else out of the cache: the worker's handles (four
 	 * remembered, the rest parked) keep it registered until it exits. */
-	assert_int_equal(gdrc_invalidate(ctx, buf, NPAGES * PAGE), GDRC_OK);
+	assert_int_equal(gdrc_invalidate(ctx, buf, MAPPED * PAGE), GDRC_OK);
 	assert_int_equal(stat_of(GDRC_STAT_REGIONS), 0);
 	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), (NPAGES - 1) * PAGE);
-	atomic_store(&stage, 4);
+	atomic_store(&stage, 6);
 	assert_int_equal(pthread_join(t, &ret), 0);
 	assert_null(ret);
 	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), 0);
-	assert_int_equal(stat_of(GDRC_STAT_DEREGS), NPAGES);
+	assert_int_equal(stat_of(GDRC_STAT_DEREGS), NPAGES + 1);
 }
 
 /* A put of a parked handle (its get, then more gets than the fast path
