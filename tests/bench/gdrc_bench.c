@@ -540,23 +540,21 @@ static int bench_hit(struct gdrc_ctx *ctx, char *buf,
 	printf("a. hit, 1 range                       %10.2f %10.2f\n",
 	       res->hit.best, res->hit.median);
 
-	a.mask = 3;
-	if (bench_counter(ctx, GDRC_STAT_MISSES, &m0) ||
-	    bench_run(bench_hit_loop, &a, iters, iters / 10,
-		      &res->hit_rotate4) ||
-	    bench_expect_misses(ctx, m0, 0, "hit, 4 ranges rotating"))
-		return -1;
-	printf("a. hit, 4 ranges in 4 pages, rotating %10.2f %10.2f\n",
-	       res->hit_rotate4.best, res->hit_rotate4.median);
+	for (unsigned n = 4; n <= 16; n *= 4) {
+		struct bench_res *r = n == 4 ? &res->hit_rotate4 :
+					       &res->hit_rotate16;
+		char label[64];
 
-	a.mask = 15;
-	if (bench_counter(ctx, GDRC_STAT_MISSES, &m0) ||
-	    bench_run(bench_hit_loop, &a, iters, iters / 10,
-		      &res->hit_rotate16) ||
-	    bench_expect_misses(ctx, m0, 0, "hit, 16 ranges rotating"))
-		return -1;
-	printf("a. hit, 16 ranges in 16 pages, rotating %8.2f %10.2f\n",
-	       res->hit_rotate16.best, res->hit_rotate16.median);
+		a.mask = n - 1;
+		snprintf(label, sizeof(label),
+			 "hit, %u ranges in %u pages, rotating", n, n);
+		if (bench_counter(ctx, GDRC_STAT_MISSES, &m0) ||
+		    bench_run(bench_hit_loop, &a, iters, iters / 10, r) ||
+		    bench_expect_misses(ctx, m0, 0, label))
+			return -1;
+		printf("a. %s %*.2f %10.2f\n", label, 44 - (int)strlen(label),
+		       r->best, r->median);
+	}
 	fflush(stdout);
 	return 0;
 }
