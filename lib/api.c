@@ -873,8 +873,16 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,
 				 uint32_t flags, struct gdrc_mr **mr_p)
 {
+	struct gdrc_mr *r;
 	int ret;
 
+	/* The fast path's second look: this thread's parked handle.  (A
+	 * failed get leaves *mr_p alone.) */
+	if (!flags && (r = gdrc_cache_get_parked(&ctx->cache, start, end,
+						 access, hooks_trusted))) {
+		*mr_p = r;
+		return GDRC_OK;
+	}
 	hooks_check();
 	/* An unmap of these addresses may still be posting its event. */
 	gdrc_hooks_wait_idle();

@@ -883,16 +883,16 @@ gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
 	return NULL;
 }
 
-/* The fast path's second look, out of line: a handle this thread parked
- * (handle.c).  @return as gdrc_cache_get_fast. */
+/* The fast path's second look, out of line (the caller's slow path
+ * makes it first, so that the inline part stays as it was): a handle
+ * this thread parked (handle.c).  @return as gdrc_cache_get_fast. */
 struct gdrc_mr *gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start,
 				      uintptr_t end, uint32_t access,
 				      int (*host_ok)(void));
 
 /*
  * The fast path: a hit on one of this thread's remembered handles (the
- * checks: gdrc_cache_hit_ok), the one it hit last tried first, then on
- * the handle it parked for the request's page.  (A
+ * checks: gdrc_cache_hit_ok), the one it hit last tried first.  (A
  * fork child never gets here: its entries are forgotten.)
  * @return the handle with the get counted, or NULL (go slow).
  */
@@ -911,8 +911,7 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 
 		for (int k = 1;; k++) {
 			if (k == GDRC_TLS_ENTRIES)
-				return gdrc_cache_get_parked(c, start, end,
-							     access, host_ok);
+				return NULL;
 			i = (i + 1) % GDRC_TLS_ENTRIES;
 			if (gdrc_tls_covers(&t->e[i], c, start, end, access))
 				break;
