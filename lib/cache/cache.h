@@ -312,9 +312,10 @@ struct gdrc_tls {
 	int shard;          /* stats shard; -1 until assigned */
 	int no_handles;     /* no exit hook (any more): gets are served as
 			     * direct references, and nothing is kept */
-	/* Entries replaced in e whose handles were kept (the index path
-	 * looks there first), and the regions this thread hit through the
-	 * index, both by first page (handle.c).  Made on first use. */
+	/* Entries replaced in e whose handles were kept (the slow path
+	 * looks there first: gdrc_cache_get_parked), and the regions this
+	 * thread hit through the index, both by first page (handle.c).
+	 * Made on first use, freed by the exit hook. */
 	struct gdrc_tls_far *far;
 	uint64_t swept_uid; /* the cache, and its removals count, at the */
 	uint64_t swept_gen; /* last look for invalid regions in e, parked */
