@@ -294,7 +294,7 @@ struct gdrc_tls_entry {
 
 /* Entries the fast path replaced, kept with their handles, and regions
  * hit through the index, each by its first page (handle.c). */
-#define GDRC_TLS_PARKED 64
+#define GDRC_TLS_PARKED 128
 
 struct gdrc_tls_far {
 	struct gdrc_tls_entry parked[GDRC_TLS_PARKED];
