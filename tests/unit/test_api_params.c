@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "ctx_stat.h"
+
 #include <gdrcache.h>
 
 #define BUF_LEN (16 * 4096)
@@ -49,21 +51,13 @@ static int teardown(void **state)
 	return 0;
 }
 
-static uint64_t stat(struct gdrc_ctx *ctx, enum gdrc_stat s)
-{
-	uint64_t v = UINT64_MAX;
-
-	assert_int_equal(gdrc_stat_get(ctx, s, &v), GDRC_OK);
-	return v;
-}
-
 /* Counters that any accepted call would move. */
 static void snapshot(struct gdrc_ctx *ctx, uint64_t v[4])
 {
-	v[0] = stat(ctx, GDRC_STAT_HITS);
-	v[1] = stat(ctx, GDRC_STAT_MISSES);
-	v[2] = stat(ctx, GDRC_STAT_REGIONS);
-	v[3] = stat(ctx, GDRC_STAT_INVALIDATIONS);
+	v[0] = ctx_stat(ctx, GDRC_STAT_HITS);
+	v[1] = ctx_stat(ctx, GDRC_STAT_MISSES);
+	v[2] = ctx_stat(ctx, GDRC_STAT_REGIONS);
+	v[3] = ctx_stat(ctx, GDRC_STAT_INVALIDATIONS);
 }
 
 static void assert_unchanged(struct gdrc_ctx *ctx, const uint64_t before[4])
@@ -133,12 +127,12 @@ static void test_mr_put_null_ignored(void **state)
 	uint64_t puts;
 
 	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 0, 0, &mr), GDRC_OK);
-	puts = stat(f->ctx, GDRC_STAT_PUTS);
+	puts = ctx_stat(f->ctx, GDRC_STAT_PUTS);
 	gdrc_mr_put(f->ctx, NULL);
 	gdrc_mr_put(NULL, mr);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_PUTS), puts);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_PUTS), puts);
 	gdrc_mr_put(f->ctx, mr);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_PUTS), puts + 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_PUTS), puts + 1);
 }
 
 static void test_mr_query_bad_args_invalid_param(void **state)

@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "ctx_stat.h"
+
 #include "map_pages.h"
 
 #include <gdrcache.h>
@@ -82,14 +84,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-static uint64_t stat(struct gdrc_ctx *ctx, enum gdrc_stat s)
-{
-	uint64_t v;
-
-	assert_int_equal(gdrc_stat_get(ctx, s, &v), GDRC_OK);
-	return v;
-}
-
 static struct gdrc_mr *get(struct gdrc_ctx *ctx, const void *addr,
 			   size_t len, uint32_t access)
 {
@@ -127,17 +121,17 @@ static void test_cache_second_get_hits_same_registration(void **state)
 	a = get(f->ctx, f->buf + 100, 64, 0);
 	b = get(f->ctx, f->buf + 100, 64, 0);
 	assert_int_equal(info(a).id, info(b).id);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_MISSES), 1);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_MISS_COLD), 1);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_HITS), 1);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_REGIONS), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_MISSES), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_MISS_COLD), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_HITS), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_REGIONS), 1);
 	gdrc_mr_put(f->ctx, a);
 	gdrc_mr_put(f->ctx, b);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_PUTS), 2);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_PUTS), 2);
 	/* Lazy unpinning: still cached, still pinned. */
-	assert_int_equal(stat(f->ctx, GDRC_STAT_REGIONS), 1);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_PINNED_BYTES), PAGE);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_DEREGS), 0);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_REGIONS), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_PINNED_BYTES), PAGE);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_DEREGS), 0);
 }
 
 static void test_cache_query_reports_page_rounded_range(void **state)
@@ -168,7 +162,7 @@ static void test_cache_subrange_of_cached_hits(void **state)
 
 	assert_int_equal(info(big).id, info(small).id);
 	assert_int_equal(info(big).id, info(edge).id);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_HITS), 2);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_HITS), 2);
 	gdrc_mr_put(f->ctx, big);
 	gdrc_mr_put(f->ctx, small);
 	gdrc_mr_put(f->ctx, edge);
@@ -183,7 +177,7 @@ static void test_cache_more_access_misses_and_merges_rights(void **state)
 	rd = get(f->ctx, f->buf, PAGE, GDRC_ACCESS_REMOTE_READ);
 	wr = get(f->ctx, f->buf, PAGE, GDRC_ACCESS_REMOTE_WRITE);
 	assert_int_not_equal(info(rd).id, info(wr).id);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_MISS_ACCESS), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_MISS_ACCESS), 1);
 	i = info(wr);
 	/* Union of both, and REMOTE_WRITE implies LOCAL_WRITE. */
 	assert_int_equal(i.access, GDRC_ACCESS_REMOTE_READ |
@@ -191,13 +185,13 @@ static void test_cache_more_access_misses_and_merges_rights(void **state)
 					   GDRC_ACCESS_LOCAL_WRITE);
 	/* The weaker one was retired but stays valid for its holder. */
 	assert_int_equal(info(rd).flags, GDRC_MR_INFO_INVALIDATED);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_REGIONS), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_REGIONS), 1);
 	rd2 = get(f->ctx, f->buf, PAGE, GDRC_ACCESS_REMOTE_READ);
 	assert_int_equal(info(rd2).id, info(wr).id);
 	gdrc_mr_put(f->ctx, rd);
 	gdrc_mr_put(f->ctx, wr);
 	gdrc_mr_put(f->ctx, rd2);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_DEREGS), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_DEREGS), 1);
 }
 
 static void test_cache_overlapping_request_merges_too_small(void **state)
@@ -209,13 +203,13 @@ static void test_cache_overlapping_request_merges_too_small(void **state)
 	a = get(f->ctx, f->buf + 2 * PAGE, PAGE, 0);
 	gdrc_mr_put(f->ctx, a);
 	b = get(f->ctx, f->buf + PAGE, 2 * PAGE + 1, 0);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_MISS_TOO_SMALL), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_MISS_TOO_SMALL), 1);
 	i = info(b);
 	assert_int_equal(i.addr, (uintptr_t)f->buf + PAGE);
 	assert_int_equal(i.length, 3 * PAGE);
 	/* The old one was subsumed, not left beside it. */
-	assert_int_equal(stat(f->ctx, GDRC_STAT_REGIONS), 1);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_PINNED_BYTES), 3 * PAGE);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_REGIONS), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_PINNED_BYTES), 3 * PAGE);
 	gdrc_mr_put(f->ctx, b);
 }
 
@@ -226,8 +220,8 @@ static void test_cache_adjacent_ranges_stay_separate(void **state)
 	struct gdrc_mr *b = get(f->ctx, f->buf + PAGE, PAGE, 0);
 
 	assert_int_not_equal(info(a).id, info(b).id);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_MISS_COLD), 2);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_REGIONS), 2);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_MISS_COLD), 2);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_REGIONS), 2);
 	gdrc_mr_put(f->ctx, a);
 	gdrc_mr_put(f->ctx, b);
 }
@@ -238,12 +232,12 @@ static void test_cache_explicit_invalidate_gives_new_id(void **state)
 	uint64_t id1 = get_id(f->ctx, f->buf, 64);
 
 	assert_int_equal(gdrc_invalidate(f->ctx, f->buf + 10, 1), GDRC_OK);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_INV_EXPLICIT), 1);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_INVALIDATIONS), 1);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_REGIONS), 0);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_PINNED_BYTES), 0);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_INV_EXPLICIT), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_INVALIDATIONS), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_REGIONS), 0);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_PINNED_BYTES), 0);
 	assert_true(get_id(f->ctx, f->buf, 64) > id1);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_MISS_INVALIDATED), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_MISS_INVALIDATED), 1);
 }
 
 static void test_cache_invalidate_elsewhere_keeps_registration(void **state)
@@ -254,7 +248,7 @@ static void test_cache_invalidate_elsewhere_keeps_registration(void **state)
 	assert_int_equal(gdrc_invalidate(f->ctx, f->buf + PAGE, PAGE),
 			 GDRC_OK);
 	assert_int_equal(get_id(f->ctx, f->buf, 64), id1);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_INVALIDATIONS), 0);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_INVALIDATIONS), 0);
 }
 
 static void test_cache_held_invalidated_valid_until_put(void **state)
@@ -272,10 +266,10 @@ static void test_cache_held_invalidated_valid_until_put(void **state)
 	assert_ptr_not_equal(fresh, old);
 	assert_true(info(fresh).id > i.id);
 	/* Both pinned until the old holder lets go. */
-	assert_int_equal(stat(f->ctx, GDRC_STAT_PINNED_BYTES), 2 * PAGE);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_PINNED_BYTES), 2 * PAGE);
 	gdrc_mr_put(f->ctx, old);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_PINNED_BYTES), PAGE);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_DEREGS), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_PINNED_BYTES), PAGE);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_DEREGS), 1);
 	gdrc_mr_put(f->ctx, fresh);
 }
 
@@ -288,12 +282,12 @@ static void test_cache_uncached_flag_released_at_put(void **state)
 				     GDRC_GET_UNCACHED, &mr),
 			 GDRC_OK);
 	assert_int_equal(info(mr).flags, 0);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_MISS_UNCACHED), 1);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_REGIONS), 0);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_PINNED_BYTES), PAGE);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_MISS_UNCACHED), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_REGIONS), 0);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_PINNED_BYTES), PAGE);
 	gdrc_mr_put(f->ctx, mr);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_PINNED_BYTES), 0);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_DEREGS), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_PINNED_BYTES), 0);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_DEREGS), 1);
 }
 
 static void test_cache_ids_never_repeat(void **state)
@@ -336,8 +330,8 @@ static void test_cache_munmap_then_same_va_misses(void **state)
 	q = map_at(p, 4 * PAGE);
 	assert_ptr_equal(q, p);
 	assert_true(get_id(f->ctx, q + PAGE, 64) > id1);
-	assert_true(stat(f->ctx, GDRC_STAT_INV_HOST_HOOK) >= 1);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_MISS_INVALIDATED), 1);
+	assert_true(ctx_stat(f->ctx, GDRC_STAT_INV_HOST_HOOK) >= 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_MISS_INVALIDATED), 1);
 	munmap(q, 4 * PAGE);
 }
 
@@ -370,7 +364,7 @@ static void test_cache_munmap_while_held_keeps_holder_valid(void **state)
 	assert_int_equal(info(old).id, id1);
 	gdrc_mr_put(f->ctx, old);
 	gdrc_mr_put(f->ctx, fresh);
-	assert_int_equal(stat(f->ctx, GDRC_STAT_PINNED_BYTES), PAGE);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_PINNED_BYTES), PAGE);
 	munmap(q, 2 * PAGE);
 }
 
@@ -452,7 +446,7 @@ static void test_cache_glibc_free_of_large_block_invalidates(void **state)
 	const size_t len = 64UL << 20; /* far above the mmap threshold */
 	char *p = libc_malloc(len), *q;
 	struct gdrc_mr *old;
-	uint64_t hook_before = stat(f->ctx, GDRC_STAT_INV_HOST_HOOK);
+	uint64_t hook_before = ctx_stat(f->ctx, GDRC_STAT_INV_HOST_HOOK);
 	uint64_t id1;
 
 	skip_under_valgrind();
@@ -468,7 +462,7 @@ static void test_cache_glibc_free_of_large_block_invalidates(void **state)
 		assert_true(get_id(f->ctx, q, 4096) > id1);
 	else
 		assert_int_equal(get_id(f->ctx, f->buf, 8) > 0, 1);
-	assert_true(stat(f->ctx, GDRC_STAT_INV_HOST_HOOK) > hook_before);
+	assert_true(ctx_stat(f->ctx, GDRC_STAT_INV_HOST_HOOK) > hook_before);
 	libc_free(q);
 }
 
@@ -507,8 +501,8 @@ static void test_cache_malloc_trim_seen_and_heap_still_works(void **state)
 static void test_cache_many_unmaps_bounded_then_drained(void **state)
 {
 	struct fixture *f = *state;
-	uint64_t events = stat(f->ctx, GDRC_STAT_MEM_EVENTS);
-	uint64_t merges = stat(f->ctx, GDRC_STAT_INVQ_MERGES);
+	uint64_t events = ctx_stat(f->ctx, GDRC_STAT_MEM_EVENTS);
+	uint64_t merges = ctx_stat(f->ctx, GDRC_STAT_INVQ_MERGES);
 	char *keep = map_at(NULL, PAGE);
 	uint64_t id_keep = get_id(f->ctx, keep, PAGE);
 	size_t heap0, heap1;
@@ -534,12 +528,12 @@ static void test_cache_many_unmaps_bounded_then_drained(void **state)
 	munmap(res, 2 * 40000 * PAGE);
 	print_message("    heap in use %zu -> %zu bytes; merges %llu\n", heap0,
 		      heap1,
-		      (unsigned long long)(stat(f->ctx,
+		      (unsigned long long)(ctx_stat(f->ctx,
 						GDRC_STAT_INVQ_MERGES) -
 					   merges));
 	assert_true(heap1 <= heap0 + PAGE);
-	assert_true(stat(f->ctx, GDRC_STAT_MEM_EVENTS) >= events + 40000);
-	assert_true(stat(f->ctx, GDRC_STAT_INVQ_MERGES) >=
+	assert_true(ctx_stat(f->ctx, GDRC_STAT_MEM_EVENTS) >= events + 40000);
+	assert_true(ctx_stat(f->ctx, GDRC_STAT_INVQ_MERGES) >=
 		    merges + 40000 - 64);
 	/* One call drains everything; an untouched range survives unless a
 	 * merge widened over it, which only costs a re-registration. */

@@ -21,18 +21,12 @@
 
 #include <cmocka.h>
 
+#include "ctx_stat.h"
+
 #include <gdrcache.h>
 
 #define PAGE 4096UL
 #define ACC GDRC_ACCESS_LOCAL_WRITE
-
-static uint64_t stat(struct gdrc_ctx *ctx, enum gdrc_stat s)
-{
-	uint64_t v;
-
-	assert_int_equal(gdrc_stat_get(ctx, s, &v), GDRC_OK);
-	return v;
-}
 
 static struct gdrc_ctx *ctx_new(void)
 {
@@ -55,8 +49,8 @@ static char *map(size_t len)
 static void expect_hit(struct gdrc_ctx *ctx, const char *p, size_t len,
 		       const char *key, size_t klen)
 {
-	uint64_t hits = stat(ctx, GDRC_STAT_HITS);
-	uint64_t misses = stat(ctx, GDRC_STAT_MISSES);
+	uint64_t hits = ctx_stat(ctx, GDRC_STAT_HITS);
+	uint64_t misses = ctx_stat(ctx, GDRC_STAT_MISSES);
 	struct gdrc_mr_info info;
 	struct gdrc_mr *mr;
 
@@ -65,8 +59,8 @@ static void expect_hit(struct gdrc_ctx *ctx, const char *p, size_t len,
 	assert_int_equal(info.key_addr, (uintptr_t)key);
 	assert_int_equal(info.key_length, klen);
 	gdrc_mr_put(ctx, mr);
-	assert_int_equal(stat(ctx, GDRC_STAT_HITS), hits + 1);
-	assert_int_equal(stat(ctx, GDRC_STAT_MISSES), misses);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), hits + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), misses);
 }
 
 static void reg(struct gdrc_ctx *ctx, const char *p, size_t len)
@@ -93,14 +87,14 @@ static void test_index_hash_grows_and_answers(void **state)
 	(void)state;
 	for (unsigned i = 0; i < N; i++)
 		reg(ctx, buf + i * PAGE, PAGE);
-	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), N);
-	tree = stat(ctx, GDRC_STAT_TREE_LOOKUPS);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), N);
+	tree = ctx_stat(ctx, GDRC_STAT_TREE_LOOKUPS);
 	for (unsigned i = 0; i < N; i++) {
 		unsigned j = (i * 1237u) % N; /* 1237 is prime to N */
 
 		expect_hit(ctx, buf + j * PAGE + 8, 64, buf + j * PAGE, PAGE);
 	}
-	assert_int_equal(stat(ctx, GDRC_STAT_TREE_LOOKUPS), tree);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_TREE_LOOKUPS), tree);
 	gdrc_fini(ctx);
 	munmap(buf, N * PAGE);
 }
@@ -155,10 +149,10 @@ static void test_index_levels(void **state)
 		buf[i] = map(pages[i] * PAGE);
 		reg(ctx, buf[i], pages[i] * PAGE);
 	}
-	tree = stat(ctx, GDRC_STAT_TREE_LOOKUPS);
+	tree = ctx_stat(ctx, GDRC_STAT_TREE_LOOKUPS);
 	for (int i = 0; i < 3; i++) {
 		struct level_arg a = { ctx, buf[i], pages[i] * PAGE, 0 };
-		uint64_t hits = stat(ctx, GDRC_STAT_HITS);
+		uint64_t hits = ctx_stat(ctx, GDRC_STAT_HITS);
 		pthread_t th;
 
 		/* A new thread remembers no handle: its first get of each
@@ -167,9 +161,9 @@ static void test_index_levels(void **state)
 		assert_int_equal(pthread_create(&th, NULL, level_hits, &a), 0);
 		assert_int_equal(pthread_join(th, NULL), 0);
 		assert_true(a.ok);
-		assert_int_equal(stat(ctx, GDRC_STAT_HITS), hits + 3);
+		assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), hits + 3);
 	}
-	assert_int_equal(stat(ctx, GDRC_STAT_TREE_LOOKUPS), tree);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_TREE_LOOKUPS), tree);
 	gdrc_fini(ctx);
 	for (int i = 0; i < 3; i++)
 		munmap(buf[i], pages[i] * PAGE);
@@ -192,17 +186,17 @@ static void test_index_granule_neighbour(void **state)
 
 	(void)state;
 	reg(ctx, g + 4 * PAGE, 20 * PAGE); /* level 1: granules g, g + 64K */
-	misses = stat(ctx, GDRC_STAT_MISSES);
+	misses = ctx_stat(ctx, GDRC_STAT_MISSES);
 	assert_int_equal(gdrc_mr_get(ctx, g + PAGE, PAGE, ACC, 0, &mr),
 			 GDRC_OK);
-	assert_int_equal(stat(ctx, GDRC_STAT_MISSES), misses + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), misses + 1);
 	assert_int_equal(gdrc_mr_query(mr, &info), GDRC_OK);
 	assert_int_equal(info.key_addr, (uintptr_t)(g + PAGE));
 	assert_int_equal(info.key_length, PAGE);
 	gdrc_mr_put(ctx, mr);
 	expect_hit(ctx, g + 4 * PAGE, PAGE, g + 4 * PAGE, 20 * PAGE);
 	expect_hit(ctx, g + PAGE + 8, 8, g + PAGE, PAGE);
-	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 2);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 2);
 	gdrc_fini(ctx);
 	munmap(buf, 64 * PAGE);
 }
@@ -224,18 +218,18 @@ static void test_index_removed_slot_never_serves(void **state)
 	for (unsigned i = 0; i < N; i++)
 		assert_int_equal(gdrc_invalidate(ctx, buf + i * PAGE, PAGE),
 				 GDRC_OK);
-	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 0);
 	for (unsigned i = N; i < 2 * N; i++)
 		reg(ctx, buf + i * PAGE, PAGE);
 	for (unsigned i = 0; i < N; i++) {
-		uint64_t misses = stat(ctx, GDRC_STAT_MISSES);
+		uint64_t misses = ctx_stat(ctx, GDRC_STAT_MISSES);
 		struct gdrc_mr_info info;
 		struct gdrc_mr *mr;
 
 		assert_int_equal(gdrc_mr_get(ctx, buf + i * PAGE, PAGE, ACC,
 					     0, &mr),
 				 GDRC_OK);
-		assert_int_equal(stat(ctx, GDRC_STAT_MISSES), misses + 1);
+		assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), misses + 1);
 		assert_int_equal(gdrc_mr_query(mr, &info), GDRC_OK);
 		assert_int_equal(info.key_addr, (uintptr_t)(buf + i * PAGE));
 		gdrc_mr_put(ctx, mr);
@@ -259,16 +253,16 @@ static void test_index_rights_fall_to_miss(void **state)
 
 	(void)state;
 	reg(ctx, buf, PAGE);
-	tree = stat(ctx, GDRC_STAT_TREE_LOOKUPS);
-	misses = stat(ctx, GDRC_STAT_MISSES);
+	tree = ctx_stat(ctx, GDRC_STAT_TREE_LOOKUPS);
+	misses = ctx_stat(ctx, GDRC_STAT_MISSES);
 	assert_int_equal(gdrc_mr_get(ctx, buf, PAGE,
 				     ACC | GDRC_ACCESS_REMOTE_READ, 0, &mr),
 			 GDRC_OK);
 	gdrc_mr_put(ctx, mr);
-	assert_int_equal(stat(ctx, GDRC_STAT_TREE_LOOKUPS), tree + 1);
-	assert_int_equal(stat(ctx, GDRC_STAT_MISSES), misses + 1);
-	assert_int_equal(stat(ctx, GDRC_STAT_MISS_ACCESS), 1);
-	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_TREE_LOOKUPS), tree + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), misses + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISS_ACCESS), 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 1);
 	expect_hit(ctx, buf, PAGE, buf, PAGE);
 	gdrc_fini(ctx);
 	munmap(buf, 4 * PAGE);

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "ctx_stat.h"
+
 #include <gdrcache.h>
 
 #define PAGE 4096UL
@@ -49,14 +51,6 @@ static struct gdrc_ctx *ctx_with(uint64_t max_regions, uint64_t max_bytes)
 	return ctx;
 }
 
-static uint64_t stat(struct gdrc_ctx *ctx, enum gdrc_stat s)
-{
-	uint64_t v;
-
-	assert_int_equal(gdrc_stat_get(ctx, s, &v), GDRC_OK);
-	return v;
-}
-
 static struct gdrc_mr *page_get(struct gdrc_ctx *ctx, int page)
 {
 	struct gdrc_mr *mr;
@@ -87,12 +81,12 @@ static void test_lru_evicts_least_recently_used(void **state)
 	c = page_id(ctx, 2);
 	assert_int_equal(page_id(ctx, 0), a); /* A is now most recent */
 	(void)page_id(ctx, 3);                /* evicts B */
-	assert_int_equal(stat(ctx, GDRC_STAT_EVICTIONS), 1);
-	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 3);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS), 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 3);
 	assert_int_equal(page_id(ctx, 0), a);
 	assert_int_equal(page_id(ctx, 2), c);
 	assert_int_not_equal(page_id(ctx, 1), b); /* B came back new */
-	assert_int_equal(stat(ctx, GDRC_STAT_MISS_EVICTED), 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISS_EVICTED), 1);
 	gdrc_fini(ctx);
 }
 
@@ -110,12 +104,12 @@ static void test_lru_order_follows_tree_path_hits(void **state)
 	(void)page_id(ctx, 10); /* evicts 1, the least recent */
 	assert_int_equal(page_id(ctx, 2), id[2]);
 	(void)page_id(ctx, 11); /* evicts 3 */
-	assert_int_equal(stat(ctx, GDRC_STAT_EVICTIONS), 2);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS), 2);
 	assert_int_equal(page_id(ctx, 0), id[0]);
 	assert_int_equal(page_id(ctx, 2), id[2]);
 	assert_int_equal(page_id(ctx, 4), id[4]);
 	assert_int_equal(page_id(ctx, 5), id[5]);
-	assert_int_equal(stat(ctx, GDRC_STAT_EVICTIONS), 2);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS), 2);
 	assert_int_not_equal(page_id(ctx, 1), id[1]);
 	gdrc_fini(ctx);
 }
@@ -129,14 +123,14 @@ static void test_lru_never_evicts_in_use(void **state)
 	(void)state;
 	assert_int_equal(gdrc_mr_get(ctx, buf + 2 * PAGE, PAGE, 0, 0, &c),
 			 GDRC_ERR_LIMIT);
-	assert_int_equal(stat(ctx, GDRC_STAT_LIMIT_REJECTS), 1);
-	assert_int_equal(stat(ctx, GDRC_STAT_EVICTIONS), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_LIMIT_REJECTS), 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS), 0);
 	assert_int_equal(gdrc_mr_query(a, &i), GDRC_OK);
 	assert_int_equal(i.flags, GDRC_MR_INFO_CACHED);
 	gdrc_mr_put(ctx, b);
 	/* Now B is unused: the same get evicts it. */
 	c = page_get(ctx, 2);
-	assert_int_equal(stat(ctx, GDRC_STAT_EVICTIONS), 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS), 1);
 	assert_int_equal(gdrc_mr_query(a, &i), GDRC_OK);
 	assert_int_equal(i.flags, GDRC_MR_INFO_CACHED);
 	gdrc_mr_put(ctx, a);
@@ -153,10 +147,10 @@ static void test_lru_max_bytes_evicts_lru(void **state)
 	a = page_id(ctx, 0);
 	b = page_id(ctx, 1);
 	(void)page_id(ctx, 2);
-	assert_int_equal(stat(ctx, GDRC_STAT_PINNED_BYTES), 3 * PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), 3 * PAGE);
 	(void)page_id(ctx, 3);
-	assert_int_equal(stat(ctx, GDRC_STAT_PINNED_BYTES), 3 * PAGE);
-	assert_int_equal(stat(ctx, GDRC_STAT_EVICTIONS), 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), 3 * PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS), 1);
 	assert_int_equal(page_id(ctx, 1), b);
 	assert_int_not_equal(page_id(ctx, 0), a);
 	gdrc_fini(ctx);
@@ -173,7 +167,7 @@ static void test_lru_request_over_max_bytes_limit_keeps_cache(void **state)
 			 GDRC_ERR_LIMIT);
 	assert_ptr_equal(mr, (struct gdrc_mr *)0x1);
 	/* Refused up front: nothing was evicted for it. */
-	assert_int_equal(stat(ctx, GDRC_STAT_EVICTIONS), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS), 0);
 	assert_int_equal(page_id(ctx, 0), a);
 	gdrc_fini(ctx);
 }
@@ -195,7 +189,7 @@ static void test_lru_uncached_counts_toward_bytes(void **state)
 				     &u3), GDRC_OK);
 	gdrc_mr_put(ctx, u2);
 	gdrc_mr_put(ctx, u3);
-	assert_int_equal(stat(ctx, GDRC_STAT_PINNED_BYTES), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), 0);
 	gdrc_fini(ctx);
 }
 
@@ -207,10 +201,10 @@ static void test_lru_many_regions_stay_within_limit(void **state)
 	for (int round = 0; round < 20; round++)
 		for (int p = 0; p < NPAGES; p++)
 			(void)page_id(ctx, (p * 7 + round) % NPAGES);
-	assert_int_equal(stat(ctx, GDRC_STAT_REGIONS), 8);
-	assert_int_equal(stat(ctx, GDRC_STAT_PINNED_BYTES), 8 * PAGE);
-	assert_int_equal(stat(ctx, GDRC_STAT_EVICTIONS) + 8,
-			 stat(ctx, GDRC_STAT_MISSES));
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 8);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), 8 * PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS) + 8,
+			 ctx_stat(ctx, GDRC_STAT_MISSES));
 	gdrc_fini(ctx);
 }
 

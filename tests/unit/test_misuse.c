@@ -24,6 +24,8 @@
 
 #include <cmocka.h>
 
+#include "ctx_stat.h"
+
 #include <gdrcache.h>
 
 #include "child_capture.h"
@@ -77,19 +79,11 @@ static struct gdrc_ctx *ctx_new(void)
 	return ctx;
 }
 
-static uint64_t stat_of(struct gdrc_ctx *ctx, enum gdrc_stat s)
-{
-	uint64_t v = UINT64_MAX;
-
-	assert_int_equal(gdrc_stat_get(ctx, s, &v), GDRC_OK);
-	return v;
-}
-
 /* The process-wide misuse count, read through a fresh context. */
 static uint64_t misuses(void)
 {
 	struct gdrc_ctx *ctx = ctx_new();
-	uint64_t n = stat_of(ctx, GDRC_STAT_MISUSE);
+	uint64_t n = ctx_stat(ctx, GDRC_STAT_MISUSE);
 
 	gdrc_fini(ctx);
 	return n;
@@ -129,11 +123,11 @@ struct snap {
 static struct snap snap_of(struct gdrc_ctx *ctx)
 {
 	return (struct snap){
-		.puts = stat_of(ctx, GDRC_STAT_PUTS),
-		.regions = stat_of(ctx, GDRC_STAT_REGIONS),
-		.deregs = stat_of(ctx, GDRC_STAT_DEREGS),
-		.hits = stat_of(ctx, GDRC_STAT_HITS),
-		.misses = stat_of(ctx, GDRC_STAT_MISSES),
+		.puts = ctx_stat(ctx, GDRC_STAT_PUTS),
+		.regions = ctx_stat(ctx, GDRC_STAT_REGIONS),
+		.deregs = ctx_stat(ctx, GDRC_STAT_DEREGS),
+		.hits = ctx_stat(ctx, GDRC_STAT_HITS),
+		.misses = ctx_stat(ctx, GDRC_STAT_MISSES),
 	};
 }
 
@@ -286,11 +280,11 @@ static struct snap double_put_refused(struct gdrc_ctx *ctx,
 
 	gdrc_mr_put(ctx, mr);
 	s = snap_of(ctx);
-	before = stat_of(ctx, GDRC_STAT_MISUSE);
+	before = ctx_stat(ctx, GDRC_STAT_MISUSE);
 	gdrc_mr_put(ctx, mr);
 	assert_said("gdrc_mr_put", "no get outstanding: a double put");
 	assert_unchanged(ctx, s);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), before + 1);
 	return s;
 }
 
@@ -306,11 +300,11 @@ static void test_misuse_double_put_owner(void **state)
 	/* Gets and puts go on as before: a hit, then a put that counts. */
 	again = get(ctx, 0, 0);
 	assert_ptr_equal(again, mr);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), s.hits + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), s.hits + 1);
 	gdrc_mr_put(ctx, again);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_PUTS), s.puts + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PUTS), s.puts + 1);
 	gdrc_mr_put(ctx, again);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_PUTS), s.puts + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PUTS), s.puts + 1);
 	gdrc_fini(ctx);
 }
 
@@ -323,14 +317,14 @@ static void test_misuse_one_put_too_many(void **state)
 
 	(void)state;
 	assert_ptr_equal(get(ctx, 0, 0), mr);
-	puts = stat_of(ctx, GDRC_STAT_PUTS);
-	before = stat_of(ctx, GDRC_STAT_MISUSE);
+	puts = ctx_stat(ctx, GDRC_STAT_PUTS);
+	before = ctx_stat(ctx, GDRC_STAT_MISUSE);
 	gdrc_mr_put(ctx, mr);
 	gdrc_mr_put(ctx, mr);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), before);
 	gdrc_mr_put(ctx, mr);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before + 1);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_PUTS), puts + 2);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), before + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PUTS), puts + 2);
 	gdrc_fini(ctx);
 }
 
@@ -365,22 +359,22 @@ static void test_misuse_double_put_remote(void **state)
 {
 	struct gdrc_ctx *ctx = ctx_new();
 	struct gdrc_mr *mr = get_handle(ctx, 0);
-	uint64_t puts = stat_of(ctx, GDRC_STAT_PUTS);
-	uint64_t before = stat_of(ctx, GDRC_STAT_MISUSE);
+	uint64_t puts = ctx_stat(ctx, GDRC_STAT_PUTS);
+	uint64_t before = ctx_stat(ctx, GDRC_STAT_MISUSE);
 
 	(void)state;
 	put_from_thread(ctx, mr, 2);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_PUTS), puts + 1);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PUTS), puts + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), before + 1);
 	assert_said("gdrc_mr_put", "no get outstanding");
 	gdrc_mr_put(ctx, mr);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_PUTS), puts + 1);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before + 2);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PUTS), puts + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), before + 2);
 	/* Still a working handle: get and put again. */
 	assert_ptr_equal(get(ctx, 0, 0), mr);
 	gdrc_mr_put(ctx, mr);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_PUTS), puts + 2);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before + 2);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PUTS), puts + 2);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), before + 2);
 	gdrc_fini(ctx);
 }
 
@@ -401,14 +395,14 @@ static void test_misuse_double_put_after_retire(void **state)
 		o[i] = get(ctx, (size_t)(i + 2) * 8192, 0);
 	for (int i = 0; i < 8; i++)
 		gdrc_mr_put(ctx, o[i]);
-	before = stat_of(ctx, GDRC_STAT_MISUSE);
-	deregs = stat_of(ctx, GDRC_STAT_DEREGS);
+	before = ctx_stat(ctx, GDRC_STAT_MISUSE);
+	deregs = ctx_stat(ctx, GDRC_STAT_DEREGS);
 	gdrc_mr_put(ctx, mr);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), before + 1);
 	assert_said("gdrc_mr_put", "double put");
-	assert_int_equal(stat_of(ctx, GDRC_STAT_DEREGS), deregs);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), deregs);
 	mr = get(ctx, 0, 0);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 9);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 9);
 	gdrc_mr_put(ctx, mr);
 	gdrc_fini(ctx);
 }
@@ -423,10 +417,10 @@ static void test_misuse_double_put_first_get(void **state)
 
 	(void)state;
 	s = double_put_refused(ctx, get(ctx, 0, 0));
-	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 1);
 	gdrc_mr_put(ctx, get(ctx, 0, 0));
-	assert_int_equal(stat_of(ctx, GDRC_STAT_HITS), s.hits + 1);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_DEREGS), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), s.hits + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 0);
 	gdrc_fini(ctx);
 }
 
@@ -437,21 +431,21 @@ static void test_misuse_double_put_uncached(void **state)
 	struct gdrc_ctx *ctx = ctx_new();
 	struct gdrc_mr *a = get(ctx, 0, GDRC_GET_UNCACHED);
 	struct gdrc_mr *b = get(ctx, 0, GDRC_GET_UNCACHED);
-	uint64_t before = stat_of(ctx, GDRC_STAT_MISUSE);
+	uint64_t before = ctx_stat(ctx, GDRC_STAT_MISUSE);
 
 	(void)state;
 	assert_ptr_not_equal(a, b);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_DEREGS), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 0);
 	gdrc_mr_put(ctx, a);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_DEREGS), 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 1);
 	/* a's memory went back to the pool: the put finds no magic. */
 	gdrc_mr_put(ctx, a);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), before + 1);
 	assert_said("gdrc_mr_put", "not a registration");
-	assert_int_equal(stat_of(ctx, GDRC_STAT_DEREGS), 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 1);
 	gdrc_mr_put(ctx, b);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_DEREGS), 2);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 2);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), before + 1);
 	gdrc_fini(ctx);
 }
 
@@ -467,17 +461,17 @@ static void test_misuse_put_not_a_handle(void **state)
 
 	(void)state;
 	s = snap_of(ctx);
-	before = stat_of(ctx, GDRC_STAT_MISUSE);
+	before = ctx_stat(ctx, GDRC_STAT_MISUSE);
 	gdrc_mr_put(ctx, (struct gdrc_mr *)garbage);
 	assert_said("gdrc_mr_put", "not a registration");
 	gdrc_mr_put(ctx, (struct gdrc_mr *)buf);
 	gdrc_mr_put(ctx, (struct gdrc_mr *)ctx);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before + 3);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), before + 3);
 	assert_int_equal(gdrc_mr_query((struct gdrc_mr *)garbage, &info),
 			 GDRC_ERR_INVALID_PARAM);
 	assert_int_equal(gdrc_mr_lkey((struct gdrc_mr *)garbage), 0);
 	assert_int_equal(gdrc_mr_rkey((struct gdrc_mr *)garbage), 0);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before + 6);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), before + 6);
 	assert_unchanged(ctx, s);
 	gdrc_mr_put(ctx, mr);
 	gdrc_fini(ctx);
@@ -489,7 +483,7 @@ static void test_misuse_put_other_context(void **state)
 	struct gdrc_ctx *a = ctx_new(), *b = ctx_new();
 	struct gdrc_mr *mr = get(a, 0, 0);
 	struct gdrc_mr *u = get(a, 8192, GDRC_GET_UNCACHED);
-	uint64_t before = stat_of(a, GDRC_STAT_MISUSE);
+	uint64_t before = ctx_stat(a, GDRC_STAT_MISUSE);
 	struct snap sa, sb;
 
 	(void)state;
@@ -500,10 +494,10 @@ static void test_misuse_put_other_context(void **state)
 	gdrc_mr_put(b, u);
 	assert_unchanged(a, sa);
 	assert_unchanged(b, sb);
-	assert_int_equal(stat_of(a, GDRC_STAT_MISUSE), before + 2);
+	assert_int_equal(ctx_stat(a, GDRC_STAT_MISUSE), before + 2);
 	gdrc_mr_put(a, mr);
 	gdrc_mr_put(a, u);
-	assert_int_equal(stat_of(a, GDRC_STAT_PUTS), sa.puts + 2);
+	assert_int_equal(ctx_stat(a, GDRC_STAT_PUTS), sa.puts + 2);
 	gdrc_fini(b);
 	gdrc_fini(a);
 }
@@ -577,7 +571,7 @@ static void test_misuse_track_only_accepts_what_no_nic_checks(void **state)
 	char *gone = mmap(NULL, 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
 			  -1, 0);
 	struct gdrc_mr *mr;
-	uint64_t before = stat_of(ctx, GDRC_STAT_MISUSE);
+	uint64_t before = ctx_stat(ctx, GDRC_STAT_MISUSE);
 
 	(void)state;
 	assert_true(ro != MAP_FAILED && gone != MAP_FAILED);
@@ -588,7 +582,7 @@ static void test_misuse_track_only_accepts_what_no_nic_checks(void **state)
 	gdrc_mr_put(ctx, mr);
 	assert_int_equal(gdrc_mr_get(ctx, gone, 8192, 0, 0, &mr), GDRC_OK);
 	gdrc_mr_put(ctx, mr);
-	assert_int_equal(stat_of(ctx, GDRC_STAT_MISUSE), before);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), before);
 	munmap(ro, 8192);
 	gdrc_fini(ctx);
 }

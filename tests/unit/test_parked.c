@@ -17,10 +17,12 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 #include <sys/mman.h>
 
 #include <cmocka.h>
+
+#include "ctx_stat.h"
+#include "map_pages.h"
 
 #include <gdrcache.h>
 
@@ -30,14 +32,6 @@
 
 static struct gdrc_ctx *ctx;
 static char *buf;
-
-static uint64_t stat_of(int stat)
-{
-	uint64_t v = 0;
-
-	assert_int_equal(gdrc_stat_get(ctx, stat, &v), GDRC_OK);
-	return v;
-}
 
 /* get + put of page i; @return the registration's id (0: failed). */
 static uint64_t touch(int i)
@@ -61,10 +55,7 @@ static uint64_t touch(int i)
 static int setup(void **state)
 {
 	(void)state;
-	buf = mmap(NULL, MAPPED * PAGE, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED)
-		return -1;
+	buf = map_at(NULL, MAPPED * PAGE);
 	return gdrc_init(NULL, &ctx) == GDRC_OK ? 0 : -1;
 }
 
@@ -85,15 +76,15 @@ static void test_parked_rounds_hit(void **state)
 	(void)state;
 	for (int i = 0; i < NPAGES; i++)
 		assert_int_not_equal(ids[i] = touch(i), 0);
-	misses = stat_of(GDRC_STAT_MISSES);
+	misses = ctx_stat(ctx, GDRC_STAT_MISSES);
 	assert_int_equal(misses, NPAGES);
 	for (int round = 0; round < 50; round++)
 		for (int i = 0; i < NPAGES; i++)
 			assert_int_equal(touch((i * 5 + round) % NPAGES),
 					 ids[(i * 5 + round) % NPAGES]);
-	assert_int_equal(stat_of(GDRC_STAT_MISSES), misses);
-	assert_int_equal(stat_of(GDRC_STAT_HITS), 50 * NPAGES);
-	assert_int_equal(stat_of(GDRC_STAT_PUTS), 51 * NPAGES);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), misses);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), 50 * NPAGES);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PUTS), 51 * NPAGES);
 }
 
 /* A page mapped again under its parked handle is a miss, a new
@@ -107,7 +98,7 @@ static void test_parked_remap_not_served(void **state)
 		for (int i = 0; i < NPAGES; i++)
 			assert_int_not_equal(ids[i] = touch(i), 0);
 	/* Pages 0..7 were replaced in the fast path's entries by 8..11. */
-	misses = stat_of(GDRC_STAT_MISSES);
+	misses = ctx_stat(ctx, GDRC_STAT_MISSES);
 	assert_true(mmap(buf + 2 * PAGE, PAGE, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
 		    buf + 2 * PAGE);
@@ -120,7 +111,7 @@ static void test_parked_remap_not_served(void **state)
 		else
 			assert_int_equal(id, ids[i]);
 	}
-	assert_int_equal(stat_of(GDRC_STAT_MISSES), misses + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), misses + 1);
 }
 
 static _Atomic int stage;
@@ -165,34 +156,35 @@ static void test_parked_released(void **state)
 	assert_int_equal(pthread_create(&t, NULL, worker, NULL), 0);
 	while (atomic_load(&stage) != 1)
 		sched_yield();
-	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
 	/* Page 3 is parked (the worker's entries hold 8..11). */
 	assert_int_equal(gdrc_invalidate(ctx, buf + 3 * PAGE, PAGE), GDRC_OK);
-	assert_int_equal(stat_of(GDRC_STAT_REGIONS), NPAGES - 1);
-	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
-	assert_int_equal(stat_of(GDRC_STAT_DEREGS), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), NPAGES - 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 0);
 	atomic_store(&stage, 2);
 	while (atomic_load(&stage) != 3)
 		sched_yield();
 	/* A hit (parked page 0): page 3 still registered. */
-	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
-	assert_int_equal(stat_of(GDRC_STAT_DEREGS), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 0);
 	atomic_store(&stage, 4);
 	while (atomic_load(&stage) != 5)
 		sched_yield();
 	/* A miss (the extra page, now cached): page 3 let go of. */
-	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
-	assert_int_equal(stat_of(GDRC_STAT_DEREGS), 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 1);
 	/* Everything else out of the cache: the worker's handles (four
 	 * remembered, the rest parked) keep it registered until it exits. */
 	assert_int_equal(gdrc_invalidate(ctx, buf, MAPPED * PAGE), GDRC_OK);
-	assert_int_equal(stat_of(GDRC_STAT_REGIONS), 0);
-	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), (NPAGES - 1) * PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES),
+			 (NPAGES - 1) * PAGE);
 	atomic_store(&stage, 6);
 	assert_int_equal(pthread_join(t, &ret), 0);
 	assert_null(ret);
-	assert_int_equal(stat_of(GDRC_STAT_PINNED_BYTES), 0);
-	assert_int_equal(stat_of(GDRC_STAT_DEREGS), NPAGES + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), NPAGES + 1);
 }
 
 /* A put of a parked handle (its get, then more gets than the fast path
@@ -211,11 +203,12 @@ static void test_parked_late_put(void **state)
 			 GDRC_OK);
 	for (int i = 1; i < NPAGES; i++)
 		assert_int_not_equal(touch(i), 0);
-	misuse = stat_of(GDRC_STAT_MISUSE);
+	misuse = ctx_stat(ctx, GDRC_STAT_MISUSE);
 	gdrc_mr_put(ctx, held);
-	assert_int_equal(stat_of(GDRC_STAT_MISUSE), misuse);
-	assert_int_equal(stat_of(GDRC_STAT_PUTS), stat_of(GDRC_STAT_HITS) +
-						  stat_of(GDRC_STAT_MISSES));
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), misuse);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PUTS),
+			 ctx_stat(ctx, GDRC_STAT_HITS) +
+				 ctx_stat(ctx, GDRC_STAT_MISSES));
 	/* Still served, and its handle still counts right. */
 	assert_int_not_equal(touch(0), 0);
 	assert_int_equal(gdrc_invalidate(ctx, buf, NPAGES * PAGE), GDRC_OK);

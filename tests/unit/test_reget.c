@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "ctx_stat.h"
+
 #include <gdrcache.h>
 
 #define PAGE 4096UL
@@ -29,14 +31,6 @@ struct fix {
 	struct gdrc_mr *mr;
 	uint64_t id;
 };
-
-static uint64_t stat_of(struct gdrc_ctx *ctx, enum gdrc_stat s)
-{
-	uint64_t v = 0;
-
-	assert_int_equal(gdrc_stat_get(ctx, s, &v), GDRC_OK);
-	return v;
-}
 
 static uint64_t id_of(const struct gdrc_mr *mr)
 {
@@ -83,27 +77,27 @@ static int teardown(void **state)
 static void test_reget_held_is_a_hit_without_a_reference(void **state)
 {
 	struct fix *f = *state;
-	uint64_t hits = stat_of(f->ctx, GDRC_STAT_HITS);
+	uint64_t hits = ctx_stat(f->ctx, GDRC_STAT_HITS);
 
 	assert_int_equal(gdrc_mr_reget(f->ctx, f->mr, f->p + 8, 64,
 				       GDRC_ACCESS_LOCAL_WRITE),
 			 GDRC_OK);
 	assert_int_equal(gdrc_mr_reget(f->ctx, f->mr, f->p, PAGE, 0), GDRC_OK);
-	assert_int_equal(stat_of(f->ctx, GDRC_STAT_HITS), hits + 2);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_HITS), hits + 2);
 	/* One put drops the one reference: invalidated, it is released. */
 	gdrc_mr_put(f->ctx, f->mr);
 	f->mr = NULL;
 	assert_int_equal(gdrc_invalidate(f->ctx, f->p, PAGE), GDRC_OK);
 	/* Nobody holds it any more: released, nothing pinned. */
-	assert_int_equal(stat_of(f->ctx, GDRC_STAT_PINNED_BYTES), 0);
-	assert_int_equal(stat_of(f->ctx, GDRC_STAT_DEREGS), 1);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_PINNED_BYTES), 0);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_DEREGS), 1);
 }
 
 static void test_reget_after_munmap_is_stale(void **state)
 {
 	struct fix *f = *state;
 	struct gdrc_mr *mr;
-	uint64_t hits = stat_of(f->ctx, GDRC_STAT_HITS);
+	uint64_t hits = ctx_stat(f->ctx, GDRC_STAT_HITS);
 
 	assert_int_equal(munmap(f->p, PAGE), 0);
 	assert_true(mmap(f->p, PAGE, PROT_READ | PROT_WRITE,
@@ -112,7 +106,7 @@ static void test_reget_after_munmap_is_stale(void **state)
 	assert_int_equal(gdrc_mr_reget(f->ctx, f->mr, f->p, 64,
 				       GDRC_ACCESS_LOCAL_WRITE),
 			 GDRC_ERR_STALE);
-	assert_int_equal(stat_of(f->ctx, GDRC_STAT_HITS), hits);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_HITS), hits);
 	gdrc_mr_put(f->ctx, f->mr);
 	f->mr = NULL;
 	assert_int_equal(gdrc_mr_get(f->ctx, f->p, 64, 0, 0, &mr), GDRC_OK);
@@ -175,24 +169,24 @@ static void test_reget_of_a_miss_is_stale_until_got_again(void **state)
 	assert_int_equal(gdrc_mr_get(f->ctx, f->p + PAGE, 64, 0, 0, &mr),
 			 GDRC_OK);
 	id = id_of(mr);
-	hits = stat_of(f->ctx, GDRC_STAT_HITS);
+	hits = ctx_stat(f->ctx, GDRC_STAT_HITS);
 	assert_int_equal(gdrc_mr_reget(f->ctx, mr, f->p + PAGE, 64, 0),
 			 GDRC_ERR_STALE);
-	assert_int_equal(stat_of(f->ctx, GDRC_STAT_HITS), hits);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_HITS), hits);
 	gdrc_mr_put(f->ctx, mr);
 	assert_int_equal(gdrc_mr_get(f->ctx, f->p + PAGE, 64, 0, 0, &mr),
 			 GDRC_OK);
 	assert_int_equal(id_of(mr), id);
 	assert_int_equal(gdrc_mr_reget(f->ctx, mr, f->p + PAGE, 64, 0),
 			 GDRC_OK);
-	assert_int_equal(stat_of(f->ctx, GDRC_STAT_HITS), hits + 2);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_HITS), hits + 2);
 	gdrc_mr_put(f->ctx, mr);
 }
 
 static void test_reget_bad_params_change_nothing(void **state)
 {
 	struct fix *f = *state;
-	uint64_t hits = stat_of(f->ctx, GDRC_STAT_HITS);
+	uint64_t hits = ctx_stat(f->ctx, GDRC_STAT_HITS);
 
 	assert_int_equal(gdrc_mr_reget(NULL, f->mr, f->p, 64, 0),
 			 GDRC_ERR_INVALID_PARAM);
@@ -205,7 +199,7 @@ static void test_reget_bad_params_change_nothing(void **state)
 			 GDRC_ERR_INVALID_PARAM);
 	assert_int_equal(gdrc_mr_reget(f->ctx, f->mr, f->p, 64, 1u << 30),
 			 GDRC_ERR_INVALID_PARAM);
-	assert_int_equal(stat_of(f->ctx, GDRC_STAT_HITS), hits);
+	assert_int_equal(ctx_stat(f->ctx, GDRC_STAT_HITS), hits);
 	assert_int_equal(gdrc_mr_reget(f->ctx, f->mr, f->p, 64, 0), GDRC_OK);
 }
 

@@ -30,6 +30,8 @@
 
 #include <cmocka.h>
 
+#include "ctx_stat.h"
+
 #include "map_pages.h"
 
 #include <gdrcache.h>
@@ -37,14 +39,6 @@
 #define PAGE 4096UL
 
 static struct gdrc_ctx *ctx;
-
-static uint64_t stat_of(enum gdrc_stat s)
-{
-	uint64_t v = 0;
-
-	assert_int_equal(gdrc_stat_get(ctx, s, &v), GDRC_OK);
-	return v;
-}
 
 /* The id of a get of [p, p + len), put again. */
 static uint64_t got_id(void *p, size_t len)
@@ -62,10 +56,10 @@ static uint64_t got_id(void *p, size_t len)
  * registration.  @return the id. */
 static uint64_t cached_pair(char *p)
 {
-	uint64_t hits = stat_of(GDRC_STAT_HITS), id = got_id(p, 2 * PAGE);
+	uint64_t hits = ctx_stat(ctx, GDRC_STAT_HITS), id = got_id(p, 2 * PAGE);
 
 	assert_int_equal(got_id(p, 2 * PAGE), id);
-	assert_int_equal(stat_of(GDRC_STAT_HITS), hits + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), hits + 1);
 	return id;
 }
 
@@ -107,8 +101,8 @@ static void unmap_remap(int raw)
 {
 	char *p = map_at(NULL, 2 * PAGE);
 	uint64_t id = cached_pair(p);
-	uint64_t ev = stat_of(GDRC_STAT_UFFD_EVENTS),
-		 inv = stat_of(GDRC_STAT_INV_HOST_HOOK);
+	uint64_t ev = ctx_stat(ctx, GDRC_STAT_UFFD_EVENTS),
+		 inv = ctx_stat(ctx, GDRC_STAT_INV_HOST_HOOK);
 
 	if (raw)
 		assert_int_equal(syscall(SYS_munmap, p, 2 * PAGE), 0);
@@ -116,8 +110,8 @@ static void unmap_remap(int raw)
 		assert_int_equal(munmap(p, 2 * PAGE), 0);
 	map_same(p, 2 * PAGE);
 	assert_int_not_equal(got_id(p, 2 * PAGE), id);
-	assert_true(stat_of(GDRC_STAT_UFFD_EVENTS) > ev);
-	assert_true(stat_of(GDRC_STAT_INV_HOST_HOOK) > inv);
+	assert_true(ctx_stat(ctx, GDRC_STAT_UFFD_EVENTS) > ev);
+	assert_true(ctx_stat(ctx, GDRC_STAT_INV_HOST_HOOK) > inv);
 	/* The new registration is cached (its range watched anew). */
 	id = got_id(p, 2 * PAGE);
 	assert_int_equal(got_id(p, 2 * PAGE), id);
@@ -148,10 +142,10 @@ static void test_uffd_invalidate_applies_an_unmap(void **state)
 		char *p = map_at(NULL, 2 * PAGE);
 
 		cached_pair(p);
-		assert_int_equal(stat_of(GDRC_STAT_REGIONS), 1);
+		assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 1);
 		munmap(p, 2 * PAGE);
 		assert_int_equal(gdrc_invalidate(ctx, other, PAGE), GDRC_OK);
-		assert_int_equal(stat_of(GDRC_STAT_REGIONS), 0);
+		assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 0);
 	}
 	munmap(other, PAGE);
 }
@@ -220,7 +214,7 @@ static void test_uffd_mremap(void **state)
 static void test_uffd_file_mapping_uncached(void **state)
 {
 	struct statfs fs;
-	uint64_t uncached = stat_of(GDRC_STAT_MISS_UNCACHED);
+	uint64_t uncached = ctx_stat(ctx, GDRC_STAT_MISS_UNCACHED);
 	char *p;
 	int fd;
 
@@ -235,7 +229,7 @@ static void test_uffd_file_mapping_uncached(void **state)
 	p = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	assert_true(p != MAP_FAILED);
 	assert_int_not_equal(got_id(p, 2 * PAGE), got_id(p, 2 * PAGE));
-	assert_int_equal(stat_of(GDRC_STAT_MISS_UNCACHED), uncached + 2);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISS_UNCACHED), uncached + 2);
 	munmap(p, 2 * PAGE);
 	close(fd);
 }
