@@ -1016,7 +1016,7 @@ GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
 	memset(info_p, 0, sizeof(*info_p));
 	info_p->id = r->id;
 	info_p->addr = gdrc_region_reg_start(r);
-	info_p->length = gdrc_region_reg_end(r) - gdrc_region_reg_start(r);
+	info_p->length = gdrc_region_reg_len(r);
 	info_p->key_addr = r->start;
 	info_p->key_length = r->end - r->start;
 	info_p->kind = r->kind;

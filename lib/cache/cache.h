@@ -238,6 +238,12 @@ static inline uintptr_t gdrc_region_reg_end(const struct gdrc_region *r)
 	return r->ext == &gdrc_region_ext_none ? r->end : r->ext->reg_end;
 }
 
+/* Bytes a region registered (pinned). */
+static inline uint64_t gdrc_region_reg_len(const struct gdrc_region *r)
+{
+	return gdrc_region_reg_end(r) - gdrc_region_reg_start(r);
+}
+
 /* A GPU pin of the kernel channel: its word and its handle. */
 struct gdrc_kpin {
 	int slot;
@@ -859,11 +865,20 @@ gdrc_tls_covers(const struct gdrc_tls_entry *e, const struct gdrc_cache *c,
 	       !(access & ~e->access);
 }
 
+/* Is e this thread's entry of c holding handle mr?  Compared with mr
+ * itself (&h->pub): nothing of mr is read, and a free entry (h NULL) or
+ * a direct reference never matches. */
+static inline __attribute__((always_inline)) int
+gdrc_tls_holds(const struct gdrc_tls_entry *e, const struct gdrc_cache *c,
+	       const struct gdrc_mr *mr)
+{
+	return (const struct gdrc_mr *)e->h == mr && e->uid == c->uid;
+}
+
 /*
  * This thread's entry of c for handle mr, or NULL: the last one a get
- * found first (a put or reget follows its get).  Compared with mr
- * itself (&h->pub): nothing of mr is read before it matched, and a free
- * entry (h NULL) or a direct reference never matches.
+ * found first (a put or reget follows its get), then the other three,
+ * then the parked entry the last parked hit served.
  */
 static inline __attribute__((always_inline)) struct gdrc_tls_entry *
 gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
@@ -871,15 +886,13 @@ gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
 {
 	struct gdrc_tls_entry *e = &t->e[t->mru];
 
-	if (gdrc_likely((const struct gdrc_mr *)e->h == mr &&
-			e->uid == c->uid))
+	if (gdrc_likely(gdrc_tls_holds(e, c, mr)))
 		return e;
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
-		if ((const struct gdrc_mr *)t->e[i].h == mr &&
-		    t->e[i].uid == c->uid)
+		if (gdrc_tls_holds(&t->e[i], c, mr))
 			return &t->e[i];
 	e = t->parked_last; /* NULL, or in this thread's far table */
-	if (e && (const struct gdrc_mr *)e->h == mr && e->uid == c->uid)
+	if (e && gdrc_tls_holds(e, c, mr))
 		return e;
 	return NULL;
 }

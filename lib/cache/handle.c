@@ -213,28 +213,41 @@ int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr)
 	return GDRC_PUT_OK;
 }
 
+/* Clear e, an entry of c, and let go of its handle (d: as for
+ * gdrc_handle_retire). */
+static void entry_retire(struct gdrc_cache *c, struct gdrc_tls_entry *e,
+			 struct gdrc_defer *d)
+{
+	struct gdrc_handle *h = e->h;
+
+	e->uid = 0;
+	e->h = NULL;
+	gdrc_handle_retire(c, h, d);
+}
+
 /* Clear entry e, then let go of its handle if its cache still lives. */
 static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 {
 	struct gdrc_handle *h = e->h;
 	uint64_t uid = e->uid;
 
-	e->uid = 0;
-	e->h = NULL;
 	if (!uid)
 		return;
 	if (c && uid == c->uid) {
-		gdrc_handle_retire(c, h, NULL);
+		entry_retire(c, e, NULL);
 		return;
 	}
+	e->uid = 0;
+	e->h = NULL;
 	gdrc_cache_retire_foreign(uid, h);
 }
 
 /* Every FAR_JUDGE looks at the parked entries, fewer than an eighth of
  * them hits: the next FAR_SKIP gets the four entries do not serve
- * neither look there nor make handles to park.  A pattern over many more buffers than the table
- * holds (random pages of thousands of registrations) would otherwise pay
- * for lines of it that its other lines keep out of the CPU's cache. */
+ * neither look there nor make handles to park.  A pattern over many more
+ * buffers than the table holds (random pages of thousands of
+ * registrations) would otherwise pay for lines of it that its other
+ * lines keep out of the CPU's cache. */
 #define FAR_JUDGE 256
 #define FAR_SKIP 4096
 /* A parked entry unused for this many gets the four entries did not
@@ -269,17 +282,6 @@ static int entry_of(const struct gdrc_tls_entry *e, const struct gdrc_cache *c,
 		    const struct gdrc_region *r)
 {
 	return e->uid == c->uid && e->r == r;
-}
-
-/* e was just cleared by its owner: let go of its handle. */
-static void entry_retire(struct gdrc_cache *c, struct gdrc_tls_entry *e,
-			 struct gdrc_defer *d)
-{
-	struct gdrc_handle *h = e->h;
-
-	e->uid = 0;
-	e->h = NULL;
-	gdrc_handle_retire(c, h, d);
 }
 
 /*

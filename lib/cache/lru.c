@@ -237,7 +237,7 @@ int gdrc_evict_device(struct gdrc_cache *c, int device, uint64_t bytes,
 		r = lru_claim_victim(c, device);
 		if (!r)
 			return -1;
-		len = gdrc_region_reg_end(r) - gdrc_region_reg_start(r);
+		len = gdrc_region_reg_len(r);
 		over_n -= over_n ? 1 : 0;
 		over_b -= over_b < len ? over_b : len;
 		evict_one(c, r, d);

@@ -73,7 +73,9 @@ struct gdrc_region *gdrc_region_alloc(struct gdrc_cache *c)
 
 /* Free r's ext and its pin array, if it has its own.  Cleared before
  * they are freed: a fork child frees what is left (free_chunks), and
- * must not find one freed already. */
+ * must not find one freed already; there an object another thread was
+ * handing out at the fork may not have been through gdrc_region_init_free
+ * yet (ext NULL: its chunk's memory is zero). */
 void gdrc_region_ext_free(struct gdrc_region *r)
 {
 	const struct gdrc_region_ext *x = r->ext;
@@ -119,7 +121,7 @@ static void dev_account(struct gdrc_cache *c, const struct gdrc_region *r,
 			int sign)
 {
 	struct gdrc_dev_acct *a = gdrc_dev_acct(c, r->device);
-	uint64_t len = gdrc_region_reg_end(r) - gdrc_region_reg_start(r);
+	uint64_t len = gdrc_region_reg_len(r);
 
 	if (!a)
 		return;
@@ -141,7 +143,7 @@ static void dev_account(struct gdrc_cache *c, const struct gdrc_region *r,
  */
 void gdrc_region_publish(struct gdrc_cache *c, struct gdrc_region *r)
 {
-	uint64_t len = gdrc_region_reg_end(r) - gdrc_region_reg_start(r);
+	uint64_t len = gdrc_region_reg_len(r);
 	uint64_t pinned, max;
 
 	r->self.r = r;
@@ -177,8 +179,7 @@ static int region_claim_dead(struct gdrc_cache *c, struct gdrc_region *r)
 			    &r->word, &w, w | REGION_DEAD,
 			    memory_order_acq_rel, memory_order_acquire)) {
 			atomic_fetch_sub_explicit(&c->pinned_bytes,
-						  gdrc_region_reg_end(r) -
-							  gdrc_region_reg_start(r),
+						  gdrc_region_reg_len(r),
 						  memory_order_relaxed);
 			atomic_fetch_sub_explicit(&c->nalive, 1,
 						  memory_order_relaxed);
@@ -209,7 +210,7 @@ void gdrc_region_release(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	struct gdrc_pin_reg reg = {
 		.addr = gdrc_region_reg_start(r),
-		.length = gdrc_region_reg_end(r) - gdrc_region_reg_start(r),
+		.length = gdrc_region_reg_len(r),
 		.access = r->access,
 		.mem_type = r->mem_type,
 		.handle = r->handle,
@@ -454,15 +455,15 @@ int gdrc_cache_segs_ok(const struct gdrc_cache *c,
 void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
 			void **spare_p)
 {
+	const struct gdrc_region_ext *x = r->ext;
 	uint64_t tick = atomic_fetch_add_explicit(&c->tick, 1,
 						  memory_order_relaxed) + 1;
 
 	gdrc_assert_wrlocked(c);
 	gdrc_index_insert(c, r, spare_p);
-	if (r->ext->alloc_end - r->ext->alloc_start + c->page_size >
-		    c->alloc_span_max &&
-	    r->ext->alloc_end > r->ext->alloc_start)
-		c->alloc_span_max = r->ext->alloc_end - r->ext->alloc_start +
+	if (x->alloc_end > x->alloc_start &&
+	    x->alloc_end - x->alloc_start + c->page_size > c->alloc_span_max)
+		c->alloc_span_max = x->alloc_end - x->alloc_start +
 				    c->page_size;
 	r->was_cached = 1;
 	atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
