@@ -305,6 +305,9 @@ struct gdrc_tls_entry {
 struct gdrc_tls_far {
 	struct gdrc_tls_entry parked[GDRC_TLS_PARKED];
 	const struct gdrc_region *seen[GDRC_TLS_PARKED]; /* compared only */
+	uint64_t uids; /* bit uid % 64 of every cache with a parked entry
+			* (and maybe of some without: cleared by a look
+			* over the table only) */
 };
 
 struct gdrc_tls {
@@ -544,7 +547,9 @@ struct gdrc_cache {
 	uint64_t reserved_bytes;
 	struct gdrc_inflight *inflight; /* registrations in progress */
 	struct gdrc_ghost ghosts[GDRC_GHOSTS];
-	unsigned ghost_next;
+	uint64_t ghost_next; /* ghosts ever added */
+	uintptr_t ghost_lo; /* every ghost ever added lies in [lo, hi) */
+	uintptr_t ghost_hi;
 
 	/* Per device (gdrc_dev_acct); ordinals past GDRC_MAX_DEVICES are
 	 * neither counted nor limited. */

@@ -320,6 +320,12 @@ static void tls_drop_all(void)
 	free(far);
 }
 
+/* The far table's summary bit for a cache's entries (0 for none). */
+static uint64_t uid_bit(uint64_t uid)
+{
+	return uid ? 1ULL << (uid % 64) : 0;
+}
+
 /* Is e an entry of c whose region left the cache? */
 static int entry_invalid(const struct gdrc_tls_entry *e,
 			 const struct gdrc_cache *c)
@@ -338,6 +344,7 @@ static int entry_invalid(const struct gdrc_tls_entry *e,
 void gdrc_tls_drop_invalid(struct gdrc_cache *c)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_far *far = t->far;
 	uint64_t gen = atomic_load_explicit(&c->removals,
 					    memory_order_acquire);
 
@@ -346,9 +353,16 @@ void gdrc_tls_drop_invalid(struct gdrc_cache *c)
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
 		if (entry_invalid(&t->e[i], c))
 			tls_entry_drop(c, &t->e[i]);
-	for (int i = 0; t->far && i < GDRC_TLS_PARKED; i++)
-		if (entry_invalid(&t->far->parked[i], c))
-			tls_entry_drop(c, &t->far->parked[i]);
+	/* The table holds none of c's (a context's first slow get, a
+	 * thread that parked nothing of it): nothing to look at. */
+	if (far && (far->uids & uid_bit(c->uid))) {
+		far->uids = 0;
+		for (int i = 0; i < GDRC_TLS_PARKED; i++) {
+			if (entry_invalid(&far->parked[i], c))
+				tls_entry_drop(c, &far->parked[i]);
+			far->uids |= uid_bit(far->parked[i].uid);
+		}
+	}
 	t->swept_uid = c->uid;
 	t->swept_gen = gen;
 }
@@ -371,6 +385,7 @@ static void tls_park(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 	tls_entry_drop(c, p);
 	*p = *e;
 	p->last = t->far_clock;
+	t->far->uids |= uid_bit(p->uid);
 	e->uid = 0;
 	e->h = NULL;
 }

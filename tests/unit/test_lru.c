@@ -114,6 +114,35 @@ static void test_lru_order_follows_tree_path_hits(void **state)
 	gdrc_fini(ctx);
 }
 
+/* A miss is counted by why the range has no region: never cached
+ * (cold) or removed (here, evicted), whatever order the removed ranges'
+ * addresses came in (the cache answers outside their span without
+ * looking at each). */
+static void test_lru_miss_causes_by_address(void **state)
+{
+	static const struct {
+		int page;
+		uint64_t cold, evicted;
+	} step[] = {
+		{ 30, 1, 0 }, { 10, 2, 0 }, /* evicts 30 */
+		{ 50, 3, 0 },               /* evicts 10 */
+		{ 5, 4, 0 },  { 60, 5, 0 }, /* below, above all removed */
+		{ 20, 6, 0 },               /* among them, never cached */
+		{ 30, 6, 1 }, { 10, 6, 2 }, { 5, 6, 3 }, { 60, 6, 4 },
+	};
+	struct gdrc_ctx *ctx = ctx_with(1, GDRC_LIMIT_NONE);
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(step) / sizeof(step[0]); i++) {
+		(void)page_id(ctx, step[i].page);
+		assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISS_COLD),
+				 step[i].cold);
+		assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISS_EVICTED),
+				 step[i].evicted);
+	}
+	gdrc_fini(ctx);
+}
+
 static void test_lru_never_evicts_in_use(void **state)
 {
 	struct gdrc_ctx *ctx = ctx_with(2, GDRC_LIMIT_NONE);
@@ -213,6 +242,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lru_evicts_least_recently_used),
 		cmocka_unit_test(test_lru_order_follows_tree_path_hits),
+		cmocka_unit_test(test_lru_miss_causes_by_address),
 		cmocka_unit_test(test_lru_never_evicts_in_use),
 		cmocka_unit_test(test_lru_max_bytes_evicts_lru),
 		cmocka_unit_test(

@@ -187,6 +187,99 @@ static void test_parked_released(void **state)
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), NPAGES + 1);
 }
 
+/* A second thread that runs what it is given, one job at a time, so
+ * that its handles stay its own while this thread invalidates. */
+static int (*_Atomic job)(void);
+static _Atomic int job_ret;
+
+/* The job that ends the worker. */
+static int job_quit(void)
+{
+	return 0;
+}
+
+static void *job_worker(void *arg)
+{
+	int (*fn)(void);
+
+	(void)arg;
+	for (;;) {
+		while (!(fn = atomic_load(&job)))
+			sched_yield();
+		if (fn == job_quit)
+			return NULL;
+		atomic_store(&job_ret, fn());
+		atomic_store(&job, NULL);
+	}
+}
+
+/* Run fn on the job worker; its result. */
+static int on_worker(int (*fn)(void))
+{
+	atomic_store(&job, fn);
+	while (atomic_load(&job))
+		sched_yield();
+	return atomic_load(&job_ret);
+}
+
+static struct gdrc_ctx *other;
+
+static int rounds(void)
+{
+	for (int round = 0; round < 3; round++)
+		for (int i = 0; i < NPAGES; i++)
+			if (!touch(i))
+				return -1;
+	return 0;
+}
+
+static int other_get(void)
+{
+	struct gdrc_mr *mr;
+
+	if (gdrc_mr_get(other, buf, PAGE, 0, 0, &mr))
+		return -1;
+	gdrc_mr_put(other, mr);
+	return 0;
+}
+
+static int miss_extra(void)
+{
+	return touch(NPAGES) ? 0 : -1;
+}
+
+static int touch_4(void)
+{
+	return touch(4) ? 0 : -1;
+}
+
+/* A thread's parked handles on regions that left a context go at its
+ * next get in that context that the fast path does not serve, each
+ * time, whatever it did in another context in between (a context whose
+ * first get finds none of its own parked looks at none). */
+static void test_parked_released_across_contexts(void **state)
+{
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(gdrc_init(NULL, &other), GDRC_OK);
+	assert_int_equal(pthread_create(&t, NULL, job_worker, NULL), 0);
+	assert_int_equal(on_worker(rounds), 0);
+	/* Pages 3 and 4 are parked (the worker's entries hold 8..11). */
+	assert_int_equal(gdrc_invalidate(ctx, buf + 3 * PAGE, PAGE), GDRC_OK);
+	assert_int_equal(on_worker(other_get), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 0);
+	assert_int_equal(on_worker(miss_extra), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 1);
+	assert_int_equal(gdrc_invalidate(ctx, buf + 4 * PAGE, PAGE), GDRC_OK);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 1);
+	assert_int_equal(on_worker(touch_4), 0); /* a miss */
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 2);
+	atomic_store(&job, job_quit);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	gdrc_fini(other);
+}
+
 /* A put of a parked handle (its get, then more gets than the fast path
  * remembers, then the put) is taken, once: a second is a double put. */
 static void test_parked_late_put(void **state)
@@ -224,6 +317,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parked_released, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_parked_released_across_contexts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parked_late_put, setup,
 						teardown),
 	};
