@@ -963,7 +963,8 @@ static void put_misuse(const struct gdrc_mr *mr, int fault)
 		       what[fault]);
 	else
 		misuse("gdrc_mr_put", "handle %p (registration %llu) %s",
-		       (const void *)mr, (unsigned long long)mr->r->id,
+		       (const void *)mr,
+		       (unsigned long long)gdrc_mr_region(mr)->id,
 		       what[fault]);
 }
 
@@ -996,7 +997,7 @@ GDRC_API void gdrc_mr_put(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 /* Is mr a live registration or handle?  Else a misuse, in call. */
 static inline int mr_live(const struct gdrc_mr *mr, const char *call)
 {
-	if (gdrc_likely(mr->magic == GDRC_MR_MAGIC))
+	if (gdrc_likely(gdrc_mr_live(mr)))
 		return 1;
 	misuse(call, "handle %p " MR_NOT_LIVE, (const void *)mr);
 	return 0;
@@ -1010,7 +1011,7 @@ GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
 
 	if (!mr || !info_p || !mr_live(mr, __func__))
 		return GDRC_ERR_INVALID_PARAM;
-	r = mr->r;
+	r = gdrc_mr_region(mr);
 	w = atomic_load_explicit(&((struct gdrc_region *)r)->word,
 				 memory_order_acquire);
 	memset(info_p, 0, sizeof(*info_p));
@@ -1038,12 +1039,12 @@ GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
 
 GDRC_API uint32_t gdrc_mr_lkey(const struct gdrc_mr *mr)
 {
-	return mr && mr_live(mr, __func__) ? mr->r->lkey : 0;
+	return mr && mr_live(mr, __func__) ? gdrc_mr_region(mr)->lkey : 0;
 }
 
 GDRC_API uint32_t gdrc_mr_rkey(const struct gdrc_mr *mr)
 {
-	return mr && mr_live(mr, __func__) ? mr->r->rkey : 0;
+	return mr && mr_live(mr, __func__) ? gdrc_mr_region(mr)->rkey : 0;
 }
 
 GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *pub, const void *ptr,

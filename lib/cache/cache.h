@@ -104,19 +104,27 @@
 struct gdrc_region;
 struct gdrc_handle;
 
-/* What the API hands out: a region's own (h NULL) or a thread's handle. */
+/*
+ * What the API hands out: a thread's handle (its pub), or a region's own
+ * direct reference, which is only the magic word r->self in line 0 of
+ * the region, so that a get, its put and the user's key reads touch that
+ * one line.  The magic says which: a handle's pub.r is its region; the
+ * region of a direct reference is the one around it (gdrc_mr_region).
+ */
 struct gdrc_mr {
-	struct gdrc_region *r; /* the registration */
-	struct gdrc_handle *h; /* NULL: a direct reference on r */
-	uint64_t magic;        /* GDRC_MR_MAGIC while r or h lives (a
+	uint64_t magic;        /* GDRC_MR_MAGIC or _SELF while it lives (a
 				* handle: from its first use until its
 				* memory goes back to the pool) */
+	struct gdrc_region *r; /* a handle's region; not there in a
+				* direct reference */
 };
 
-/* gdrc_mr.magic of a live one: "gdrc-mr" and a version byte.  A put
- * reads it before anything else: most pointers that are not a handle,
- * and handles whose memory went back to the pool, fail here. */
+/* gdrc_mr.magic of a live one: "gdrc-mr" and a version byte (a handle)
+ * or "gdrc-ms" (a direct reference).  A put reads it before anything
+ * else: most pointers that are not a handle, and handles whose memory
+ * went back to the pool, fail here. */
 #define GDRC_MR_MAGIC 0x67647263266d7201ULL
+#define GDRC_MR_SELF_MAGIC 0x67647263266d7301ULL
 
 /*
  * What a put found wrong (gdrc_cache_put_slow); the API layer reports it
@@ -172,27 +180,24 @@ extern const struct gdrc_region_ext gdrc_region_ext_none;
  * registration).
  */
 struct gdrc_region {
-	/* Line 0: all a hit reads (fast or through the index) but a tag
-	 * check's BUFFER_ID.  The key is the tree node's own start and
-	 * end: the tree never writes them (itree.h), so hits read them
-	 * without the lock like any fixed field; the rest of the node
-	 * changes under cache->lock for writing while the region is in the
-	 * tree, and runs into line 1. */
+	/* Line 0: all a hit (fast or through the index), its put and the
+	 * user's key reads touch, but a tag check's BUFFER_ID.  The key is
+	 * the tree node's own start and end: the tree never writes them
+	 * (itree.h), so hits read them without the lock like any fixed
+	 * field; the rest of the node changes under cache->lock for
+	 * writing while the region is in the tree, and is line 1's. */
 	_Atomic uint64_t word;   /* refs | INVALID | DEAD | pins, see above */
 	_Atomic uint64_t stamp;  /* cache tick at its last get (LRU) */
 	int kslot;               /* fixed: kernel channel word, or -1 */
 	uint16_t access;         /* fixed: GDRC_ACCESS_* registered */
-	uint8_t info_flags;      /* fixed: GDRC_MR_INFO_* it was made with */
-	uint8_t kmore_any;       /* fixed: ext->kmore > 0 */
 	uint8_t tag_check;       /* fixed: REGION_TAG_*: how hits check */
-	uint8_t mem_type;        /* fixed: enum gdrc_mem_type */
-	uint8_t kind;            /* fixed: enum gdrc_ptr_kind */
-	uint8_t kpinned;         /* fixed: kslot is a GPU pin, not a watch */
-	int16_t device;          /* fixed: CUDA ordinal or -1 */
-	int8_t ix_level;         /* index.c, under cache->lock: its level
-				  * in the page hash, or -1 (the tree
-				  * alone) */
-	uint8_t was_cached;      /* fixed: inserted into the index */
+	uint8_t kmore_any;       /* fixed: ext->kmore > 0 */
+	uint64_t self;           /* GDRC_MR_SELF_MAGIC while it lives:
+				  * (struct gdrc_mr *)&self is the direct
+				  * reference handed out */
+	uint32_t lkey;           /* fixed */
+	uint32_t rkey;           /* fixed */
+	struct gdrc_cache *cache;  /* fixed: owner */
 	union {
 		struct gdrc_itree_node node;
 		struct {
@@ -201,19 +206,24 @@ struct gdrc_region {
 		};
 	};
 
-	/* Line 1: the owner, what a put of a direct reference and its
-	 * user read, the tag. */
-	struct gdrc_cache *cache;  /* fixed: owner */
-	struct gdrc_mr self;     /* fixed: the direct-reference handle */
+	/* Line 1: the tree node's links (above), the tag, what a query
+	 * reads. */
 	uint64_t buffer_id;      /* fixed: GPU: its first segment's identity,
 				  * else 0 */
-	uint32_t lkey;           /* fixed */
-	uint32_t rkey;           /* fixed */
-
-	/* Line 2: what misses, releases and invalidations read. */
+	uint8_t info_flags;      /* fixed: GDRC_MR_INFO_* it was made with */
+	uint8_t mem_type;        /* fixed: enum gdrc_mem_type */
+	uint8_t kind;            /* fixed: enum gdrc_ptr_kind */
+	uint8_t kpinned;         /* fixed: kslot is a GPU pin, not a watch */
+	int16_t device;          /* fixed: CUDA ordinal or -1 */
+	int8_t ix_level;         /* index.c, under cache->lock: its level
+				  * in the page hash, or -1 (the tree
+				  * alone) */
+	uint8_t was_cached;      /* fixed: inserted into the index */
 	void *handle;            /* fixed: backend object (its backend:
 				  * gdrc_cache_ops_for(cache, mem_type)) */
 	uint64_t id;             /* fixed: unique in the process */
+
+	/* Line 2: what misses, releases and invalidations read. */
 	const struct gdrc_region_ext *ext; /* fixed: never NULL */
 	struct gdrc_handle *_Atomic handles; /* pushed only; freed with it */
 
@@ -226,6 +236,27 @@ struct gdrc_region {
 	struct gdrc_region *free_next; /* slab free list */
 } GDRC_ALIGNED_CL; /* whole lines: threads on neighbouring regions share
 		    * no line */
+
+/* Is mr a live handle or direct reference (its magic)? */
+static inline int gdrc_mr_live(const struct gdrc_mr *mr)
+{
+	return mr->magic == GDRC_MR_MAGIC || mr->magic == GDRC_MR_SELF_MAGIC;
+}
+
+/* The region of a live mr. */
+static inline struct gdrc_region *gdrc_mr_region(const struct gdrc_mr *mr)
+{
+	if (mr->magic == GDRC_MR_SELF_MAGIC)
+		return gdrc_container_of((uint64_t *)&mr->magic,
+					 struct gdrc_region, self);
+	return mr->r;
+}
+
+/* The handle a live mr is, or NULL: a direct reference. */
+static inline struct gdrc_handle *gdrc_mr_handle(struct gdrc_mr *mr)
+{
+	return mr->magic == GDRC_MR_MAGIC ? (struct gdrc_handle *)mr : NULL;
+}
 
 /* The range a region registered: its key's unless its ext says. */
 static inline uintptr_t gdrc_region_reg_start(const struct gdrc_region *r)
@@ -267,7 +298,8 @@ enum {
 
 /* A thread's handle on a region.  Cache-line sized: one owner writes it. */
 struct gdrc_handle {
-	struct gdrc_mr pub;         /* pub.r: the region, pub.h: this */
+	struct gdrc_mr pub;         /* first: (struct gdrc_handle *)&pub is
+				     * this; pub.r: the region */
 	_Atomic uint64_t held;      /* owner: gets - own puts; others: hint */
 	_Atomic uint64_t remote;    /* puts not counted in held, plus
 				     * HANDLE_RETIRED - held once retired */

@@ -192,20 +192,21 @@ static int region_put_direct(struct gdrc_cache *c, struct gdrc_region *r)
 
 int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr)
 {
+	struct gdrc_handle *h;
 	int shard, fault;
 
-	if (mr->magic != GDRC_MR_MAGIC)
+	if (!gdrc_mr_live(mr))
 		return GDRC_PUT_NOT_MR;
-	if (mr->r->cache != c)
+	if (gdrc_mr_region(mr)->cache != c)
 		return GDRC_PUT_OTHER_CTX;
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
 		return GDRC_PUT_OK; /* the parent's are never released */
-	if (mr->h && atomic_load_explicit(&mr->h->state,
-					  memory_order_acquire) !=
-			     HANDLE_IN_USE)
+	h = gdrc_mr_handle(mr);
+	if (h && atomic_load_explicit(&h->state, memory_order_acquire) !=
+			 HANDLE_IN_USE)
 		return GDRC_PUT_RELEASED;
-	fault = mr->h ? handle_put_remote(c, mr->h) :
-			region_put_direct(c, mr->r);
+	fault = h ? handle_put_remote(c, h) :
+		    region_put_direct(c, gdrc_mr_region(mr));
 	if (fault)
 		return fault;
 	shard = gdrc_tls_shard();
@@ -506,7 +507,7 @@ static struct gdrc_handle *handle_alloc(struct gdrc_cache *c)
 /* Hand out r's own mr: the caller's direct reference is the get. */
 struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r)
 {
-	return &r->self;
+	return (struct gdrc_mr *)&r->self;
 }
 
 /*
@@ -546,7 +547,6 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 		if (!h)
 			goto direct;
 		h->pub.r = r;
-		h->pub.h = h;
 		h->pub.magic = GDRC_MR_MAGIC;
 		atomic_init(&h->state, HANDLE_CLAIMED);
 		h->next = atomic_load_explicit(&r->handles,

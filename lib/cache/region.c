@@ -25,14 +25,18 @@
 
 #include "cache_int.h"
 
-/* A hit reads line 0 of its region (a tag check also line 1); a put of a
- * direct reference lines 0 and 1 (pool.c aligns objects to a line). */
+/* A hit, its put and the user's key reads touch line 0 of the region
+ * only (a tag check also line 1; pool.c aligns objects to a line). */
 _Static_assert(offsetof(struct gdrc_region, end) + sizeof(uintptr_t) <=
 		       GDRC_CACHELINE,
 	       "a hit's fields of struct gdrc_region leave line 0");
-_Static_assert(offsetof(struct gdrc_region, rkey) + sizeof(uint32_t) <=
-		       2 * GDRC_CACHELINE,
-	       "a put's fields of struct gdrc_region leave line 1");
+_Static_assert(offsetof(struct gdrc_region, self) < GDRC_CACHELINE &&
+		       offsetof(struct gdrc_region, cache) < GDRC_CACHELINE &&
+		       offsetof(struct gdrc_region, rkey) < GDRC_CACHELINE,
+	       "a put's fields of struct gdrc_region leave line 0");
+_Static_assert(offsetof(struct gdrc_mr, magic) == 0 &&
+		       offsetof(struct gdrc_handle, pub) == 0,
+	       "an mr's magic is its first word, a handle's pub its start");
 _Static_assert(offsetof(struct gdrc_region, start) ==
 			       offsetof(struct gdrc_region, node.start) &&
 		       offsetof(struct gdrc_region, end) ==
@@ -94,7 +98,7 @@ void gdrc_region_free(struct gdrc_cache *c, struct gdrc_region *r)
 	struct gdrc_handle *h, *next;
 
 	gdrc_region_ext_free(r);
-	r->self.magic = 0;
+	r->self = 0;
 	gdrc_slab_lock(c);
 	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
 	     h = next) {
@@ -146,9 +150,7 @@ void gdrc_region_publish(struct gdrc_cache *c, struct gdrc_region *r)
 	uint64_t len = gdrc_region_reg_len(r);
 	uint64_t pinned, max;
 
-	r->self.r = r;
-	r->self.h = NULL;
-	r->self.magic = GDRC_MR_MAGIC;
+	r->self = GDRC_MR_SELF_MAGIC;
 	atomic_store_explicit(&r->handles, NULL, memory_order_relaxed);
 	atomic_store_explicit(&r->word, REGION_PIN_ONE | REGION_INVALID,
 			      memory_order_release);
