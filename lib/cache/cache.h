@@ -331,15 +331,23 @@ struct gdrc_tls_entry {
 #define GDRC_TLS_SEEN 4
 
 /* Entries the fast path replaced, kept with their handles, and regions
- * hit through the index, each by its first page (handle.c). */
+ * hit through the index, each by its first page (handle.c): this many at
+ * first, eight times as many when a thread's pages keep displacing each
+ * other there, up to the most. */
 #define GDRC_TLS_PARKED 128
+#define GDRC_TLS_PARKED_MAX 8192
 
 struct gdrc_tls_far {
-	struct gdrc_tls_entry parked[GDRC_TLS_PARKED];
-	const struct gdrc_region *seen[GDRC_TLS_PARKED]; /* compared only */
+	unsigned size;      /* entries: a power of two */
+	unsigned sweep_pos; /* the look for invalid entries: the next one */
+	uint64_t sweep_uid; /* the cache it looks for, */
+	uint64_t sweep_gen; /* its removals count when the look began, */
+	uint64_t sweep_uids; /* and uids seen so far (below) */
 	uint64_t uids; /* bit uid % 64 of every cache with a parked entry
 			* (and maybe of some without: cleared by a look
 			* over the table only) */
+	const struct gdrc_region **seen; /* size of them, compared only */
+	struct gdrc_tls_entry parked[];  /* size of them */
 };
 
 struct gdrc_tls {
@@ -365,7 +373,9 @@ struct gdrc_tls {
 	uint32_t far_clock; /* gets the four entries did not serve */
 	uint32_t far_skip;  /* of those, how many leave far alone */
 	uint16_t far_tries; /* looks at parked, and hits, since the last */
-	uint16_t far_hits;  /* judgement of their worth */
+	uint16_t far_hits;  /* judgement of their worth, and looks that */
+	uint16_t far_taken; /* found the slot held for another region */
+	uint16_t far_fill;  /* judgements to skip while a grown table fills */
 };
 
 extern __thread struct gdrc_tls gdrc_tls_cur

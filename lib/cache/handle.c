@@ -17,10 +17,13 @@
  * there when none of its four entries serves (gdrc_cache_get_parked): a
  * thread that takes more buffers in turn than the four hits each
  * without an atomic operation, instead of retiring one handle and
- * claiming another per get.  A parked handle is an idle live handle
- * like any other (eviction may take its region); its region leaving the
- * cache is noticed on the thread's next get the fast path does not
- * serve, by the cache's count of removals.
+ * claiming another per get.  The table grows (far_judge) when the
+ * thread's buffers keep contending for its slots, up to
+ * GDRC_TLS_PARKED_MAX; an entry hit twice in a row goes back among the
+ * four.  A parked handle is an idle live handle like any other
+ * (eviction may take its region); its region leaving the cache is
+ * noticed over the thread's next gets the fast path does not serve, by
+ * the cache's count of removals (FAR_SWEEP entries a get).
  *
  * Thread exit (a pthread key destructor, set with the thread's first
  * shard) retires every remembered and parked handle; handles of a cache
@@ -244,27 +247,53 @@ static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 }
 
 /* Every FAR_JUDGE looks at the parked entries, fewer than an eighth of
- * them hits: the next FAR_SKIP gets the four entries do not serve
- * neither look there nor make handles to park.  A pattern over many more
- * buffers than the table holds (random pages of thousands of
- * registrations) would otherwise pay for lines of it that its other
- * lines keep out of the CPU's cache. */
+ * them hits: the table grows, or the next FAR_SKIP gets the four entries
+ * do not serve neither look there nor make handles to park (far_judge).
+ * A pattern over many more buffers than the table can hold (random pages
+ * of a hundred thousand registrations) would otherwise pay for lines of
+ * it that its other lines keep out of the CPU's cache.  A table that
+ * grew is not judged for FAR_FILL windows: its buffers take it in over
+ * about two rounds (a handle is made on a buffer's second index hit). */
 #define FAR_JUDGE 256
 #define FAR_SKIP 4096
+#define FAR_FILL(far) (3 * (far)->size / FAR_JUDGE)
 /* A parked entry unused for this many gets the four entries did not
  * serve is cold: a handle may be made to take its slot. */
-#define FAR_COLD (4 * GDRC_TLS_PARKED)
+#define FAR_COLD(far) (4 * (far)->size)
+/* Entries one get looks over for invalid ones (gdrc_tls_drop_invalid):
+ * a table this small is looked over at once. */
+#define FAR_SWEEP 256
+
+/* The slot of a table of size entries for a region starting at start. */
+static unsigned slot_of(uintptr_t start, unsigned size)
+{
+	return (unsigned)(start >> 12) & (size - 1);
+}
 
 /* The parked entry where an entry for a region starting at start goes. */
-static unsigned far_slot(uintptr_t start)
+static unsigned far_slot(const struct gdrc_tls *t, uintptr_t start)
 {
-	return (unsigned)((start >> 12) % GDRC_TLS_PARKED);
+	return slot_of(start, t->far->size);
 }
 
 static struct gdrc_tls_entry *parked_at(const struct gdrc_tls *t,
 					uintptr_t start)
 {
-	return &t->far->parked[far_slot(start)];
+	return &t->far->parked[far_slot(t, start)];
+}
+
+/* A far table of size entries, empty; NULL without memory. */
+static struct gdrc_tls_far *far_new(unsigned size)
+{
+	struct gdrc_tls_far *far =
+		calloc(1, sizeof(*far) + size * (sizeof(far->parked[0]) +
+						 sizeof(far->seen[0])));
+
+	if (far) {
+		far->size = size;
+		far->seen = (const struct gdrc_region **)&far->parked[size];
+	}
+	return far;
 }
 
 /* This thread's far table, made now if need be (outside any cache lock);
@@ -274,7 +303,7 @@ static struct gdrc_tls_far *tls_far(void)
 	struct gdrc_tls *t = &gdrc_tls_cur;
 
 	if (!t->far)
-		t->far = calloc(1, sizeof(*t->far));
+		t->far = far_new(GDRC_TLS_PARKED);
 	return t->far;
 }
 
@@ -314,7 +343,7 @@ static void tls_drop_all(void)
 		tls_entry_drop(NULL, &t->e[i]);
 	if (!far)
 		return;
-	for (int i = 0; i < GDRC_TLS_PARKED; i++)
+	for (unsigned i = 0; i < far->size; i++)
 		tls_entry_drop(NULL, &far->parked[i]);
 	t->parked_last = NULL;
 	t->far = NULL;
@@ -336,12 +365,17 @@ static int entry_invalid(const struct gdrc_tls_entry *e,
 		REGION_INVALID);
 }
 
-/* Let go of this thread's handles on c's regions that left the cache,
+/*
+ * Let go of this thread's handles on c's regions that left the cache,
  * remembered and parked, so that they are released now rather than at
  * the next replacement.  Only a removal makes a cached region INVALID,
  * so nothing is looked at while c has removed none since the last look
  * (the count is read first: a removal it does not show is looked for
- * again next time). */
+ * again next time).  The parked table is looked over only if it may
+ * hold entries of c, FAR_SWEEP entries a call: one look may take
+ * several gets of a large table, and covers the removals counted when
+ * it began.  It looks for one cache at a time; another's waits.
+ */
 void gdrc_tls_drop_invalid(struct gdrc_cache *c)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
@@ -354,15 +388,27 @@ void gdrc_tls_drop_invalid(struct gdrc_cache *c)
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
 		if (entry_invalid(&t->e[i], c))
 			tls_entry_drop(c, &t->e[i]);
-	/* The table holds none of c's (a context's first slow get, a
-	 * thread that parked nothing of it): nothing to look at. */
 	if (far && (far->uids & uid_bit(c->uid))) {
-		far->uids = 0;
-		for (int i = 0; i < GDRC_TLS_PARKED; i++) {
-			if (entry_invalid(&far->parked[i], c))
-				tls_entry_drop(c, &far->parked[i]);
-			far->uids |= uid_bit(far->parked[i].uid);
+		if (!far->sweep_pos) { /* a look begins */
+			far->sweep_uid = c->uid;
+			far->sweep_gen = gen;
+			far->sweep_uids = 0;
+		} else if (far->sweep_uid != c->uid) {
+			return; /* another cache's look is under way */
 		}
+		for (unsigned n = 0; n < FAR_SWEEP && far->sweep_pos < far->size;
+		     n++, far->sweep_pos++) {
+			struct gdrc_tls_entry *p = &far->parked[far->sweep_pos];
+
+			if (entry_invalid(p, c))
+				tls_entry_drop(c, p);
+			far->sweep_uids |= uid_bit(p->uid);
+		}
+		if (far->sweep_pos < far->size)
+			return;
+		far->sweep_pos = 0;
+		far->uids = far->sweep_uids;
+		gen = far->sweep_gen;
 	}
 	t->swept_uid = c->uid;
 	t->swept_gen = gen;
@@ -387,6 +433,7 @@ static void tls_park(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 	*p = *e;
 	p->last = t->far_clock;
 	t->far->uids |= uid_bit(p->uid);
+	t->far->sweep_uids |= uid_bit(p->uid); /* a look under way */
 	e->uid = 0;
 	e->h = NULL;
 }
@@ -441,11 +488,66 @@ static struct gdrc_handle *tls_unpark(struct gdrc_cache *c,
 }
 
 /*
+ * Make this thread's parked table eight times larger, its entries moved
+ * to their slots there (one that finds its slot taken is let go of);
+ * without memory, leave it.  Outside any cache lock.
+ */
+static void far_grow(struct gdrc_cache *c)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_far *old = t->far, *far = far_new(old->size * 8);
+
+	if (!far)
+		return;
+	for (unsigned i = 0; i < old->size; i++) {
+		struct gdrc_tls_entry *e = &old->parked[i], *p;
+
+		if (!e->uid)
+			continue;
+		p = &far->parked[slot_of(e->start, far->size)];
+		if (p->uid) {
+			tls_entry_drop(c, e);
+			continue;
+		}
+		*p = *e;
+		far->uids |= uid_bit(p->uid);
+	}
+	t->far = far;
+	t->parked_last = NULL;
+	t->swept_uid = 0; /* look over it anew */
+	t->far_fill = FAR_FILL(far);
+	free(old);
+}
+
+/*
+ * Every FAR_JUDGE looks at the parked table: fewer than an eighth of
+ * them hits, and the table is not filling after it grew.  If half of
+ * them found the request's slot held for another region, the thread
+ * takes more buffers in turn than the table holds: it grows, up to
+ * GDRC_TLS_PARKED_MAX.  Else the next FAR_SKIP gets leave it alone.
+ */
+static void far_judge(struct gdrc_cache *c, struct gdrc_tls *t)
+{
+	if (t->far_fill) {
+		t->far_fill--;
+	} else if (t->far_hits < FAR_JUDGE / 8) {
+		if (t->far_taken >= FAR_JUDGE / 2 &&
+		    t->far->size < GDRC_TLS_PARKED_MAX)
+			far_grow(c);
+		else
+			t->far_skip = FAR_SKIP;
+	}
+	t->far_tries = 0;
+	t->far_hits = 0;
+	t->far_taken = 0;
+}
+
+/*
  * The fast path's second look (cache.h), when none of the four entries
  * served: this thread's parked entry for the request's page, with the
  * same checks and the same plain count in its handle; the entry stays
  * where it is, and the put that follows finds it as t->parked_last.
- * Judged by its hits (FAR_JUDGE).
+ * Judged by its hits (far_judge).
  */
 struct gdrc_mr *gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start,
 				      uintptr_t end, uint32_t access,
@@ -462,12 +564,8 @@ struct gdrc_mr *gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start,
 		t->far_skip--;
 		return NULL;
 	}
-	if (++t->far_tries == FAR_JUDGE) {
-		if (t->far_hits < FAR_JUDGE / 8)
-			t->far_skip = FAR_SKIP;
-		t->far_tries = 0;
-		t->far_hits = 0;
-	}
+	if (++t->far_tries == FAR_JUDGE)
+		far_judge(c, t);
 	p = parked_at(t, start);
 	if (!gdrc_tls_covers(p, c, start, end, access))
 		return NULL;
@@ -475,10 +573,19 @@ struct gdrc_mr *gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start,
 	if (!count)
 		return NULL;
 	t->far_hits++;
+	gdrc_cache_hit_count(c, p->r, t, count);
+	if (t->parked_last == p) {
+		/* Its second get in a row: back among the four, where the
+		 * fast path finds it. */
+		struct gdrc_handle *h = tls_unpark(c, p);
+
+		t->parked_last = NULL;
+		gdrc_owned_add(&h->held, 1);
+		return &h->pub;
+	}
 	p->last = t->far_clock;
 	t->parked_last = p;
 	gdrc_owned_add(&p->h->held, 1);
-	gdrc_cache_hit_count(c, p->r, t, count);
 	return &p->h->pub;
 }
 
@@ -590,6 +697,7 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	const struct gdrc_tls_entry *p;
+	const struct gdrc_region *seen;
 
 	if (t->no_handles)
 		return 1;
@@ -605,10 +713,14 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 	 * (A region of several pages got from a later one is parked and
 	 * seen where its first page says, and served directly here.) */
 	p = parked_at(t, start);
+	seen = t->far->seen[far_slot(t, start)];
 	if (entry_of(p, c, r) ||
-	    ((!p->uid || t->far_clock - p->last > FAR_COLD) &&
-	     t->far->seen[far_slot(start)] == r))
+	    ((!p->uid || t->far_clock - p->last > FAR_COLD(t->far)) &&
+	     seen == r))
 		return REGION_PIN_ONE;
+	/* Its slot remembers another region: this thread's buffers
+	 * contend for the table's slots (far_judge). */
+	t->far_taken += seen && seen != r;
 	return 1;
 }
 
@@ -626,7 +738,7 @@ struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
 	 * without one (or whose hook ran) keeps no handle and no table. */
 	gdrc_tls_shard();
 	if (!t->no_handles && !t->far_skip && tls_far())
-		t->far->seen[far_slot(r->start)] = r;
+		t->far->seen[far_slot(t, r->start)] = r;
 	return gdrc_serve_direct(r);
 }
 
@@ -667,7 +779,7 @@ void gdrc_tls_forget(const struct gdrc_cache *c)
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
 		if (t->e[i].uid == c->uid)
 			t->e[i].uid = 0;
-	for (int i = 0; t->far && i < GDRC_TLS_PARKED; i++)
+	for (unsigned i = 0; t->far && i < t->far->size; i++)
 		if (t->far->parked[i].uid == c->uid)
 			t->far->parked[i].uid = 0;
 }

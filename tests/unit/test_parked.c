@@ -67,6 +67,26 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* More buffers than a thread's first parked table holds
+ * (GDRC_TLS_PARKED, 128), and EXTRA more for misses. */
+#define BIG 600
+#define EXTRA 4
+
+static int setup_big(void **state)
+{
+	(void)state;
+	buf = map_at(NULL, (BIG + EXTRA) * PAGE);
+	return gdrc_init(NULL, &ctx) == GDRC_OK ? 0 : -1;
+}
+
+static int teardown_big(void **state)
+{
+	(void)state;
+	gdrc_fini(ctx);
+	munmap(buf, (BIG + EXTRA) * PAGE);
+	return 0;
+}
+
 /* Rounds over every page: all hits after the first round, each get
  * served its own page's registration, every registration the same. */
 static void test_parked_rounds_hit(void **state)
@@ -206,8 +226,10 @@ static void *job_worker(void *arg)
 	for (;;) {
 		while (!(fn = atomic_load(&job)))
 			sched_yield();
-		if (fn == job_quit)
+		if (fn == job_quit) {
+			atomic_store(&job, NULL);
 			return NULL;
+		}
 		atomic_store(&job_ret, fn());
 		atomic_store(&job, NULL);
 	}
@@ -280,6 +302,52 @@ static void test_parked_released_across_contexts(void **state)
 	gdrc_fini(other);
 }
 
+static int big_rounds(void)
+{
+	for (int round = 0; round < 10; round++)
+		for (int i = 0; i < BIG; i++)
+			if (!touch((i * 7 + round) % BIG))
+				return -1;
+	return 0;
+}
+
+static int next_extra;
+
+static int miss_next_extra(void)
+{
+	return touch(BIG + next_extra++) ? 0 : -1;
+}
+
+/*
+ * A thread taking BIG buffers in turn: its parked table grows to hold
+ * them (so that an invalidation of them all leaves far more than 128
+ * pinned by its handles), every get after the first round is a hit, and
+ * its handles on regions that left the cache are let go of over its next
+ * few gets that the fast path does not serve (a large table is looked
+ * over a part at a time), then nothing of theirs is pinned.
+ */
+static void test_parked_grows(void **state)
+{
+	pthread_t t;
+
+	(void)state;
+	next_extra = 0;
+	assert_int_equal(pthread_create(&t, NULL, job_worker, NULL), 0);
+	assert_int_equal(on_worker(big_rounds), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), BIG);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), 9 * BIG);
+	assert_int_equal(gdrc_invalidate(ctx, buf, BIG * PAGE), GDRC_OK);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 0);
+	assert_true(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES) > BIG / 2 * PAGE);
+	for (int i = 0; i < EXTRA; i++)
+		assert_int_equal(on_worker(miss_next_extra), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), EXTRA * PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), BIG);
+	atomic_store(&job, job_quit);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), EXTRA * PAGE);
+}
+
 /* A put of a parked handle (its get, then more gets than the fast path
  * remembers, then the put) is taken, once: a second is a double put. */
 static void test_parked_late_put(void **state)
@@ -321,6 +389,8 @@ int main(void)
 			test_parked_released_across_contexts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parked_late_put, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_parked_grows, setup_big,
+						teardown_big),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
