@@ -525,6 +525,10 @@ static void far_grow(struct gdrc_cache *c)
  * them found the request's slot held for another region, the thread
  * takes more buffers in turn than the table holds: it grows, up to
  * GDRC_TLS_PARKED_MAX.  Else the next FAR_SKIP gets leave it alone.
+ * Not under a limit of bytes: a parked handle keeps its registration
+ * pinned after an eviction until its thread looks again (an idle thread
+ * could hold what another thread's miss needs), so such a context keeps
+ * that to GDRC_TLS_PARKED a thread.
  */
 static void far_judge(struct gdrc_cache *c, struct gdrc_tls *t)
 {
@@ -532,7 +536,9 @@ static void far_judge(struct gdrc_cache *c, struct gdrc_tls *t)
 		t->far_fill--;
 	} else if (t->far_hits < FAR_JUDGE / 8) {
 		if (t->far_taken >= FAR_JUDGE / 2 &&
-		    t->far->size < GDRC_TLS_PARKED_MAX)
+		    t->far->size < GDRC_TLS_PARKED_MAX &&
+		    c->p.max_bytes == GDRC_LIMIT_NONE &&
+		    c->p.gpu_max_bytes == GDRC_LIMIT_NONE)
 			far_grow(c);
 		else
 			t->far_skip = FAR_SKIP;

@@ -79,6 +79,19 @@ static int setup_big(void **state)
 	return gdrc_init(NULL, &ctx) == GDRC_OK ? 0 : -1;
 }
 
+/* The same under a limit of bytes (far more than BIG pages). */
+static int setup_big_limited(void **state)
+{
+	struct gdrc_config cfg = {
+		.field_mask = GDRC_CONFIG_FIELD_MAX_BYTES,
+		.max_bytes = 1ULL << 30,
+	};
+
+	(void)state;
+	buf = map_at(NULL, (BIG + EXTRA) * PAGE);
+	return gdrc_init(&cfg, &ctx) == GDRC_OK ? 0 : -1;
+}
+
 static int teardown_big(void **state)
 {
 	(void)state;
@@ -348,6 +361,24 @@ static void test_parked_grows(void **state)
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), EXTRA * PAGE);
 }
 
+/* Under a limit of bytes the table does not grow: a thread's parked
+ * handles, which keep what they hold pinned after an eviction until the
+ * thread looks again, stay at 128 (and four remembered). */
+static void test_parked_limited_stays(void **state)
+{
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(pthread_create(&t, NULL, job_worker, NULL), 0);
+	assert_int_equal(on_worker(big_rounds), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), BIG);
+	assert_int_equal(gdrc_invalidate(ctx, buf, BIG * PAGE), GDRC_OK);
+	assert_true(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES) <= (128 + 4) * PAGE);
+	atomic_store(&job, job_quit);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), 0);
+}
+
 /* A put of a parked handle (its get, then more gets than the fast path
  * remembers, then the put) is taken, once: a second is a double put. */
 static void test_parked_late_put(void **state)
@@ -391,6 +422,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_parked_grows, setup_big,
 						teardown_big),
+		cmocka_unit_test_setup_teardown(test_parked_limited_stays,
+						setup_big_limited, teardown_big),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
