@@ -63,6 +63,7 @@ passed=$((passed + 1))
 # left uninstrumented: GDRC_HOOK_CONTEXT in lib/gdrc_int.h).
 echo "== TSan: the cache, thread and hook tests"
 tsan_tests="test_threads test_parked test_cache test_lru test_index test_alloc_stress test_stress_remap
+	test_stress_remap_wide
 	test_hooks test_hooks_lost test_cuda_hooks test_detour test_fork test_misuse
 	test_exit test_uffd"
 # The remap stress again on userfaultfd's events: patching nothing, it

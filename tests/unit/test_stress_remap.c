@@ -15,6 +15,10 @@
  * preloaded, on UCM's events, on userfaultfd's, and in the VM lab with
  * gdrcache.ko as the only host source (GDRC_STRESS_TICK=start there:
  * see tick).  A host source must work (skipped without one).
+ * Built twice: over 64 pages and 24 registrations (evictions all the
+ * time), and as test_stress_remap_wide over 1,024 pages and 4,096
+ * (each getter takes more buffers in turn than its first parked table
+ * holds, so that table grows while the remappers run).
  * Usage: test_stress_remap [seconds] (default 2).  Exit 0 on success.
  */
 #include <pthread.h>
@@ -32,9 +36,13 @@
 
 #define GETTERS 6
 #define REMAPPERS 2
+#ifndef PAGES
 #define PAGES 64
+#endif
 #define SPAN 4            /* pages a range covers at most */
+#ifndef MAX_REGIONS
 #define MAX_REGIONS 24
+#endif
 #define MAX_IDS (1u << 16)
 #define WATCHDOG_S 60
 
