@@ -989,8 +989,15 @@ GDRC_API void gdrc_mr_put(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 	if (gdrc_unlikely(!pub || !mr))
 		return;
 	ctx = ctx_of(pub);
-	if (gdrc_likely(ctx && gdrc_cache_put_fast(&ctx->cache, mr)))
-		return;
+	if (gdrc_likely(ctx)) {
+		if (gdrc_likely(gdrc_cache_put_fast(&ctx->cache, mr)))
+			return;
+		/* A direct reference (an index hit that does not repeat):
+		 * the line the magic is on is the one its put changes. */
+		if (mr->magic == GDRC_MR_SELF_MAGIC &&
+		    gdrc_cache_put_direct(&ctx->cache, mr))
+			return;
+	}
 	mr_put_slow(pub, mr);
 }
 

@@ -674,6 +674,15 @@ gdrc_status_t gdrc_cache_get_miss(struct gdrc_cache *c,
  * child).  @return GDRC_PUT_OK, or the fault found (nothing done). */
 int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr);
 
+/*
+ * A put of mr, a direct reference (its magic says so: the caller read
+ * it), without gdrc_cache_put_slow's other checks: c owns it, c is not a
+ * fork child's, and one of its references is outstanding; the put is
+ * counted.  @return 1 put; 0 not done (nothing changed: the slow path
+ * finds why).
+ */
+int gdrc_cache_put_direct(struct gdrc_cache *c, struct gdrc_mr *mr);
+
 /* First-time shard assignment for this thread (out of line part). */
 int gdrc_cache_tls_shard(void);
 

@@ -193,6 +193,20 @@ static int region_put_direct(struct gdrc_cache *c, struct gdrc_region *r)
 	return gdrc_region_unref(c, r) ? GDRC_PUT_TOO_MANY : GDRC_PUT_OK;
 }
 
+int gdrc_cache_put_direct(struct gdrc_cache *c, struct gdrc_mr *mr)
+{
+	struct gdrc_region *r = gdrc_mr_region(mr);
+	int shard;
+
+	if (r->cache != c ||
+	    atomic_load_explicit(&c->forked, memory_order_relaxed) ||
+	    gdrc_region_unref(c, r))
+		return 0;
+	shard = gdrc_tls_shard();
+	gdrc_shard_inc(&c->shards[shard].puts, shard);
+	return 1;
+}
+
 int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr)
 {
 	struct gdrc_handle *h;
