@@ -338,10 +338,12 @@ struct gdrc_tls_entry {
 #define GDRC_TLS_PARKED_MAX 8192
 
 struct gdrc_tls_far {
-	unsigned size;      /* entries: a power of two */
-	unsigned sweep_pos; /* the look for invalid entries: the next one */
-	uint64_t sweep_uid; /* the cache it looks for, */
-	uint64_t sweep_gen; /* its removals count when the look began, */
+	unsigned size;       /* entries: a power of two */
+	unsigned sweep_pos;  /* the look for invalid entries: the next one, */
+	unsigned sweep_left; /* how many it has left to read (0: none under
+			      * way), */
+	uint64_t sweep_uid;  /* the cache it looks for, */
+	uint64_t sweep_gen;  /* its removals count when the look began, */
 	uint64_t sweep_uids; /* and uids seen so far (below) */
 	uint64_t uids; /* bit uid % 64 of every cache with a parked entry
 			* (and maybe of some without: cleared by a look

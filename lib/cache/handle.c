@@ -386,9 +386,13 @@ static int entry_invalid(const struct gdrc_tls_entry *e,
  * so nothing is looked at while c has removed none since the last look
  * (the count is read first: a removal it does not show is looked for
  * again next time).  The parked table is looked over only if it may
- * hold entries of c, FAR_SWEEP entries a call: one look may take
- * several gets of a large table, and covers the removals counted when
- * it began.  It looks for one cache at a time; another's waits.
+ * hold entries of c, FAR_SWEEP entries a call from where the last call
+ * stopped: a look at a large table takes several gets, and covers the
+ * removals counted when it began.  A get for another cache begins a
+ * look of its own there (the first one's cache begins anew when it
+ * comes back), so that a thread that moved to another context still
+ * finishes its looks, and one that alternates lets go of both caches'
+ * entries as the looks pass them.
  */
 void gdrc_tls_drop_invalid(struct gdrc_cache *c)
 {
@@ -403,24 +407,23 @@ void gdrc_tls_drop_invalid(struct gdrc_cache *c)
 		if (entry_invalid(&t->e[i], c))
 			tls_entry_drop(c, &t->e[i]);
 	if (far && (far->uids & uid_bit(c->uid))) {
-		if (!far->sweep_pos) { /* a look begins */
+		if (far->sweep_uid != c->uid || !far->sweep_left) {
 			far->sweep_uid = c->uid;
 			far->sweep_gen = gen;
+			far->sweep_left = far->size;
 			far->sweep_uids = 0;
-		} else if (far->sweep_uid != c->uid) {
-			return; /* another cache's look is under way */
 		}
-		for (unsigned n = 0; n < FAR_SWEEP && far->sweep_pos < far->size;
-		     n++, far->sweep_pos++) {
+		for (unsigned n = 0; n < FAR_SWEEP && far->sweep_left;
+		     n++, far->sweep_left--) {
 			struct gdrc_tls_entry *p = &far->parked[far->sweep_pos];
 
+			far->sweep_pos = (far->sweep_pos + 1) & (far->size - 1);
 			if (entry_invalid(p, c))
 				tls_entry_drop(c, p);
 			far->sweep_uids |= uid_bit(p->uid);
 		}
-		if (far->sweep_pos < far->size)
+		if (far->sweep_left)
 			return;
-		far->sweep_pos = 0;
 		far->uids = far->sweep_uids;
 		gen = far->sweep_gen;
 	}

@@ -361,6 +361,63 @@ static void test_parked_grows(void **state)
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), EXTRA * PAGE);
 }
 
+#define OTHER_PAGES 20
+
+static char *buf2;
+
+static int other_rounds(void)
+{
+	for (int round = 0; round < 3; round++)
+		for (int i = 0; i < OTHER_PAGES; i++) {
+			struct gdrc_mr *mr;
+
+			if (gdrc_mr_get(other, buf2 + i * PAGE, PAGE, 0, 0, &mr))
+				return -1;
+			gdrc_mr_put(other, mr);
+		}
+	return 0;
+}
+
+static int other_five(void)
+{
+	for (int i = 0; i < 5; i++) {
+		struct gdrc_mr *mr;
+
+		if (gdrc_mr_get(other, buf2 + i * PAGE, PAGE, 0, 0, &mr))
+			return -1;
+		gdrc_mr_put(other, mr);
+	}
+	return 0;
+}
+
+/* A grown table's look for one context's invalid entries, left half
+ * done when the thread moves to another context, does not keep that
+ * context's own looks from running: its handles on registrations that
+ * left it are let go of over its next gets. */
+static void test_parked_looks_per_context(void **state)
+{
+	pthread_t t;
+
+	(void)state;
+	next_extra = 0;
+	buf2 = map_at(NULL, OTHER_PAGES * PAGE);
+	assert_int_equal(gdrc_init(NULL, &other), GDRC_OK);
+	assert_int_equal(pthread_create(&t, NULL, job_worker, NULL), 0);
+	assert_int_equal(on_worker(big_rounds), 0);
+	assert_int_equal(on_worker(other_rounds), 0);
+	assert_int_equal(gdrc_invalidate(ctx, buf, BIG * PAGE), GDRC_OK);
+	assert_int_equal(on_worker(miss_next_extra), 0); /* a look begins */
+	assert_int_equal(gdrc_invalidate(other, buf2, OTHER_PAGES * PAGE),
+			 GDRC_OK);
+	assert_true(ctx_stat(other, GDRC_STAT_PINNED_BYTES) > 4 * PAGE);
+	assert_int_equal(on_worker(other_five), 0); /* five misses */
+	assert_int_equal(ctx_stat(other, GDRC_STAT_PINNED_BYTES), 5 * PAGE);
+	atomic_store(&job, job_quit);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	gdrc_fini(other);
+	munmap(buf2, OTHER_PAGES * PAGE);
+}
+
 /* Under a limit of bytes the table does not grow: a thread's parked
  * handles, which keep what they hold pinned after an eviction until the
  * thread looks again, stay at 128 (and four remembered). */
@@ -422,6 +479,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_parked_grows, setup_big,
 						teardown_big),
+		cmocka_unit_test_setup_teardown(test_parked_looks_per_context,
+						setup_big, teardown_big),
 		cmocka_unit_test_setup_teardown(test_parked_limited_stays,
 						setup_big_limited, teardown_big),
 	};
