@@ -30,10 +30,14 @@
 _Static_assert(offsetof(struct gdrc_region, end) + sizeof(uintptr_t) <=
 		       GDRC_CACHELINE,
 	       "a hit's fields of struct gdrc_region leave line 0");
-_Static_assert(offsetof(struct gdrc_region, self) < GDRC_CACHELINE &&
-		       offsetof(struct gdrc_region, cache) < GDRC_CACHELINE &&
-		       offsetof(struct gdrc_region, rkey) < GDRC_CACHELINE,
-	       "a put's fields of struct gdrc_region leave line 0");
+_Static_assert(offsetof(struct gdrc_region, self) + sizeof(uint64_t) <=
+			       GDRC_CACHELINE &&
+		       offsetof(struct gdrc_region, cache) + sizeof(void *) <=
+			       GDRC_CACHELINE &&
+		       offsetof(struct gdrc_region, rkey) + sizeof(uint32_t) <=
+			       GDRC_CACHELINE,
+	       "a put's or a key read's fields of struct gdrc_region leave "
+	       "line 0");
 _Static_assert(offsetof(struct gdrc_mr, magic) == 0 &&
 		       offsetof(struct gdrc_handle, pub) == 0,
 	       "an mr's magic is its first word, a handle's pub its start");
