@@ -193,24 +193,30 @@ static int region_put_direct(struct gdrc_cache *c, struct gdrc_region *r)
 	return gdrc_region_unref(c, r) ? GDRC_PUT_TOO_MANY : GDRC_PUT_OK;
 }
 
+/* Count a put in this thread's shard (as gdrc_tls_count_hit a hit). */
+static void count_put(struct gdrc_cache *c)
+{
+	int shard = gdrc_tls_shard();
+
+	gdrc_shard_inc(&c->shards[shard].puts, shard);
+}
+
 int gdrc_cache_put_direct(struct gdrc_cache *c, struct gdrc_mr *mr)
 {
 	struct gdrc_region *r = gdrc_mr_region(mr);
-	int shard;
 
 	if (r->cache != c ||
 	    atomic_load_explicit(&c->forked, memory_order_relaxed) ||
 	    gdrc_region_unref(c, r))
 		return 0;
-	shard = gdrc_tls_shard();
-	gdrc_shard_inc(&c->shards[shard].puts, shard);
+	count_put(c);
 	return 1;
 }
 
 int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr)
 {
 	struct gdrc_handle *h;
-	int shard, fault;
+	int fault;
 
 	if (!gdrc_mr_live(mr))
 		return GDRC_PUT_NOT_MR;
@@ -226,9 +232,15 @@ int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr)
 		    region_put_direct(c, gdrc_mr_region(mr));
 	if (fault)
 		return fault;
-	shard = gdrc_tls_shard();
-	gdrc_shard_inc(&c->shards[shard].puts, shard);
+	count_put(c);
 	return GDRC_PUT_OK;
+}
+
+/* Empty entry e (its handle, if any, is the caller's to deal with). */
+static void entry_clear(struct gdrc_tls_entry *e)
+{
+	e->uid = 0;
+	e->h = NULL;
 }
 
 /* Clear e, an entry of c, and let go of its handle (d: as for
@@ -238,8 +250,7 @@ static void entry_retire(struct gdrc_cache *c, struct gdrc_tls_entry *e,
 {
 	struct gdrc_handle *h = e->h;
 
-	e->uid = 0;
-	e->h = NULL;
+	entry_clear(e);
 	gdrc_handle_retire(c, h, d);
 }
 
@@ -255,8 +266,7 @@ static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 		entry_retire(c, e, NULL);
 		return;
 	}
-	e->uid = 0;
-	e->h = NULL;
+	entry_clear(e);
 	gdrc_cache_retire_foreign(uid, h);
 }
 
@@ -343,8 +353,12 @@ void gdrc_tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
 		if (entry_of(&t->e[i], c, r))
 			entry_retire(c, &t->e[i], d);
-	if (t->far && entry_of(parked_at(t, r->start), c, r))
-		entry_retire(c, parked_at(t, r->start), d);
+	if (t->far) {
+		struct gdrc_tls_entry *p = parked_at(t, r->start);
+
+		if (entry_of(p, c, r))
+			entry_retire(c, p, d);
+	}
 }
 
 /* Thread exit: let go of every remembered and parked handle. */
@@ -451,8 +465,7 @@ static void tls_park(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 	p->last = t->far_clock;
 	t->far->uids |= uid_bit(p->uid);
 	t->far->sweep_uids |= uid_bit(p->uid); /* a look under way */
-	e->uid = 0;
-	e->h = NULL;
+	entry_clear(e);
 }
 
 /* A remembered entry to fill: a free one, else the next in turn, whose
@@ -496,8 +509,7 @@ static struct gdrc_handle *tls_unpark(struct gdrc_cache *c,
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	struct gdrc_tls_entry e = *p, *to;
 
-	p->uid = 0;
-	p->h = NULL;
+	entry_clear(p);
 	to = tls_free_entry(c); /* may park another entry where p was */
 	*to = e;
 	t->mru = (unsigned)(to - t->e);
@@ -578,6 +590,7 @@ struct gdrc_mr *gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start,
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	struct gdrc_tls_entry *p;
+	struct gdrc_handle *h;
 	_Atomic uint64_t *count;
 
 	if (!t->far)
@@ -600,16 +613,15 @@ struct gdrc_mr *gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start,
 	if (t->parked_last == p) {
 		/* Its second get in a row: back among the four, where the
 		 * fast path finds it. */
-		struct gdrc_handle *h = tls_unpark(c, p);
-
+		h = tls_unpark(c, p);
 		t->parked_last = NULL;
-		gdrc_owned_add(&h->held, 1);
-		return &h->pub;
+	} else {
+		h = p->h;
+		p->last = t->far_clock;
+		t->parked_last = p;
 	}
-	p->last = t->far_clock;
-	t->parked_last = p;
-	gdrc_owned_add(&p->h->held, 1);
-	return &p->h->pub;
+	gdrc_owned_add(&h->held, 1);
+	return &h->pub;
 }
 
 /* A released handle of r to reuse, claimed; or NULL. */
@@ -651,23 +663,23 @@ struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r)
 struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_handle *h;
+	struct gdrc_handle *h = NULL;
+	struct gdrc_tls_entry *p;
 
 	gdrc_tls_shard();
 	if (t->no_handles)
 		goto direct;
-	for (int i = 0; i < GDRC_TLS_ENTRIES; i++) {
-		h = t->e[i].h;
-		if (t->e[i].uid == c->uid && h->pub.r == r) {
-			gdrc_owned_add(&h->held, 1);
-			/* The handle's pin keeps r. */
-			gdrc_region_unpin(c, r);
-			return &h->pub;
-		}
+	for (int i = 0; i < GDRC_TLS_ENTRIES && !h; i++)
+		if (entry_of(&t->e[i], c, r))
+			h = t->e[i].h;
+	if (!h && t->far) {
+		p = parked_at(t, r->start);
+		if (entry_of(p, c, r))
+			h = tls_unpark(c, p);
 	}
-	if (t->far && entry_of(parked_at(t, r->start), c, r)) {
-		h = tls_unpark(c, parked_at(t, r->start));
+	if (h) {
 		gdrc_owned_add(&h->held, 1);
+		/* The handle's pin keeps r. */
 		gdrc_region_unpin(c, r);
 		return &h->pub;
 	}
@@ -721,6 +733,7 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	const struct gdrc_tls_entry *p;
 	const struct gdrc_region *seen;
+	unsigned slot;
 
 	if (t->no_handles)
 		return 1;
@@ -735,8 +748,9 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 	/* By the request's first page: r's own fields may not be read yet.
 	 * (A region of several pages got from a later one is parked and
 	 * seen where its first page says, and served directly here.) */
-	p = parked_at(t, start);
-	seen = t->far->seen[far_slot(t, start)];
+	slot = far_slot(t, start);
+	p = &t->far->parked[slot];
+	seen = t->far->seen[slot];
 	if (entry_of(p, c, r) ||
 	    ((!p->uid || t->far_clock - p->last > FAR_COLD(t->far)) &&
 	     seen == r))
