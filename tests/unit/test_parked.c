@@ -148,79 +148,6 @@ static void test_parked_remap_not_served(void **state)
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), misses + 1);
 }
 
-static _Atomic int stage;
-
-/* Rounds over every page (each gets this thread's handle), then waits;
- * then a hit on a parked page (0) and a miss (the extra page), then
- * waits; then exits. */
-static void *worker(void *arg)
-{
-	(void)arg;
-	for (int round = 0; round < 3; round++)
-		for (int i = 0; i < NPAGES; i++)
-			if (!touch(i))
-				return (void *)1;
-	atomic_store(&stage, 1);
-	while (atomic_load(&stage) != 2)
-		sched_yield();
-	if (!touch(0))
-		return (void *)1;
-	atomic_store(&stage, 3);
-	while (atomic_load(&stage) != 4)
-		sched_yield();
-	if (!touch(NPAGES))
-		return (void *)1;
-	atomic_store(&stage, 5);
-	while (atomic_load(&stage) != 6)
-		sched_yield();
-	return NULL;
-}
-
-/* Another thread's parked handle on an invalidated page keeps it
- * registered through that thread's hits, until its next get that the
- * fast path does not serve (here a miss); its other parked handles go
- * when it exits. */
-static void test_parked_released(void **state)
-{
-	pthread_t t;
-	void *ret;
-
-	(void)state;
-	atomic_store(&stage, 0);
-	assert_int_equal(pthread_create(&t, NULL, worker, NULL), 0);
-	while (atomic_load(&stage) != 1)
-		sched_yield();
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
-	/* Page 3 is parked (the worker's entries hold 8..11). */
-	assert_int_equal(gdrc_invalidate(ctx, buf + 3 * PAGE, PAGE), GDRC_OK);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), NPAGES - 1);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 0);
-	atomic_store(&stage, 2);
-	while (atomic_load(&stage) != 3)
-		sched_yield();
-	/* A hit (parked page 0): page 3 still registered. */
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 0);
-	atomic_store(&stage, 4);
-	while (atomic_load(&stage) != 5)
-		sched_yield();
-	/* A miss (the extra page, now cached): page 3 let go of. */
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 1);
-	/* Everything else out of the cache: the worker's handles (four
-	 * remembered, the rest parked) keep it registered until it exits. */
-	assert_int_equal(gdrc_invalidate(ctx, buf, MAPPED * PAGE), GDRC_OK);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 0);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES),
-			 (NPAGES - 1) * PAGE);
-	atomic_store(&stage, 6);
-	assert_int_equal(pthread_join(t, &ret), 0);
-	assert_null(ret);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), 0);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), NPAGES + 1);
-}
-
 /* A second thread that runs what it is given, one job at a time, so
  * that its handles stay its own while this thread invalidates. */
 static int (*_Atomic job)(void);
@@ -249,6 +176,13 @@ static void *job_worker(void *arg)
 	}
 }
 
+/* End the job worker t and wait for it. */
+static void worker_stop(pthread_t t)
+{
+	atomic_store(&job, job_quit);
+	assert_int_equal(pthread_join(t, NULL), 0);
+}
+
 /* Run fn on the job worker; its result. */
 static int on_worker(int (*fn)(void))
 {
@@ -260,6 +194,7 @@ static int on_worker(int (*fn)(void))
 
 static struct gdrc_ctx *other;
 
+/* Rounds over every page (each gets the worker's handle). */
 static int rounds(void)
 {
 	for (int round = 0; round < 3; round++)
@@ -267,6 +202,52 @@ static int rounds(void)
 			if (!touch(i))
 				return -1;
 	return 0;
+}
+
+static int touch_0(void)
+{
+	return touch(0) ? 0 : -1;
+}
+
+static int miss_extra(void)
+{
+	return touch(NPAGES) ? 0 : -1;
+}
+
+/* Another thread's parked handle on an invalidated page keeps it
+ * registered through that thread's hits, until its next get that the
+ * fast path does not serve (here a miss); its other parked handles go
+ * when it exits. */
+static void test_parked_released(void **state)
+{
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(pthread_create(&t, NULL, job_worker, NULL), 0);
+	assert_int_equal(on_worker(rounds), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
+	/* Page 3 is parked (the worker's entries hold 8..11). */
+	assert_int_equal(gdrc_invalidate(ctx, buf + 3 * PAGE, PAGE), GDRC_OK);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), NPAGES - 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 0);
+	assert_int_equal(on_worker(touch_0), 0);
+	/* A hit (parked page 0): page 3 still registered. */
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 0);
+	assert_int_equal(on_worker(miss_extra), 0);
+	/* A miss (the extra page, now cached): page 3 let go of. */
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), NPAGES * PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 1);
+	/* Everything else out of the cache: the worker's handles (four
+	 * remembered, the rest parked) keep it registered until it exits. */
+	assert_int_equal(gdrc_invalidate(ctx, buf, MAPPED * PAGE), GDRC_OK);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES),
+			 (NPAGES - 1) * PAGE);
+	worker_stop(t);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), NPAGES + 1);
 }
 
 static int other_get(void)
@@ -277,11 +258,6 @@ static int other_get(void)
 		return -1;
 	gdrc_mr_put(other, mr);
 	return 0;
-}
-
-static int miss_extra(void)
-{
-	return touch(NPAGES) ? 0 : -1;
 }
 
 static int touch_4(void)
@@ -311,8 +287,7 @@ static void test_parked_released_across_contexts(void **state)
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 1);
 	assert_int_equal(on_worker(touch_4), 0); /* a miss */
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), 2);
-	atomic_store(&job, job_quit);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	worker_stop(t);
 	gdrc_fini(other);
 }
 
@@ -357,8 +332,7 @@ static void test_parked_grows(void **state)
 		assert_int_equal(on_worker(miss_next_extra), 0);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), EXTRA * PAGE);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), BIG);
-	atomic_store(&job, job_quit);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	worker_stop(t);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), EXTRA * PAGE);
 }
 
@@ -421,8 +395,7 @@ static void test_parked_looks_per_context(void **state)
 	assert_true(ctx_stat(other, GDRC_STAT_PINNED_BYTES) > 4 * PAGE);
 	assert_int_equal(on_worker(other_misses), 0);
 	assert_int_equal(ctx_stat(other, GDRC_STAT_PINNED_BYTES), EXTRA * PAGE);
-	atomic_store(&job, job_quit);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	worker_stop(t);
 	gdrc_fini(other);
 	munmap(buf2, (OTHER_PAGES + EXTRA) * PAGE);
 }
@@ -440,8 +413,7 @@ static void test_parked_limited_stays(void **state)
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), BIG);
 	assert_int_equal(gdrc_invalidate(ctx, buf, BIG * PAGE), GDRC_OK);
 	assert_true(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES) <= (128 + 4) * PAGE);
-	atomic_store(&job, job_quit);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	worker_stop(t);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), 0);
 }
 
