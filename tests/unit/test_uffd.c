@@ -8,7 +8,8 @@
  * get: munmap (through glibc and as a raw system call, which the glibc
  * hooks never see), mmap(MAP_FIXED) over it, madvise(MADV_DONTNEED),
  * mremap moving it.  A range userfaultfd cannot watch (a file mapping)
- * is registered uncached.  A fork child, whose descriptor is its
+ * is registered uncached, and so is a range with a hole in it (the hole
+ * would stay unwatched once mapped).  A fork child, whose descriptor is its
  * parent's, caches no host memory and never waits on a reader.
  * Skipped (77) where userfaultfd is unavailable.
  */
@@ -234,6 +235,30 @@ static void test_uffd_file_mapping_uncached(void **state)
 	close(fd);
 }
 
+/*
+ * A range with a hole: userfaultfd would watch the mappings around it and
+ * pass over the hole, so a page mapped there later would go unseen.  Such
+ * a range is registered uncached; once the hole is mapped it is cached,
+ * and the page that filled it, mapped over again, ends the registration.
+ */
+static void test_uffd_hole_uncached(void **state)
+{
+	uint64_t uncached = ctx_stat(ctx, GDRC_STAT_MISS_UNCACHED), id;
+	char *p = map_at(NULL, 3 * PAGE);
+
+	(void)state;
+	assert_int_equal(munmap(p + PAGE, PAGE), 0);
+	assert_int_not_equal(got_id(p, 3 * PAGE), got_id(p, 3 * PAGE));
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISS_UNCACHED), uncached + 2);
+	map_same(p + PAGE, PAGE);
+	id = got_id(p, 3 * PAGE);
+	assert_int_equal(got_id(p, 3 * PAGE), id);
+	assert_int_equal(munmap(p + PAGE, PAGE), 0);
+	map_same(p + PAGE, PAGE);
+	assert_int_not_equal(got_id(p, 3 * PAGE), id);
+	munmap(p, 3 * PAGE);
+}
+
 /* A fork child: its own context caches no host memory (the descriptor
  * is the parent's), and its unmaps of ranges the parent watched do not
  * wait for a reader that is not there. */
@@ -294,6 +319,7 @@ int main(void)
 		cmocka_unit_test(test_uffd_madvise_dontneed),
 		cmocka_unit_test(test_uffd_mremap),
 		cmocka_unit_test(test_uffd_file_mapping_uncached),
+		cmocka_unit_test(test_uffd_hole_uncached),
 		cmocka_unit_test(test_uffd_fork_child),
 	};
 	const char *why = NULL;
