@@ -5,6 +5,8 @@
  * or munmap and mmap back) and churn the allocator, for a bounded time;
  * no stale hit, no deadlock, the cache's memory bounded.
  *
+ * Every registration served covers the range asked for.
+ *
  * Stale hit: each page has a reader-writer lock; a getter holds the read
  * locks of its pages across its get, a remapper the write locks across
  * its remap, taken in page order.  A registration that first appeared at
@@ -156,6 +158,13 @@ static void *getter(void *arg)
 			unlock_pages(p, n);
 			break;
 		}
+		if (info.key_addr > (uintptr_t)arena + p * page + off ||
+		    info.key_addr + info.key_length <
+			    (uintptr_t)arena + (p + n) * page)
+			FAIL("registration %llu (%#lx+%#lx) does not cover "
+			     "pages %u+%u\n", (unsigned long long)info.id,
+			     (unsigned long)info.key_addr,
+			     (unsigned long)info.key_length, p, n);
 		now.id = info.id;
 		now.p = p;
 		now.n = n;
