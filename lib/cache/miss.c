@@ -41,6 +41,7 @@ struct miss_plan {
 	uint32_t access;
 	int cause;        /* GDRC_STAT_MISS_* */
 	int cached;       /* insert into the index */
+	int narrow;       /* no widening over cached neighbours */
 	const struct gdrc_cache_req *req;
 };
 
@@ -100,7 +101,8 @@ static int overlap_any_fn(struct gdrc_region *r, void *arg)
  * or overlaps without covering, is merged into the new one (ranges and
  * rights), and retired once the new one is in; only overlapping, never
  * merely adjacent, ranges merge, since one registration must not span two
- * allocations.  GPU merges stay inside the allocation: only regions of
+ * allocations.  Not with plan->narrow (get_miss: the widened registration
+ * failed).  GPU merges stay inside the allocation: only regions of
  * exactly the request's segments merge.
  */
 static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan,
@@ -132,7 +134,7 @@ static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan,
 					gdrc_ghost_cause(c, plan->start,
 							 plan->end);
 	}
-	if (plan->cached)
+	if (plan->cached && !plan->narrow)
 		gdrc_index_overlap(c, plan->start, plan->end, widen_fn, plan);
 	if (req->mem_type == GDRC_MEM_HOST) {
 		plan->reg_start = plan->start;
@@ -500,18 +502,23 @@ static gdrc_status_t get_miss(struct gdrc_cache *c,
 	struct miss_plan plan;
 	struct gdrc_region *r = NULL;
 	gdrc_status_t status;
-	int tries = 0, reserved;
+	uintptr_t own_start, own_end; /* the request's own key range */
+	int tries = 0, reserved, narrow = 0, widened;
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
 	gdrc_tls_drop_invalid(c);
 again:
 	plan_init(c, req, &plan);
+	plan.narrow = narrow;
 	gdrc_cache_wrlock(c);
 	gdrc_drain(c, &d);
 	if (plan.cached && serve_cover(c, req, &want, &d, mr_p))
 		return GDRC_OK;
+	own_start = plan.start;
+	own_end = plan.end;
 	plan_miss(c, &plan, &d);
+	widened = plan.start != own_start || plan.end != own_end;
 	if (gdrc_evict(c, plan.cached, plan.reg_end - plan.reg_start, &d) ||
 	    gdrc_evict_device(c, req->device, plan.reg_end - plan.reg_start,
 			      &d)) {
@@ -549,6 +556,14 @@ again:
 	gdrc_dev_reserve(c, req->device, plan.reg_end - plan.reg_start, -1);
 	if (status) {
 		gdrc_cache_unlock_release(c, &d);
+		/* A registration widened over cached neighbours spans pages
+		 * the caller did not ask for, and one of them may have been
+		 * unmapped meanwhile (ibv_reg_mr: EFAULT): the caller's own
+		 * range, once more, alone. */
+		if (status == GDRC_ERR_VERBS && widened && !narrow) {
+			narrow = 1;
+			goto again;
+		}
 		return status;
 	}
 	/* Unmapped while being registered: seen by the hooks (drain marked

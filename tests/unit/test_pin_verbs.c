@@ -4,7 +4,9 @@
  * ibv_dereg_mr replaced at link time (-Wl,--wrap) by fakes that record
  * their calls and fail on demand.  Checks the access translation, the
  * keys handed out, one deregistration per registration, the error
- * mapping, and evict-and-retry on ENOMEM.  Real verbs on soft-RoCE run
+ * mapping, evict-and-retry on ENOMEM, and a registration widened over a
+ * neighbour whose page went retried over the caller's range alone (the
+ * fake fails on an unmapped page, as the kernel does).  Real verbs on soft-RoCE run
  * in the VM lab.
  */
 #include <errno.h>
@@ -30,6 +32,7 @@ static struct {
 	int fail_next;   /* fail this many next calls ... */
 	int fail_errno;  /* ... with this errno */
 	int last_access;
+	int fails_efault; /* calls over an unmapped page */
 	uint32_t next_key;
 } fake;
 
@@ -49,6 +52,13 @@ struct ibv_mr *__wrap_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 	if (fake.fail_next > 0) {
 		fake.fail_next--;
 		errno = fake.fail_errno;
+		return NULL;
+	}
+	/* As the kernel does: an unmapped page in the range fails it. */
+	if (msync((void *)((uintptr_t)addr & ~(PAGE - 1)),
+		  length + ((uintptr_t)addr & (PAGE - 1)), MS_ASYNC)) {
+		fake.fails_efault++;
+		errno = EFAULT;
 		return NULL;
 	}
 	assert_int_equal(iova, (uintptr_t)addr);
@@ -231,6 +241,35 @@ static void test_pin_verbs_backend_none_makes_no_verbs_call(void **state)
 	gdrc_fini(ctx);
 }
 
+/*
+ * A registration widened over a cached neighbour fails when a page only
+ * the neighbour covered is gone (unmapped here with no monitor to see
+ * it, GDRC_MEM_HOOKS=none; with one, another thread's unmap during the
+ * miss): the get is retried over the caller's own range alone.
+ */
+static void test_pin_verbs_widened_failure_retried_alone(void **state)
+{
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *mr;
+	struct gdrc_mr_info i;
+
+	(void)state;
+	setenv("GDRC_MEM_HOOKS", "none", 1);
+	ctx = verbs_ctx(GDRC_LIMIT_NONE);
+	unsetenv("GDRC_MEM_HOOKS");
+	assert_int_equal(gdrc_mr_get(ctx, buf, 2 * PAGE, 0, 0, &mr), GDRC_OK);
+	gdrc_mr_put(ctx, mr);
+	assert_int_equal(munmap(buf, PAGE), 0);
+	assert_int_equal(gdrc_mr_get(ctx, buf + PAGE, 2 * PAGE, 0, 0, &mr),
+			 GDRC_OK);
+	assert_int_equal(fake.fails_efault, 1); /* the widened try */
+	assert_int_equal(gdrc_mr_query(mr, &i), GDRC_OK);
+	assert_int_equal(i.addr, (uintptr_t)buf + PAGE);
+	assert_int_equal(i.length, 2 * PAGE);
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -241,6 +280,7 @@ int main(void)
 		T(test_pin_verbs_einval_is_verbs_error),
 		T(test_pin_verbs_enomem_evicts_and_retries_once),
 		T(test_pin_verbs_backend_none_makes_no_verbs_call),
+		T(test_pin_verbs_widened_failure_retried_alone),
 	};
 
 	/* Host memory only: on a GPU machine the GPU backends' probe would
