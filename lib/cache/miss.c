@@ -12,7 +12,9 @@
  *   4. Unlocked: subscribe or pin with the kernel channel, register with
  *      the backend (one retry after giving back unused registrations
  *      when it ran out), publish the region (region.c).
- *   5. Write lock; drain; unreserve.  If an unmap overlapped the range
+ *   5. Write lock; drain; unreserve.  A widened registration that the
+ *      NIC refused (a neighbour's page unmapped meanwhile) starts over
+ *      once, not widened.  If an unmap overlapped the range
  *      meanwhile (drain marked it stale, or its kernel word moved), throw
  *      the registration away and start over (MISS_STALE_RETRIES); if
  *      another thread cached a cover, serve that; else retire the
