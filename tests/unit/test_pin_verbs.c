@@ -96,6 +96,17 @@ static struct gdrc_ctx *verbs_ctx(uint64_t max_regions)
 	return ctx;
 }
 
+/* verbs_ctx with the knob var set to val while the context is made. */
+static struct gdrc_ctx *verbs_ctx_knob(const char *var, const char *val)
+{
+	struct gdrc_ctx *ctx;
+
+	setenv(var, val, 1);
+	ctx = verbs_ctx(GDRC_LIMIT_NONE);
+	unsetenv(var);
+	return ctx;
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -230,9 +241,7 @@ static void test_pin_verbs_backend_none_makes_no_verbs_call(void **state)
 	struct gdrc_mr_info i;
 
 	(void)state;
-	setenv("GDRC_BACKEND", "none", 1);
-	ctx = verbs_ctx(GDRC_LIMIT_NONE);
-	unsetenv("GDRC_BACKEND");
+	ctx = verbs_ctx_knob("GDRC_BACKEND", "none");
 	assert_int_equal(gdrc_mr_get(ctx, buf, 8, 0, 0, &mr), GDRC_OK);
 	assert_int_equal(gdrc_mr_query(mr, &i), GDRC_OK);
 	assert_int_equal(i.backend, GDRC_BACKEND_NONE);
@@ -254,9 +263,7 @@ static void test_pin_verbs_widened_failure_retried_alone(void **state)
 	struct gdrc_mr_info i;
 
 	(void)state;
-	setenv("GDRC_MEM_HOOKS", "none", 1);
-	ctx = verbs_ctx(GDRC_LIMIT_NONE);
-	unsetenv("GDRC_MEM_HOOKS");
+	ctx = verbs_ctx_knob("GDRC_MEM_HOOKS", "none");
 	assert_int_equal(gdrc_mr_get(ctx, buf, 2 * PAGE, 0, 0, &mr), GDRC_OK);
 	gdrc_mr_put(ctx, mr);
 	assert_int_equal(munmap(buf, PAGE), 0);
