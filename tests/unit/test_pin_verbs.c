@@ -6,8 +6,8 @@
  * keys handed out, one deregistration per registration, the error
  * mapping, evict-and-retry on ENOMEM, and a registration widened over a
  * neighbour whose page went retried over the caller's range alone (the
- * fake fails on an unmapped page, as the kernel does).  Real verbs on soft-RoCE run
- * in the VM lab.
+ * fake fails on an unmapped page, as the kernel does).  Real verbs on
+ * soft-RoCE run in the VM lab.
  */
 #include <errno.h>
 #include <setjmp.h>
