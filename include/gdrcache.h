@@ -688,8 +688,10 @@ enum gdrc_stat {
 	GDRC_STAT_MISUSE,            /* misuses detected in this process,
 				      * by any context (GDRC_MISUSE) */
 	GDRC_STAT_TREE_LOOKUPS,      /* hits and misses the lock-free page
-				      * hash did not answer: asked the tree
-				      * under the lock (docs/design.md) */
+				      * hash did not answer: asked again
+				      * under the lock (docs/design.md; the
+				      * name is from the tree that answered
+				      * there until 2026-11-26) */
 	GDRC_STAT_UFFD_EVENTS,       /* of MEM_EVENTS, those read from
 				      * userfaultfd (GDRC_MEM_HOOKS=uffd) */
 	GDRC_STAT_COUNT

@@ -162,6 +162,10 @@ struct gdrc_region_ext {
 	 * segment is alloc_start, alloc_end, buffer_id. */
 	unsigned nseg;
 	struct gdrc_seg *segs;   /* NULL or seg_store */
+	/* index.c, under cache->lock: a region too wide for the page hash
+	 * is in the index's tree through this node (else unused). */
+	struct gdrc_itree_node node;
+	struct gdrc_region *node_region;
 	struct gdrc_seg seg_store[];
 };
 
@@ -169,71 +173,63 @@ struct gdrc_region_ext {
 extern const struct gdrc_region_ext gdrc_region_ext_none;
 
 /*
- * One registration, three 64-byte lines (pool.c aligns objects to a
- * line).  Line 0 holds what a hit reads, line 1 the tag and what a put
- * of a direct reference reads; line 2 what misses, releases and
- * invalidations read under the lock; what only GPU, CUDA-pinned and
- * kernel-channel registrations need is out of line (ext).  Fields
- * marked "fixed" do not change between the region's publication and its
- * release.  Small fields are bytes: a million cached registrations cost
- * 192 MB of regions at this size (docs/benchmarks.md, bytes per
- * registration).
+ * One registration, two 64-byte lines (pool.c aligns objects to a
+ * line).  Line 0 holds what a hit reads, line 1 the tag and what
+ * misses, releases, queries and invalidations read under the lock; what
+ * only GPU, CUDA-pinned, kernel-channel and very wide registrations need
+ * is out of line (ext).  Fields marked "fixed" do not change between the
+ * region's publication and its release.  Small fields are bytes and the
+ * LRU's ticks 32 bits (lru.c compares them modulo 2^32): a million
+ * cached registrations cost 128 MB of regions at this size
+ * (docs/benchmarks.md, bytes per registration).
  */
 struct gdrc_region {
 	/* Line 0: all a hit (fast or through the index), its put and the
-	 * user's key reads touch, but a tag check's BUFFER_ID.  The key is
-	 * the tree node's own start and end: the tree never writes them
-	 * (itree.h), so hits read them without the lock like any fixed
-	 * field; the rest of the node changes under cache->lock for
-	 * writing while the region is in the tree, and is line 1's. */
+	 * user's key reads touch, but a tag check's BUFFER_ID. */
 	_Atomic uint64_t word;   /* refs | INVALID | DEAD | pins, see above */
-	_Atomic uint64_t stamp;  /* cache tick at its last get (LRU) */
+	_Atomic uint32_t stamp;  /* cache tick at its last get (LRU), mod
+				  * 2^32 */
 	int kslot;               /* fixed: kernel channel word, or -1 */
-	uint16_t access;         /* fixed: GDRC_ACCESS_* registered */
-	uint8_t tag_check;       /* fixed: REGION_TAG_*: how hits check */
-	uint8_t kmore_any;       /* fixed: ext->kmore > 0 */
 	uint64_t self;           /* GDRC_MR_SELF_MAGIC while it lives:
 				  * (struct gdrc_mr *)&self is the direct
 				  * reference handed out */
 	uint32_t lkey;           /* fixed */
 	uint32_t rkey;           /* fixed */
 	struct gdrc_cache *cache;  /* fixed: owner */
-	union {
-		struct gdrc_itree_node node;
-		struct {
-			uintptr_t start; /* fixed: key range [start, end): */
-			uintptr_t end;   /* hits inside it are served */
-		};
-	};
-
-	/* Line 1: the tree node's links (above), the tag, what a query
-	 * reads. */
-	uint64_t buffer_id;      /* fixed: GPU: its first segment's identity,
-				  * else 0 */
-	uint8_t info_flags;      /* fixed: GDRC_MR_INFO_* it was made with */
+	uintptr_t start;         /* fixed: key range [start, end): */
+	uintptr_t end;           /* hits inside it are served */
+	uint8_t access;          /* fixed: GDRC_ACCESS_* registered */
+	uint8_t tag_check;       /* fixed: REGION_TAG_*: how hits check */
+	uint8_t kmore_any;       /* fixed: ext->kmore > 0 */
 	uint8_t mem_type;        /* fixed: enum gdrc_mem_type */
 	uint8_t kind;            /* fixed: enum gdrc_ptr_kind */
 	uint8_t kpinned;         /* fixed: kslot is a GPU pin, not a watch */
-	int16_t device;          /* fixed: CUDA ordinal or -1 */
 	int8_t ix_level;         /* index.c, under cache->lock: its level
-				  * in the page hash, or -1 (the tree
-				  * alone) */
+				  * in the page hash, or -1 (the tree) */
 	uint8_t was_cached;      /* fixed: inserted into the index */
+
+	/* Line 1: the tag, what a query, a miss, a release and an
+	 * invalidation read. */
+	uint64_t buffer_id;      /* fixed: GPU: its first segment's identity,
+				  * else 0 */
 	void *handle;            /* fixed: backend object (its backend:
 				  * gdrc_cache_ops_for(cache, mem_type)) */
 	uint64_t id;             /* fixed: unique in the process */
-
-	/* Line 2: what misses, releases and invalidations read. */
 	const struct gdrc_region_ext *ext; /* fixed: never NULL */
 	struct gdrc_handle *_Atomic handles; /* pushed only; freed with it */
-
-	/* Under cache->lock: */
-	struct gdrc_region *lru_prev; /* cache->lru, sorted by enq */
-	struct gdrc_region *lru_next;
-	uint64_t enq;                /* stamp when placed on the LRU */
-
-	/* Under cache->slab_lock: */
-	struct gdrc_region *free_next; /* slab free list */
+	union {
+		/* Under cache->lock, while cached: cache->lru, sorted by
+		 * enq (a collected region: off it, gdrc_collect_push). */
+		struct gdrc_region *lru_prev;
+		/* Under cache->slab_lock, while free: the slab free
+		 * list. */
+		struct gdrc_region *free_next;
+	};
+	struct gdrc_region *lru_next; /* under cache->lock */
+	uint32_t enq;            /* under cache->lock: stamp when placed on
+				  * the LRU */
+	uint8_t info_flags;      /* fixed: GDRC_MR_INFO_* it was made with */
+	int16_t device;          /* fixed: CUDA ordinal or -1 */
 } GDRC_ALIGNED_CL; /* whole lines: threads on neighbouring regions share
 		    * no line */
 
@@ -542,15 +538,17 @@ struct gdrc_pool {
 	void (*init)(void *obj); /* for each fresh object, or NULL */
 };
 
-/* index.c: a page hash read without a lock, over an interval tree. */
+/* index.c: a page hash read without a lock, with summaries for range
+ * queries, and an interval tree of regions too wide for it. */
 #define GDRC_IX_LEVELS 6
 
 struct gdrc_phash;
 
 struct gdrc_index {
-	struct gdrc_itree tree;           /* every cached region */
-	struct gdrc_phash *_Atomic ph;    /* the pages of regions of up to
-					   * GDRC_IX_SPAN granules of a level:
+	struct gdrc_itree tree;           /* cached regions too wide for
+					   * the hash (nodes in their ext) */
+	struct gdrc_phash *_Atomic ph;    /* the other cached regions, by
+					   * granule, and the summaries:
 					   * read by lookups without a lock */
 	struct gdrc_phash *retired;       /* tables replaced by a larger
 					   * one, freed with the cache */
@@ -899,7 +897,8 @@ gdrc_cache_hit_ok(struct gdrc_cache *c, struct gdrc_region *r,
 static inline __attribute__((always_inline)) void
 gdrc_region_stamp(struct gdrc_cache *c, struct gdrc_region *r)
 {
-	uint64_t tick = atomic_load_explicit(&c->tick, memory_order_relaxed);
+	uint32_t tick = (uint32_t)atomic_load_explicit(&c->tick,
+						       memory_order_relaxed);
 
 	if (atomic_load_explicit(&r->stamp, memory_order_relaxed) != tick)
 		atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);

@@ -143,10 +143,12 @@ void gdrc_region_let_go(struct gdrc_cache *c, struct gdrc_region *r,
 			uint64_t hold);
 void gdrc_region_pin_to_ref(struct gdrc_region *r);
 void gdrc_defer_release(struct gdrc_cache *c, struct gdrc_defer *d);
-void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
+int gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
 			void **spare_p);
 void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
 			int ghost, struct gdrc_defer *d);
+void gdrc_region_take_out(struct gdrc_cache *c, struct gdrc_region *r,
+			  int ghost, struct gdrc_defer *d);
 struct gdrc_seg gdrc_region_seg(const struct gdrc_region *r, unsigned i);
 struct gdrc_seg gdrc_req_seg(const struct gdrc_cache_req *q, unsigned i);
 unsigned gdrc_req_nseg(const struct gdrc_cache_req *q);
@@ -183,24 +185,27 @@ void *gdrc_index_prepare(const struct gdrc_cache *c);
 void gdrc_index_table_free(void *table);
 /* *spare_p (from gdrc_index_prepare, or NULL) replaces a full table;
  * then it is set to NULL, and otherwise the caller frees it (after
- * dropping the lock). */
-void gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
-		       void **spare_p);
+ * dropping the lock).  @return 0, or -1: no room (nothing changed). */
+int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
+		      void **spare_p);
+/* Is [start, end) too wide for the page hash (its region then needs an
+ * ext, whose node puts it in the tree)? */
+int gdrc_index_wide(uintptr_t start, uintptr_t end);
 void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r);
 /* No lock: a cached region covering [start, end) with access, held as
- * hold_of says (*hold_p), or NULL (none, or not found this way: ask the
- * tree under the lock). */
+ * hold_of says (*hold_p), or NULL (none, or not found this way: ask
+ * again under the lock). */
 struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 					 uintptr_t start, uintptr_t end,
 					 uint32_t access, gdrc_hold_fn hold_of,
 					 uint64_t *hold_p);
-/* fn for every region whose key overlaps [start, end), in ascending
- * start order; fn must not change the index.  @return 0, or fn's
+/* fn for every region whose key overlaps [start, end), once each, in no
+ * particular order; fn must not change the index.  @return 0, or fn's
  * nonzero value that stopped the walk. */
 int gdrc_index_overlap(const struct gdrc_cache *c, uintptr_t start,
 		       uintptr_t end, gdrc_region_fn fn, void *arg);
-/* The first region whose key covers [start, end) for which fn (NULL:
- * any) returns nonzero, or NULL. */
+/* A region whose key covers [start, end) for which fn (NULL: any)
+ * returns nonzero, or NULL. */
 struct gdrc_region *gdrc_index_find_cover(const struct gdrc_cache *c,
 					  uintptr_t start, uintptr_t end,
 					  gdrc_region_fn fn, void *arg);
@@ -231,7 +236,7 @@ struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
 
 /* Walks may not change the index: collect, then remove. */
 struct gdrc_collect {
-	struct gdrc_region *list; /* linked by free_next, unused while live */
+	struct gdrc_region *list; /* off the LRU, linked by lru_next */
 	uintptr_t start;      /* subsume only: the new region's range */
 	uintptr_t end;
 	uint32_t access;
@@ -243,6 +248,7 @@ struct gdrc_collect {
 };
 
 int gdrc_collect_fn(struct gdrc_region *r, void *arg);
+void gdrc_collect_push(struct gdrc_collect *col, struct gdrc_region *r);
 unsigned gdrc_remove_collected(struct gdrc_cache *c, struct gdrc_collect *col,
 			       int ghost, struct gdrc_defer *d);
 void gdrc_invalidate_locked(struct gdrc_cache *c, uintptr_t start,

@@ -25,7 +25,18 @@
  * Removal of overlapping regions (under cache->lock, write)
  * ==================================================================== */
 
-/* Walks may not change the index: collect, then remove. */
+/*
+ * Walks may not change the index: collect, then remove.  A collected
+ * region leaves the LRU list at once, and its LRU link makes the list
+ * (a region has no other link to spare: cache.h).
+ */
+void gdrc_collect_push(struct gdrc_collect *col, struct gdrc_region *r)
+{
+	gdrc_lru_unlink(r->cache, r);
+	r->lru_next = col->list;
+	col->list = r;
+}
+
 int gdrc_collect_fn(struct gdrc_region *r, void *arg)
 {
 	struct gdrc_collect *col = arg;
@@ -37,8 +48,7 @@ int gdrc_collect_fn(struct gdrc_region *r, void *arg)
 	if (col->alloc_match &&
 	    !(r->ext->alloc_start < col->end && r->ext->alloc_end > col->start))
 		return 0;
-	r->free_next = col->list;
-	col->list = r;
+	gdrc_collect_push(col, r);
 	return 0;
 }
 
@@ -49,8 +59,8 @@ unsigned gdrc_remove_collected(struct gdrc_cache *c, struct gdrc_collect *col,
 	unsigned n = 0;
 
 	for (r = col->list; r; r = next) {
-		next = r->free_next;
-		gdrc_region_remove(c, r, ghost, d);
+		next = r->lru_next;
+		gdrc_region_take_out(c, r, ghost, d);
 		n++;
 	}
 	col->list = NULL;

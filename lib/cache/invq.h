@@ -4,7 +4,7 @@
  *
  * Hooks post unmapped ranges here (hook context: no allocation, no cache
  * lock); the cache drains them under its write lock on the next call
- * that needs the tree.  The queue is bounded and merging: overlapping or
+ * that needs the index.  The queue is bounded and merging: overlapping or
  * adjacent ranges merge, and when all GDRC_INVQ_SLOTS are taken the new
  * range widens its nearest neighbour (of the same class when there is
  * one: a widened CUDA range still only matches allocations, a widened

@@ -10,7 +10,7 @@
  *   3. The index finds a region whose key covers the request with the
  *      rights asked and whose kernel word has not moved, and takes a
  *      direct reference on it and its LRU stamp: first the page hash,
- *      without a lock, then, if that found nothing, the tree under
+ *      without a lock, then, if that found nothing, the index under
  *      cache->lock for reading (index.c says why both are exact).
  *   4. Outside the lock: a GPU region's tag check (BUFFER_ID of each
  *      segment the request touches); a failure removes it (write lock).
@@ -50,7 +50,7 @@ struct gdrc_region *gdrc_find_cover(struct gdrc_cache *c, uintptr_t start,
 }
 
 /*
- * Hold a region found in the tree (lock held: it is cached) as hold says
+ * Hold a region found in the index (lock held: it is cached) as hold says
  * (a pin or a direct reference: gdrc_hold_for), and stamp it with the
  * current tick as a fast hit does: the tick itself moves only at
  * insertions, so that an index hit writes nothing shared (the tick's

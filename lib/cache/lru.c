@@ -9,6 +9,10 @@
  * the evictor walks from the head and moves regions whose stamp moved
  * on to their sorted place (lazy promotion), so eviction order is exact
  * LRU except that hits between two insertions count as simultaneous.
+ * Stamps and enq are the tick's low 32 bits, compared as a difference
+ * (tick_before): exact while a region stays listed for fewer than 2^31
+ * insertions; past that one might be placed or evicted out of turn,
+ * never wrongly served.
  * Regions in use are skipped: a victim is claimed (INVALID set) only
  * while its one direct reference is the index's and no handle has a get
  * outstanding.
@@ -24,12 +28,18 @@
  */
 #include "cache_int.h"
 
+/* Is tick a before tick b (mod 2^32: see above)? */
+static int tick_before(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) < 0;
+}
+
 /* r, just inserted at tick, is the most recent: the tail. */
 void gdrc_lru_append(struct gdrc_cache *c, struct gdrc_region *r,
 		     uint64_t tick)
 {
 	gdrc_assert_wrlocked(c);
-	r->enq = tick;
+	r->enq = (uint32_t)tick;
 	r->lru_prev = c->lru_tail;
 	r->lru_next = NULL;
 	if (c->lru_tail)
@@ -59,7 +69,7 @@ static void lru_insert_sorted(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	struct gdrc_region *p = c->lru_tail;
 
-	while (p && p->enq > r->enq)
+	while (p && tick_before(r->enq, p->enq))
 		p = p->lru_prev;
 	r->lru_prev = p;
 	r->lru_next = p ? p->lru_next : c->lru_head;
@@ -111,7 +121,7 @@ static struct gdrc_region *lru_claim_victim(struct gdrc_cache *c, int device)
 
 	gdrc_assert_wrlocked(c);
 	while (r) {
-		uint64_t stamp = atomic_load_explicit(&r->stamp,
+		uint32_t stamp = atomic_load_explicit(&r->stamp,
 						      memory_order_relaxed);
 
 		next = r->lru_next;
@@ -305,7 +315,7 @@ int gdrc_lru_check(struct gdrc_cache *c)
 
 		if (r->lru_prev != prev)
 			return -3;
-		if (prev && prev->enq > r->enq)
+		if (prev && tick_before(r->enq, prev->enq))
 			return -4;
 		if ((w & (REGION_INVALID | REGION_DEAD)) ||
 		    !(w & REGION_PIN_MASK))

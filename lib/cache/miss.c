@@ -65,10 +65,8 @@ static int kstale_fn(struct gdrc_region *r, void *arg)
 {
 	struct gdrc_collect *col = arg;
 
-	if (gdrc_region_kstale(col->c, r)) {
-		r->free_next = col->list;
-		col->list = r;
-	}
+	if (gdrc_region_kstale(col->c, r))
+		gdrc_collect_push(col, r);
 	return 0;
 }
 
@@ -78,8 +76,7 @@ static int stale_fn(struct gdrc_region *r, void *arg)
 
 	if (gdrc_same_memory(r, col->req))
 		return 0;
-	r->free_next = col->list;
-	col->list = r;
+	gdrc_collect_push(col, r);
 	return 0;
 }
 
@@ -329,8 +326,8 @@ static gdrc_status_t kpin_retry(struct gdrc_cache *c, struct miss_plan *plan,
 /*
  * The ext a registration of plan needs (its kernel handle and pins are
  * filled in once it is registered), or NULL: a plain host registration
- * (its registered range the key, no allocation, no kernel subscription)
- * has none.  Outside the lock.
+ * (its registered range the key, no allocation, no kernel subscription,
+ * narrow enough for the page hash) has none.  Outside the lock.
  */
 static struct gdrc_region_ext *ext_new(const struct miss_plan *plan,
 				       const struct miss_kern *k)
@@ -341,7 +338,8 @@ static struct gdrc_region_ext *ext_new(const struct miss_plan *plan,
 
 	if (req->mem_type == GDRC_MEM_HOST && !req->segs && !req->alloc_start &&
 	    !req->alloc_end && plan->reg_start == plan->start &&
-	    plan->reg_end == plan->end && k->slot < 0 && !k->kmore)
+	    plan->reg_end == plan->end && k->slot < 0 && !k->kmore &&
+	    !(plan->cached && gdrc_index_wide(plan->start, plan->end)))
 		return NULL;
 	x = calloc(1, sizeof(*x) + nseg * sizeof(x->seg_store[0]));
 	if (!x)
@@ -419,7 +417,7 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 					  memory_order_relaxed);
 	r->start = plan->start;
 	r->end = plan->end;
-	r->access = (uint16_t)plan->access;
+	r->access = (uint8_t)plan->access;
 	r->lkey = reg.lkey;
 	r->rkey = reg.rkey;
 	r->mem_type = req->mem_type;
@@ -594,7 +592,11 @@ again:
 		gdrc_index_overlap(c, plan.start, plan.end, gdrc_collect_fn,
 				   &col);
 		gdrc_remove_collected(c, &col, 0, &d);
-		gdrc_region_insert(c, r, spare_p);
+		/* No room in the index (its larger table could not be
+		 * made): handed out uncached, as a range nothing watches
+		 * is. */
+		if (gdrc_region_insert(c, r, spare_p))
+			plan_uncache(&plan);
 	}
 	gdrc_stat_add(c, GDRC_STAT_MISSES, 1);
 	gdrc_stat_add(c, plan.cause, 1);

@@ -41,17 +41,14 @@ _Static_assert(offsetof(struct gdrc_region, self) + sizeof(uint64_t) <=
 _Static_assert(offsetof(struct gdrc_mr, magic) == 0 &&
 		       offsetof(struct gdrc_handle, pub) == 0,
 	       "an mr's magic is its first word, a handle's pub its start");
-_Static_assert(offsetof(struct gdrc_region, start) ==
-			       offsetof(struct gdrc_region, node.start) &&
-		       offsetof(struct gdrc_region, end) ==
-			       offsetof(struct gdrc_region, node.end),
-	       "a region's key is its tree node's");
-_Static_assert(sizeof(struct gdrc_region) == 3 * GDRC_CACHELINE,
-	       "a region is three lines");
+_Static_assert(sizeof(struct gdrc_region) == 2 * GDRC_CACHELINE,
+	       "a region is two lines");
+_Static_assert(offsetof(struct gdrc_region, buffer_id) == GDRC_CACHELINE,
+	       "line 0 is what a hit reads");
 
 /* The small fields hold every value they are given. */
 _Static_assert((GDRC_ACCESS_LOCAL_WRITE | GDRC_ACCESS_REMOTE_WRITE |
-		GDRC_ACCESS_REMOTE_READ | GDRC_ACCESS_REMOTE_ATOMIC) <= 0xffff,
+		GDRC_ACCESS_REMOTE_READ | GDRC_ACCESS_REMOTE_ATOMIC) <= 0xff,
 	       "GDRC_ACCESS_* fit gdrc_region.access");
 _Static_assert(GDRC_MR_INFO_KMOD <= 0x80 && GDRC_MR_INFO_TAG_CHECKED <= 0x80 &&
 		       GDRC_MR_INFO_NO_SYNC_MEMOPS <= 0x80,
@@ -456,45 +453,48 @@ int gdrc_cache_segs_ok(const struct gdrc_cache *c,
  * Put a published region in the cache: findable in the index, newest on
  * the LRU list, counted, and holding the index's own pin.  The INVALID
  * bit goes last (release): a reader that finds r valid finds it whole.
- * spare_p: as for gdrc_index_insert.
+ * spare_p: as for gdrc_index_insert.  @return 0, or -1: the index had
+ * no room (nothing changed: r stays uncached).
  */
-void gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
-			void **spare_p)
+int gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
+		       void **spare_p)
 {
 	const struct gdrc_region_ext *x = r->ext;
-	uint64_t tick = atomic_fetch_add_explicit(&c->tick, 1,
-						  memory_order_relaxed) + 1;
+	uint64_t tick;
 
 	gdrc_assert_wrlocked(c);
-	gdrc_index_insert(c, r, spare_p);
+	if (gdrc_index_insert(c, r, spare_p))
+		return -1;
+	tick = atomic_fetch_add_explicit(&c->tick, 1, memory_order_relaxed) + 1;
 	if (x->alloc_end > x->alloc_start &&
 	    x->alloc_end - x->alloc_start + c->page_size > c->alloc_span_max)
 		c->alloc_span_max = x->alloc_end - x->alloc_start +
 				    c->page_size;
 	r->was_cached = 1;
-	atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
+	atomic_store_explicit(&r->stamp, (uint32_t)tick, memory_order_relaxed);
 	gdrc_lru_append(c, r, tick);
 	c->nregions++;
 	atomic_fetch_add_explicit(&r->word, REGION_PIN_ONE,
 				  memory_order_relaxed);
 	atomic_fetch_and_explicit(&r->word, ~REGION_INVALID,
 				  memory_order_release);
+	return 0;
 }
 
 /*
- * Take r out of the index and drop the index's pin (held until the end,
- * so that nobody releases r while it is being taken out).  ghost: the miss
- * cause to remember for its range, or 0 for none.  A region nobody holds
- * goes on d->dead, to be released after the lock is dropped.
+ * Take r, already off the LRU list (a collected region: gdrc_collect_push),
+ * out of the index and drop the index's pin (held until the end, so that
+ * nobody releases r while it is being taken out).  ghost: the miss cause
+ * to remember for its range, or 0 for none.  A region nobody holds goes on
+ * d->dead, to be released after the lock is dropped.
  */
-void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
-			int ghost, struct gdrc_defer *d)
+void gdrc_region_take_out(struct gdrc_cache *c, struct gdrc_region *r,
+			  int ghost, struct gdrc_defer *d)
 {
 	gdrc_assert_wrlocked(c);
 	atomic_fetch_or_explicit(&r->word, REGION_INVALID,
 				 memory_order_acq_rel);
 	gdrc_index_remove(c, r);
-	gdrc_lru_unlink(c, r);
 	c->nregions--;
 	/* After INVALID: a thread that sees the new count sees the mark. */
 	atomic_store_explicit(&c->removals,
@@ -505,5 +505,13 @@ void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
 		gdrc_ghost_add(c, r, ghost);
 	gdrc_tls_drop_region_locked(c, r, d);
 	gdrc_region_unpin_defer(c, r, d);
+}
+
+/* Take a cached region out of the LRU list and the index (above). */
+void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
+			int ghost, struct gdrc_defer *d)
+{
+	gdrc_lru_unlink(c, r);
+	gdrc_region_take_out(c, r, ghost, d);
 }
 

@@ -4,10 +4,11 @@
  * API with the none backend: hits answered by the lock-free page hash at
  * each of its levels (GDRC_STAT_TREE_LOOKUPS stays put), the hash grown
  * several times, a removed region's slot never serving another range,
- * regions too wide for the hash found through the tree, and lookups
- * racing with invalidations and new registrations from another thread.
- * ctest runs it with GDRC_CHECK=1: after every change the index check
- * compares every region's hash entries with the tree.
+ * regions too wide for the hash found through the tree, range queries
+ * through the summaries against a model, and lookups racing with
+ * invalidations and new registrations from another thread.  ctest runs
+ * it with GDRC_CHECK=1: after every change the index check compares
+ * every entry of the hash with its region and its summaries.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -339,6 +340,149 @@ static void test_index_lookups_race_changes(void **state)
 	munmap(r.buf, PAGES * PAGE);
 }
 
+/*
+ * Range queries through the hash's summaries, against a model.  Disjoint
+ * registrations (so none merges) of 1 to 40 pages, now and then 100 to
+ * 400 (the next levels), at random pages of a 2 GiB reservation, then
+ * gdrc_invalidate of random ranges from one page to a gigabyte, many of
+ * them across the summaries' block edges (256 KiB, 16 MiB, 1 GiB at the
+ * first level): after each, the cache holds exactly the registrations
+ * the model says survive (their count, a hit on each survivor's first
+ * page, a miss on each removed one's), and the index is consistent
+ * (GDRC_CHECK).  A query that missed a region, or visited one twice,
+ * fails here.
+ */
+enum { MODEL_MAX = 64 };
+
+struct model {
+	uintptr_t start[MODEL_MAX];
+	uintptr_t end[MODEL_MAX];
+	unsigned n;
+};
+
+static int model_overlaps(const struct model *m, uintptr_t s, uintptr_t e)
+{
+	for (unsigned i = 0; i < m->n; i++)
+		if (m->start[i] < e && m->end[i] > s)
+			return 1;
+	return 0;
+}
+
+/* An edge of a summary block near a random page, or the page. */
+static uintptr_t model_pick(uintptr_t base, size_t len, unsigned *seed)
+{
+	static const uintptr_t edge[] = { 256UL << 10, 16UL << 20,
+					  1UL << 30 };
+	uintptr_t p = base + ((uintptr_t)rand_r(seed) % (len / PAGE)) * PAGE;
+	uintptr_t b = edge[(unsigned)rand_r(seed) % 3];
+
+	if (rand_r(seed) & 1) {
+		p = (p + b - 1) & ~(b - 1);
+		p += ((uintptr_t)rand_r(seed) % 5) * PAGE - 2 * PAGE;
+	}
+	return p < base ? base : p >= base + len ? base + len - PAGE : p;
+}
+
+static void test_index_ranges_match_model(void **state)
+{
+	const size_t len = 2UL << 30;
+	struct gdrc_ctx *ctx = ctx_new();
+	char *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uintptr_t base = (uintptr_t)buf;
+	struct model m = { .n = 0 };
+	unsigned seed = 7;
+
+	(void)state;
+	assert_true(buf != MAP_FAILED);
+	for (unsigned round = 0; round < 300; round++) {
+		uintptr_t a, b;
+		struct model kept = { .n = 0 };
+
+		/* Fill up to 40 registrations. */
+		for (unsigned tries = 0; m.n < 40 && tries < 200; tries++) {
+			unsigned r = (unsigned)rand_r(&seed);
+			size_t pages = r % 8 ? 1 + r % 40 : 100 + r % 300;
+			uintptr_t s = model_pick(base, len, &seed);
+			uintptr_t e = s + pages * PAGE;
+
+			if (e > base + len || model_overlaps(&m, s, e))
+				continue;
+			reg(ctx, (char *)s, e - s);
+			m.start[m.n] = s;
+			m.end[m.n++] = e;
+		}
+		assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), m.n);
+		/* Invalidate a range: a page to a gigabyte. */
+		a = model_pick(base, len, &seed);
+		b = a + (((uintptr_t)1 << (12 + (unsigned)rand_r(&seed) % 19)) +
+			 ((uintptr_t)rand_r(&seed) % 4) * PAGE);
+		if (b > base + len)
+			b = base + len;
+		assert_int_equal(gdrc_invalidate(ctx, (void *)a, b - a),
+				 GDRC_OK);
+		for (unsigned i = 0; i < m.n; i++) {
+			if (m.start[i] < b && m.end[i] > a)
+				continue;
+			kept.start[kept.n] = m.start[i];
+			kept.end[kept.n++] = m.end[i];
+		}
+		assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), kept.n);
+		for (unsigned i = 0; i < kept.n; i++)
+			expect_hit(ctx, (char *)kept.start[i], PAGE,
+				   (char *)kept.start[i],
+				   kept.end[i] - kept.start[i]);
+		for (unsigned i = 0; i < m.n; i++) {
+			uint64_t misses = ctx_stat(ctx, GDRC_STAT_MISSES);
+
+			if (!(m.start[i] < b && m.end[i] > a))
+				continue;
+			/* Removed: a get misses, and registers it anew. */
+			reg(ctx, (char *)m.start[i], m.end[i] - m.start[i]);
+			assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES),
+					 misses + 1);
+		}
+	}
+	gdrc_fini(ctx);
+	munmap(buf, len);
+}
+
+/*
+ * A registration wider than the hash takes (more than 16 granules of its
+ * last level: 64 GiB) is in the tree: found by a hit anywhere in it,
+ * alongside a one-page one inside it, and removed by an invalidation of
+ * one page of it.
+ */
+static void test_index_wide_region(void **state)
+{
+	const size_t len = 80UL << 30;
+	struct gdrc_ctx *ctx = ctx_new();
+	char *buf = mmap(NULL, len, PROT_NONE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	struct gdrc_mr *mr;
+
+	(void)state;
+	if (buf == MAP_FAILED)
+		skip(); /* no 80 GiB of address space here */
+	reg(ctx, buf, len);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 1);
+	expect_hit(ctx, buf + len / 2, 64, buf, len);
+	expect_hit(ctx, buf + len - 8, 8, buf, len);
+	/* A page inside it, of fewer rights: the wide one covers it. */
+	assert_int_equal(gdrc_mr_get(ctx, buf + 5 * PAGE, PAGE, 0, 0, &mr),
+			 GDRC_OK);
+	gdrc_mr_put(ctx, mr);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 1);
+	assert_int_equal(gdrc_invalidate(ctx, buf + (len / 3 & ~(PAGE - 1)),
+					 PAGE),
+			 GDRC_OK);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 0);
+	reg(ctx, buf + PAGE, PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 1);
+	gdrc_fini(ctx);
+	munmap(buf, len);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -348,6 +492,8 @@ int main(void)
 		cmocka_unit_test(test_index_removed_slot_never_serves),
 		cmocka_unit_test(test_index_rights_fall_to_miss),
 		cmocka_unit_test(test_index_lookups_race_changes),
+		cmocka_unit_test(test_index_ranges_match_model),
+		cmocka_unit_test(test_index_wide_region),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
