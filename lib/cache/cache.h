@@ -543,13 +543,18 @@ struct gdrc_pool {
 #define GDRC_IX_LEVELS 6
 
 struct gdrc_phash;
+struct gdrc_ixsums;
 
 struct gdrc_index {
 	struct gdrc_itree tree;           /* cached regions too wide for
 					   * the hash (nodes in their ext) */
 	struct gdrc_phash *_Atomic ph;    /* the other cached regions, by
-					   * granule, and the summaries:
-					   * read by lookups without a lock */
+					   * granule: read by lookups
+					   * without a lock */
+	struct gdrc_ixsums *sums;         /* which blocks of granules hold
+					   * any: under cache->lock */
+	_Atomic uint64_t sums_size;       /* its bits << 32 | used, for
+					   * gdrc_index_prepare's hint */
 	struct gdrc_phash *retired;       /* tables replaced by a larger
 					   * one, freed with the cache */
 	_Atomic uint64_t level_regions[GDRC_IX_LEVELS]; /* in the hash */

@@ -178,14 +178,15 @@ int gdrc_lru_check(struct gdrc_cache *c);
 
 gdrc_status_t gdrc_index_init(struct gdrc_cache *c);
 void gdrc_index_cleanup(struct gdrc_cache *c);
-/* Outside the lock: a larger page hash if the next insertion may not
- * fit (for gdrc_index_insert), else NULL. */
+/* Outside the lock: larger tables if the next insertion may not fit
+ * (for gdrc_index_insert), else NULL. */
 void *gdrc_index_prepare(const struct gdrc_cache *c);
 /* Free what gdrc_index_prepare made (NULL: nothing). */
 void gdrc_index_table_free(void *table);
-/* *spare_p (from gdrc_index_prepare, or NULL) replaces a full table;
- * then it is set to NULL, and otherwise the caller frees it (after
- * dropping the lock).  @return 0, or -1: no room (nothing changed). */
+/* *spare_p (from gdrc_index_prepare, or NULL) has what replaces a full
+ * table; the caller frees it, and what was replaced, after dropping the
+ * lock (gdrc_index_table_free).  @return 0, or -1: no room (nothing
+ * changed). */
 int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 		      void **spare_p);
 /* Is [start, end) too wide for the page hash (its region then needs an

@@ -2,62 +2,66 @@
 /*
  * index.c - which cached regions cover or overlap a range.
  *
- * One open-addressing hash, changed under cache->lock for writing, holds
- * two kinds of entry:
+ * Two open-addressing hashes, changed under cache->lock for writing:
  *
- *   Region entries answer the hit, without a lock.  A region is entered
+ *   The page hash answers the hit, without a lock.  A region is entered
  *   at the lowest level L whose granule (4 KiB, 64 KiB, 1 MiB, ... 4 GiB:
  *   1 << ix_shift(L)) it spans at most GDRC_IX_SPAN of, once per granule
  *   it touches, keyed by (granule, L).  A request starting in granule g
  *   of level L can only be covered by a region of that level that
  *   touches g, so probing (start's granule, L) at each level that holds
- *   regions finds every region that covers it.  A one-page region is one
- *   16-byte slot.
+ *   regions finds every region that covers it.  An entry is one 8-byte
+ *   word (ph_entry): the region's address (pool memory, 64-byte aligned,
+ *   below 2^47), which granule of it this is, and a fingerprint of the
+ *   key; the key itself is recomputed from the region when the writer
+ *   needs it (moving an entry, growing the table).  A one-page region is
+ *   one word.
  *
- *   Summary entries make the hash answer for a range as well: what
- *   invalidation (an munmap of a gigabyte, or of everything) and the
- *   miss's plan ask, every region overlapping a range.  The summary of
- *   level L at tier k (1 to IX_TIERS) for block b holds a 64-bit map of
- *   which of b's 64 children (tier k - 1 blocks; tier 0: granules) hold
- *   anything; it exists while that map is not empty.  A range query
- *   starts at the lowest tier where the range spans at most two blocks
- *   and follows set bits down, so it costs a probe per level and tier
- *   plus one per granule that holds a region, whatever the range's size.
- *   They cost one entry per 64 occupied granules, about 2 % more entries
- *   for a dense million, and spare each region the tree links it needed
- *   before (docs/design.md, memory per registration).
+ *   The summaries answer for a range: what invalidation (an munmap of a
+ *   gigabyte, or of everything) and the miss's plan ask, every region
+ *   overlapping a range.  The summary of level L at tier k (1 to
+ *   IX_TIERS) for block b holds a 64-bit map of which of b's 64 children
+ *   (tier k - 1 blocks; tier 0: granules) hold anything; it exists while
+ *   that map is not empty.  A range query starts at the lowest tier
+ *   where the range spans at most two blocks and follows set bits down,
+ *   so it costs a probe per level and tier plus one per granule that
+ *   holds a region, whatever the range's size.  A dense million regions
+ *   need about 16,650 summaries (16-byte slots, read only under the
+ *   lock), and no region needs tree links (docs/design.md, memory per
+ *   registration).
  *
  * Regions wider than GDRC_IX_SPAN granules of the last level (more than
  * 64 GiB) go to the tree (itree/), through a node in their ext.  They
  * are found by both kinds of query like the rest.
  *
- * The lock-free read.  Slots are open addressing with linear probing;
- * a removal shifts later slots of the cluster back (no tombstones), and
- * a full table is replaced by one twice its size, the old one kept until
- * the cache goes (readers may still be in it) but, when mapped, emptied
- * of its pages (ph_retire_pages: a reader there then misses).  A reader
- * may therefore see a slot torn between two entries, an entry moved past
- * it, or a region released and reused for other memory since the slot
- * was written.  None of that can serve a wrong registration: a candidate
- * counts only once a compare-and-swap added a pin or a reference to a
- * word that was neither INVALID nor DEAD (region memory is type-stable,
- * pool.c), after which its key, rights and kernel word are checked and
- * cannot change.  A summary entry's key never equals a region entry's
- * (the tier is part of the key), so a reader never takes its map for a
- * region.  What the read can do is miss: the caller then asks again
- * under the lock, which is exact.  A region removed since a get's first
- * load of pending has INVALID set before pending clears (inval.c), so
- * the CAS refuses it.
+ * The lock-free read.  The page hash is linear probing; a removal shifts
+ * later entries of the cluster back (no tombstones), and a full table is
+ * replaced by one twice its size, the old one kept until the cache goes
+ * (readers may still be in it) but, when mapped, emptied of its pages
+ * (ph_retire_pages: a reader there then misses).  A reader may therefore
+ * see an entry moved past it, one whose fingerprint matches another key,
+ * or a region released and reused for other memory since the entry was
+ * written (a word is read whole: never torn).  None of that can serve a
+ * wrong registration: a candidate counts only once a compare-and-swap
+ * added a pin or a reference to a word that was neither INVALID nor DEAD
+ * (region memory is type-stable, pool.c), after which its key, rights
+ * and kernel word are checked and cannot change.  What the read can do
+ * is miss: the caller then asks again under the lock, which is exact.  A
+ * region removed since a get's first load of pending has INVALID set
+ * before pending clears (inval.c), so the CAS refuses it.
  *
  * Room.  A table grows at three quarters full, with a larger one made
  * before the lock is taken (gdrc_index_prepare); an insertion that finds
  * no spare (another miss took the room, or the allocation failed) may
- * still fill it to fifteen sixteenths; past that it fails, and the miss
- * hands its registration out uncached.
+ * still fill it to fifteen sixteenths; past that, or for a region whose
+ * address does not fit an entry, it fails, and the miss hands its
+ * registration out uncached.
  *
  * Locks: cache->lock.  Changes need it for writing (asserted), queries
  * either mode (asserted), gdrc_index_find_fast none.  A walk's callback
- * must not change the index.  No allocation under the lock.
+ * must not change the index.  No allocation or free under the lock: what
+ * a change needs is made before (gdrc_index_prepare), what it replaces
+ * freed after (gdrc_index_table_free).
  * Callers: region.c (insert, remove), lookup.c (find), miss.c and
  * inval.c (overlap, prepare, wide), cache.c (init, check, cleanup).
  */
@@ -75,23 +79,46 @@
  * space. */
 #define IX_TIERS 8
 #define IX_FAN 6
-/* Entries one insertion may add: its granules, and at each tier at most
- * two new summaries (16 consecutive granules touch two blocks at most). */
-#define IX_INSERT_MAX (GDRC_IX_SPAN + 2 * IX_TIERS)
-/* Slots of the first table; a table grows at 3/4 full. */
+/* Summaries one insertion may add: at each tier at most two (16
+ * consecutive granules touch two blocks at most). */
+#define IX_SUMS_MAX (2 * IX_TIERS)
+/* Slots of the first tables; a table grows at 3/4 full. */
 #define PH_MIN_SLOTS 1024
+#define SUM_MIN_SLOTS 64
 
-struct ph_slot {
-	_Atomic uintptr_t key; /* ix_key(); 0: empty */
-	_Atomic uintptr_t val; /* a region entry's region; a summary's map */
-};
+/*
+ * A page-hash entry: bits 0-40 the region's address >> 6, 41-44 the
+ * granule's offset in the region (0 to GDRC_IX_SPAN - 1), 45-63 a
+ * fingerprint of the key; 0: empty.
+ */
+#define E_PTR_BITS 41
+#define E_OFF_SHIFT 41
+#define E_FP_SHIFT 45
 
 struct gdrc_phash {
 	struct gdrc_phash *retired_next;
-	size_t bytes;          /* mapped: its size; else 0 (calloc'ed) */
+	size_t bytes;          /* mapped: its size; else 0 (malloc'ed) */
 	unsigned bits;         /* slots = 1 << bits */
 	_Atomic uint64_t used; /* written under the lock, read as a hint */
-	struct ph_slot slot[];
+	_Atomic uint64_t slot[];
+};
+
+struct ix_sum {
+	uintptr_t key; /* ix_key(block, level, tier); 0: empty */
+	uint64_t map;  /* children that hold something */
+};
+
+struct gdrc_ixsums {
+	unsigned bits;
+	uint64_t used;
+	struct ix_sum slot[];
+};
+
+/* What gdrc_index_prepare makes and gdrc_index_table_free frees. */
+struct ix_spare {
+	struct gdrc_phash *ph;     /* a larger page hash, or NULL */
+	struct gdrc_ixsums *sums;  /* larger summaries, or NULL */
+	struct gdrc_ixsums *old;   /* summaries replaced under the lock */
 };
 
 static unsigned ix_shift(int level)
@@ -105,9 +132,16 @@ static uintptr_t ix_key(uintptr_t g, int level, unsigned tier)
 	return (g << 7 | (uintptr_t)tier << 3 | (uintptr_t)level) + 1;
 }
 
-static uint64_t ph_home(const struct gdrc_phash *t, uintptr_t key)
+static uint64_t ix_home(unsigned bits, uintptr_t key)
 {
-	return (key * 0x9e3779b97f4a7c15ULL) >> (64 - t->bits);
+	return (key * 0x9e3779b97f4a7c15ULL) >> (64 - bits);
+}
+
+/* 19 bits of the key, from another multiplier than the home's (keys of
+ * one cluster share their home's bits). */
+static uint64_t ix_fp(uintptr_t key)
+{
+	return (key * 0xd6e8feb86659fd93ULL) >> E_FP_SHIFT;
 }
 
 static uint64_t ph_mask(const struct gdrc_phash *t)
@@ -115,14 +149,45 @@ static uint64_t ph_mask(const struct gdrc_phash *t)
 	return (1ULL << t->bits) - 1;
 }
 
-static uintptr_t slot_key(const struct gdrc_phash *t, uint64_t i)
+static uint64_t ph_get(const struct gdrc_phash *t, uint64_t i)
 {
-	return atomic_load_explicit(&t->slot[i].key, memory_order_relaxed);
+	return atomic_load_explicit(&t->slot[i], memory_order_relaxed);
 }
 
-static uintptr_t slot_val(const struct gdrc_phash *t, uint64_t i)
+static struct gdrc_region *e_region(uint64_t e)
 {
-	return atomic_load_explicit(&t->slot[i].val, memory_order_relaxed);
+	return (struct gdrc_region *)(uintptr_t)((e & ((1ULL << E_PTR_BITS) -
+						       1)) << 6);
+}
+
+static uint64_t e_make(const struct gdrc_region *r, uintptr_t key,
+		       unsigned off)
+{
+	return ix_fp(key) << E_FP_SHIFT | (uint64_t)off << E_OFF_SHIFT |
+	       (uintptr_t)r >> 6;
+}
+
+/* Does r fit an entry? */
+static int e_fits(const struct gdrc_region *r)
+{
+	return !((uintptr_t)r >> (E_PTR_BITS + 6)) && !((uintptr_t)r & 63);
+}
+
+/* The key of entry e (under the lock: its region is cached). */
+static uintptr_t e_key(uint64_t e)
+{
+	const struct gdrc_region *r = e_region(e);
+	int level = r->ix_level;
+
+	return ix_key((r->start >> ix_shift(level)) +
+			      (e >> E_OFF_SHIFT & (GDRC_IX_SPAN - 1)),
+		      level, 0);
+}
+
+/* Does e (non-zero) hold key? */
+static int e_is(uint64_t e, uintptr_t key)
+{
+	return e >> E_FP_SHIFT == ix_fp(key) && e_key(e) == key;
 }
 
 /* A table this large is mapped on its own, with transparent huge pages
@@ -132,7 +197,7 @@ static uintptr_t slot_val(const struct gdrc_phash *t, uint64_t i)
 static struct gdrc_phash *ph_new(unsigned bits)
 {
 	size_t bytes = sizeof(struct gdrc_phash) +
-		       (sizeof(struct ph_slot) << bits);
+		       (sizeof(uint64_t) << bits);
 	struct gdrc_phash *t;
 
 	if (bytes < PH_HUGE) {
@@ -158,14 +223,34 @@ static struct gdrc_phash *ph_new(unsigned bits)
 	return t;
 }
 
-void gdrc_index_table_free(void *p)
+static void ph_free(struct gdrc_phash *t)
 {
-	struct gdrc_phash *t = p;
-
 	if (t && t->bytes)
 		munmap(t, t->bytes);
 	else
 		free(t);
+}
+
+static struct gdrc_ixsums *sums_new(unsigned bits)
+{
+	struct gdrc_ixsums *s = calloc(1, sizeof(*s) +
+					     (sizeof(struct ix_sum) << bits));
+
+	if (s)
+		s->bits = bits;
+	return s;
+}
+
+void gdrc_index_table_free(void *p)
+{
+	struct ix_spare *sp = p;
+
+	if (!sp)
+		return;
+	ph_free(sp->ph);
+	free(sp->sums);
+	free(sp->old);
+	free(sp);
 }
 
 /* The granules of a level [start, end) touches. */
@@ -190,33 +275,44 @@ int gdrc_index_wide(uintptr_t start, uintptr_t end)
 	return range_level(start, end) < 0;
 }
 
-static void ph_put(struct gdrc_phash *t, uintptr_t key, uintptr_t val)
-{
-	uint64_t i = ph_home(t, key);
+/* ---- the page hash (writers: under the lock for writing) ---- */
 
-	while (slot_key(t, i))
+static void ph_put(struct gdrc_phash *t, uintptr_t key, uint64_t e)
+{
+	uint64_t i = ix_home(t->bits, key);
+
+	while (ph_get(t, i))
 		i = (i + 1) & ph_mask(t);
-	/* val before key: a reader that sees the key sees val (or a later
-	 * one, which it checks like any other). */
-	atomic_store_explicit(&t->slot[i].val, val, memory_order_relaxed);
-	atomic_store_explicit(&t->slot[i].key, key, memory_order_release);
+	/* Release: a reader that sees e sees the region's key published
+	 * before it (the region's own fields, region.c). */
+	atomic_store_explicit(&t->slot[i], e, memory_order_release);
 }
 
-/* The slot of key (and val, unless val is 0), or -1. */
-static int64_t ph_find(const struct gdrc_phash *t, uintptr_t key,
-		       uintptr_t val)
+/* The slot holding exactly e, or -1. */
+static int64_t ph_find_e(const struct gdrc_phash *t, uintptr_t key,
+			 uint64_t e)
 {
-	uint64_t i = ph_home(t, key);
-	uintptr_t k;
+	uint64_t i = ix_home(t->bits, key), x;
 
-	for (; (k = slot_key(t, i)); i = (i + 1) & ph_mask(t))
-		if (k == key && (!val || slot_val(t, i) == val))
+	for (; (x = ph_get(t, i)); i = (i + 1) & ph_mask(t))
+		if (x == e)
 			return (int64_t)i;
 	return -1;
 }
 
+/* Does any entry hold key? */
+static int ph_has_key(const struct gdrc_phash *t, uintptr_t key)
+{
+	uint64_t i = ix_home(t->bits, key), x;
+
+	for (; (x = ph_get(t, i)); i = (i + 1) & ph_mask(t))
+		if (e_is(x, key))
+			return 1;
+	return 0;
+}
+
 /* Is home h cyclically in (i, j]?  Then the entry at j must stay. */
-static int ph_stays(uint64_t i, uint64_t j, uint64_t h)
+static int ix_stays(uint64_t i, uint64_t j, uint64_t h)
 {
 	return i <= j ? (i < h && h <= j) : (i < h || h <= j);
 }
@@ -224,110 +320,172 @@ static int ph_stays(uint64_t i, uint64_t j, uint64_t h)
 /* Empty slot i, shifting the rest of its cluster back. */
 static void ph_del_at(struct gdrc_phash *t, uint64_t i)
 {
-	uint64_t mask = ph_mask(t), j;
-	uintptr_t k;
+	uint64_t mask = ph_mask(t), j, x;
 
 	for (j = i;;) {
 		j = (j + 1) & mask;
-		k = slot_key(t, j);
-		if (!k)
+		x = ph_get(t, j);
+		if (!x)
 			break;
-		if (ph_stays(i, j, ph_home(t, k)))
+		if (ix_stays(i, j, ix_home(t->bits, e_key(x))))
 			continue;
-		atomic_store_explicit(&t->slot[i].val, slot_val(t, j),
-				      memory_order_relaxed);
-		atomic_store_explicit(&t->slot[i].key, k, memory_order_release);
+		atomic_store_explicit(&t->slot[i], x, memory_order_release);
 		i = j;
 	}
-	atomic_store_explicit(&t->slot[i].key, 0, memory_order_relaxed);
-	atomic_store_explicit(&t->slot[i].val, 0, memory_order_relaxed);
+	atomic_store_explicit(&t->slot[i], 0, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&t->used, 1, memory_order_relaxed);
 }
 
-static void ph_add(struct gdrc_phash *t, uintptr_t key, uintptr_t val)
+/* ---- the summaries (under the lock) ---- */
+
+static uint64_t sums_mask(const struct gdrc_ixsums *s)
 {
-	ph_put(t, key, val);
-	atomic_fetch_add_explicit(&t->used, 1, memory_order_relaxed);
+	return (1ULL << s->bits) - 1;
+}
+
+static int64_t sums_find(const struct gdrc_ixsums *s, uintptr_t key)
+{
+	uint64_t i = ix_home(s->bits, key);
+
+	for (; s->slot[i].key; i = (i + 1) & sums_mask(s))
+		if (s->slot[i].key == key)
+			return (int64_t)i;
+	return -1;
+}
+
+static void sums_put(struct gdrc_ixsums *s, uintptr_t key, uint64_t map)
+{
+	uint64_t i = ix_home(s->bits, key);
+
+	while (s->slot[i].key)
+		i = (i + 1) & sums_mask(s);
+	s->slot[i] = (struct ix_sum){ .key = key, .map = map };
+}
+
+static void sums_del_at(struct gdrc_ixsums *s, uint64_t i)
+{
+	uint64_t mask = sums_mask(s), j;
+
+	for (j = i;;) {
+		j = (j + 1) & mask;
+		if (!s->slot[j].key)
+			break;
+		if (ix_stays(i, j, ix_home(s->bits, s->slot[j].key)))
+			continue;
+		s->slot[i] = s->slot[j];
+		i = j;
+	}
+	s->slot[i] = (struct ix_sum){ 0 };
+	s->used--;
+}
+
+/* Tell gdrc_index_prepare, which reads no table, the summaries' size. */
+static void sums_publish(struct gdrc_index *ix)
+{
+	atomic_store_explicit(&ix->sums_size,
+			      (uint64_t)ix->sums->bits << 32 | ix->sums->used,
+			      memory_order_relaxed);
 }
 
 /* Granule g of level L now holds something: mark it in its summaries,
  * up to the first that already held something. */
-static void sum_set(struct gdrc_phash *t, uintptr_t g, int level)
+static void sum_set(struct gdrc_ixsums *s, uintptr_t g, int level)
 {
 	for (unsigned k = 1; k <= IX_TIERS; k++, g >>= IX_FAN) {
 		uintptr_t key = ix_key(g >> IX_FAN, level, k);
 		uint64_t bit = 1ULL << (g & 63);
-		int64_t i = ph_find(t, key, 0);
+		int64_t i = sums_find(s, key);
 
 		if (i >= 0) {
-			atomic_store_explicit(&t->slot[i].val,
-					      slot_val(t, (uint64_t)i) | bit,
-					      memory_order_relaxed);
+			s->slot[i].map |= bit;
 			return;
 		}
-		ph_add(t, key, bit);
+		sums_put(s, key, bit);
+		s->used++;
 	}
 }
 
 /* Granule g of level L now holds nothing: clear it from its summaries,
  * removing those left empty. */
-static void sum_clear(struct gdrc_phash *t, uintptr_t g, int level)
+static void sum_clear(struct gdrc_ixsums *s, uintptr_t g, int level)
 {
 	for (unsigned k = 1; k <= IX_TIERS; k++, g >>= IX_FAN) {
-		int64_t i = ph_find(t, ix_key(g >> IX_FAN, level, k), 0);
-		uint64_t map;
+		int64_t i = sums_find(s, ix_key(g >> IX_FAN, level, k));
 
 		if (i < 0)
 			return; /* cannot happen: gdrc_index_check says */
-		map = slot_val(t, (uint64_t)i) & ~(1ULL << (g & 63));
-		if (map) {
-			atomic_store_explicit(&t->slot[i].val, map,
-					      memory_order_relaxed);
+		s->slot[i].map &= ~(1ULL << (g & 63));
+		if (s->slot[i].map)
 			return;
-		}
-		ph_del_at(t, (uint64_t)i);
+		sums_del_at(s, (uint64_t)i);
 	}
 }
 
-static void ph_enter(struct gdrc_phash *t, struct gdrc_region *r)
+/* The map of summary key, or 0: none. */
+static uint64_t sum_map(const struct gdrc_ixsums *s, uintptr_t key)
+{
+	int64_t i = sums_find(s, key);
+
+	return i < 0 ? 0 : s->slot[i].map;
+}
+
+/* ---- a region in and out ---- */
+
+static void ix_enter(struct gdrc_index *ix, struct gdrc_phash *t,
+		     struct gdrc_region *r)
 {
 	int level = r->ix_level;
-	unsigned s = ix_shift(level);
+	unsigned s = ix_shift(level), off = 0;
 
 	for (uintptr_t g = r->start >> s; g <= (r->end - 1) >> s; g++) {
 		uintptr_t key = ix_key(g, level, 0);
-		int fresh = ph_find(t, key, 0) < 0;
+		int fresh = !ph_has_key(t, key);
 
-		ph_add(t, key, (uintptr_t)r);
+		ph_put(t, key, e_make(r, key, off++));
+		atomic_fetch_add_explicit(&t->used, 1, memory_order_relaxed);
 		if (fresh)
-			sum_set(t, g, level);
+			sum_set(ix->sums, g, level);
 	}
+	sums_publish(ix);
 }
 
-static void ph_leave(struct gdrc_phash *t, struct gdrc_region *r)
+static void ix_leave(struct gdrc_index *ix, struct gdrc_phash *t,
+		     struct gdrc_region *r)
 {
 	int level = r->ix_level;
-	unsigned s = ix_shift(level);
+	unsigned s = ix_shift(level), off = 0;
 
 	for (uintptr_t g = r->start >> s; g <= (r->end - 1) >> s; g++) {
 		uintptr_t key = ix_key(g, level, 0);
-		int64_t i = ph_find(t, key, (uintptr_t)r);
+		int64_t i = ph_find_e(t, key, e_make(r, key, off++));
 
 		if (i < 0)
 			continue; /* cannot happen: gdrc_index_check says */
 		ph_del_at(t, (uint64_t)i);
-		if (ph_find(t, key, 0) < 0)
-			sum_clear(t, g, level);
+		if (!ph_has_key(t, key))
+			sum_clear(ix->sums, g, level);
 	}
+	sums_publish(ix);
 }
 
-/* Room for more entries: below 3/4 (soft) or 15/16 (hard) full. */
+/* Room for more: below 3/4 (soft) or 15/16 (hard) of slots full. */
+static int ix_fits(unsigned bits, uint64_t used, uint64_t more, int hard)
+{
+	uint64_t slots = 1ULL << bits;
+
+	return used + more <= (hard ? slots - slots / 16 : 3 * slots / 4);
+}
+
 static int ph_fits(const struct gdrc_phash *t, uint64_t more, int hard)
 {
-	uint64_t slots = 1ULL << t->bits;
+	return ix_fits(t->bits,
+		       atomic_load_explicit(&t->used, memory_order_relaxed),
+		       more, hard);
+}
 
-	return atomic_load_explicit(&t->used, memory_order_relaxed) + more <=
-	       (hard ? slots - slots / 16 : 3 * slots / 4);
+static int sums_fits(const struct gdrc_ixsums *s, uint64_t more, int hard)
+{
+	return ix_fits(s->bits, s->used, more, hard);
 }
 
 /* ------------------------------------------------------------------ */
@@ -337,9 +495,15 @@ gdrc_status_t gdrc_index_init(struct gdrc_cache *c)
 	struct gdrc_phash *t = ph_new(__builtin_ctz(PH_MIN_SLOTS));
 
 	gdrc_itree_init(&c->ix.tree);
-	if (!t)
+	c->ix.sums = sums_new(__builtin_ctz(SUM_MIN_SLOTS));
+	if (!t || !c->ix.sums) {
+		ph_free(t);
+		free(c->ix.sums);
+		c->ix.sums = NULL;
 		return GDRC_ERR_NO_MEMORY;
+	}
 	atomic_init(&c->ix.ph, t);
+	sums_publish(&c->ix);
 	return GDRC_OK;
 }
 
@@ -347,24 +511,49 @@ void gdrc_index_cleanup(struct gdrc_cache *c)
 {
 	struct gdrc_phash *t, *next;
 
-	gdrc_index_table_free(atomic_load_explicit(&c->ix.ph,
-						   memory_order_relaxed));
+	ph_free(atomic_load_explicit(&c->ix.ph, memory_order_relaxed));
 	atomic_store_explicit(&c->ix.ph, NULL, memory_order_relaxed);
 	for (t = c->ix.retired; t; t = next) {
 		next = t->retired_next;
-		gdrc_index_table_free(t);
+		ph_free(t);
 	}
 	c->ix.retired = NULL;
+	free(c->ix.sums);
+	c->ix.sums = NULL;
 }
 
+/*
+ * The tables' sizes are read without the lock, as hints (the insertion
+ * checks again under it): the page hash's header (retired tables stay
+ * until the cache goes), the summaries' through sums_size (their old
+ * tables are freed).  A stale read only makes a spare that is not
+ * needed, or none when one is (the insertion then fills to 15/16, or
+ * fails).
+ */
 void *gdrc_index_prepare(const struct gdrc_cache *c)
 {
 	const struct gdrc_phash *t =
 		atomic_load_explicit(&c->ix.ph, memory_order_acquire);
+	uint64_t size = atomic_load_explicit(&c->ix.sums_size,
+					     memory_order_relaxed);
+	unsigned sbits = (unsigned)(size >> 32);
+	struct ix_spare *sp;
+	int grow_ph, grow_sums;
 
-	if (!t || ph_fits(t, IX_INSERT_MAX, 0))
+	if (!t || !sbits)
 		return NULL;
-	return ph_new(t->bits + 1);
+	grow_ph = !ph_fits(t, GDRC_IX_SPAN, 0);
+	grow_sums = !ix_fits(sbits, (uint32_t)size, IX_SUMS_MAX, 0);
+	if (!grow_ph && !grow_sums)
+		return NULL;
+	sp = calloc(1, sizeof(*sp));
+	if (!sp)
+		return NULL;
+	if (grow_ph)
+		sp->ph = ph_new(t->bits + 1);
+	if (grow_sums)
+		sp->sums = sums_new(sbits + 1);
+	return sp;
 }
 
 /*
@@ -391,10 +580,10 @@ static void ph_grow(struct gdrc_cache *c, struct gdrc_phash *t,
 		    struct gdrc_phash *spare)
 {
 	for (uint64_t i = 0; i <= ph_mask(t); i++) {
-		uintptr_t k = slot_key(t, i);
+		uint64_t e = ph_get(t, i);
 
-		if (k)
-			ph_put(spare, k, slot_val(t, i));
+		if (e)
+			ph_put(spare, e_key(e), e);
 	}
 	atomic_store_explicit(&spare->used,
 			      atomic_load_explicit(&t->used,
@@ -404,6 +593,22 @@ static void ph_grow(struct gdrc_cache *c, struct gdrc_phash *t,
 	c->ix.retired = t;
 	atomic_store_explicit(&c->ix.ph, spare, memory_order_release);
 	ph_retire_pages(t);
+}
+
+/* The same for the summaries; the old table goes to sp->old, freed
+ * after the lock is dropped (no reader outside the lock). */
+static void sums_grow(struct gdrc_cache *c, struct ix_spare *sp)
+{
+	struct gdrc_ixsums *s = c->ix.sums, *n = sp->sums;
+
+	for (uint64_t i = 0; i <= sums_mask(s); i++)
+		if (s->slot[i].key)
+			sums_put(n, s->slot[i].key, s->slot[i].map);
+	n->used = s->used;
+	c->ix.sums = n;
+	sp->sums = NULL;
+	sp->old = s;
+	sums_publish(&c->ix);
 }
 
 /* The ext of a wide region, whose node the index owns. */
@@ -417,7 +622,9 @@ int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 {
 	struct gdrc_phash *t = atomic_load_explicit(&c->ix.ph,
 						    memory_order_relaxed);
+	struct ix_spare *sp = spare_p ? *spare_p : NULL;
 	int level = range_level(r->start, r->end);
+	uint64_t used = atomic_load_explicit(&t->used, memory_order_relaxed);
 
 	gdrc_assert_wrlocked(c);
 	r->ix_level = -1;
@@ -432,18 +639,23 @@ int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 		gdrc_itree_insert(&c->ix.tree, &x->node);
 		return 0;
 	}
-	if (!ph_fits(t, IX_INSERT_MAX, 0) && spare_p && *spare_p &&
-	    ph_fits(*spare_p, atomic_load_explicit(&t->used,
-						   memory_order_relaxed) +
-				      IX_INSERT_MAX, 0)) {
-		ph_grow(c, t, *spare_p);
-		t = *spare_p;
-		*spare_p = NULL;
+	if (!e_fits(r))
+		return -1; /* an address above 2^47: cannot happen on x86-64
+			    * unless asked for */
+	if (!ph_fits(t, GDRC_IX_SPAN, 0) && sp && sp->ph &&
+	    ix_fits(sp->ph->bits, used, GDRC_IX_SPAN, 0)) {
+		ph_grow(c, t, sp->ph);
+		t = sp->ph;
+		sp->ph = NULL;
 	}
-	if (!ph_fits(t, IX_INSERT_MAX, 1))
+	if (!sums_fits(c->ix.sums, IX_SUMS_MAX, 0) && sp && sp->sums &&
+	    ix_fits(sp->sums->bits, c->ix.sums->used, IX_SUMS_MAX, 0))
+		sums_grow(c, sp);
+	if (!ph_fits(t, GDRC_IX_SPAN, 1) ||
+	    !sums_fits(c->ix.sums, IX_SUMS_MAX, 1))
 		return -1;
 	r->ix_level = (int8_t)level;
-	ph_enter(t, r);
+	ix_enter(&c->ix, t, r);
 	atomic_fetch_add_explicit(&c->ix.level_regions[level], 1,
 				  memory_order_relaxed);
 	return 0;
@@ -459,7 +671,7 @@ void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r)
 		gdrc_itree_remove(&c->ix.tree, &wide_ext(r)->node);
 		return;
 	}
-	ph_leave(t, r);
+	ix_leave(&c->ix, t, r);
 	atomic_fetch_sub_explicit(&c->ix.level_regions[r->ix_level], 1,
 				  memory_order_relaxed);
 	r->ix_level = -1;
@@ -502,24 +714,22 @@ struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 		return NULL;
 	for (int level = 0; level < GDRC_IX_LEVELS; level++) {
 		uintptr_t key = ix_key(start >> ix_shift(level), level, 0);
-		uint64_t mask = ph_mask(t), i = ph_home(t, key);
+		uint64_t mask = ph_mask(t), i = ix_home(t->bits, key);
+		uint64_t fp = ix_fp(key);
 
 		if (!atomic_load_explicit(&c->ix.level_regions[level],
 					  memory_order_relaxed))
 			continue;
 		for (uint64_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
-			uintptr_t k = atomic_load_explicit(
-				&t->slot[i].key, memory_order_acquire);
+			uint64_t e = atomic_load_explicit(
+				&t->slot[i], memory_order_acquire);
 			struct gdrc_region *r;
 
-			if (!k)
+			if (!e)
 				break;
-			if (k != key)
+			if (e >> E_FP_SHIFT != fp)
 				continue;
-			r = (struct gdrc_region *)atomic_load_explicit(
-				&t->slot[i].val, memory_order_relaxed);
-			if (!r)
-				continue;
+			r = e_region(e);
 			*hold_p = hold_of(c, r, start);
 			if (region_try_get(c, r, start, end, access, *hold_p))
 				return r;
@@ -552,6 +762,7 @@ static int visit_fn(struct gdrc_itree_node *node, void *arg)
 /* A range query at one level. */
 struct ix_walk {
 	const struct gdrc_phash *t;
+	const struct gdrc_ixsums *sums;
 	int level;
 	unsigned s;
 	uintptr_t start, end; /* the range */
@@ -564,17 +775,17 @@ struct ix_walk {
  * at the first of its granules in [g0, g1]. */
 static int walk_granule(const struct ix_walk *w, uintptr_t g)
 {
-	uintptr_t key = ix_key(g, w->level, 0), k;
-	uint64_t i = ph_home(w->t, key);
+	uintptr_t key = ix_key(g, w->level, 0);
+	uint64_t i = ix_home(w->t->bits, key), e;
 	int ret;
 
-	for (; (k = slot_key(w->t, i)); i = (i + 1) & ph_mask(w->t)) {
+	for (; (e = ph_get(w->t, i)); i = (i + 1) & ph_mask(w->t)) {
 		struct gdrc_region *r;
 		uintptr_t first;
 
-		if (k != key)
+		if (!e_is(e, key))
 			continue;
-		r = (struct gdrc_region *)slot_val(w->t, i);
+		r = e_region(e);
 		first = r->start >> w->s;
 		if ((first > w->g0 ? first : w->g0) != g ||
 		    r->start >= w->end || r->end <= w->start)
@@ -592,13 +803,9 @@ static int walk_block(const struct ix_walk *w, unsigned k, uintptr_t b)
 	uintptr_t base = b << IX_FAN;
 	uintptr_t lo = w->g0 >> (IX_FAN * (k - 1));
 	uintptr_t hi = w->g1 >> (IX_FAN * (k - 1));
-	int64_t i = ph_find(w->t, ix_key(b, w->level, k), 0);
-	uint64_t map;
+	uint64_t map = sum_map(w->sums, ix_key(b, w->level, k));
 	int ret;
 
-	if (i < 0)
-		return 0;
-	map = slot_val(w->t, (uint64_t)i);
 	if (lo > base)
 		map &= ~0ULL << (lo - base);
 	if (hi < base + 63)
@@ -637,6 +844,7 @@ int gdrc_index_overlap(const struct gdrc_cache *c, uintptr_t start,
 {
 	struct ix_walk w = {
 		.t = atomic_load_explicit(&c->ix.ph, memory_order_relaxed),
+		.sums = c->ix.sums,
 		.start = start, .end = end, .fn = fn, .arg = arg,
 	};
 	int ret = 0;
@@ -665,18 +873,17 @@ struct gdrc_region *gdrc_index_find_cover(const struct gdrc_cache *c,
 
 	gdrc_assert_locked(c);
 	for (int level = 0; level < GDRC_IX_LEVELS; level++) {
-		uintptr_t key = ix_key(start >> ix_shift(level), level, 0), k;
-		uint64_t i = ph_home(t, key);
+		uintptr_t key = ix_key(start >> ix_shift(level), level, 0);
+		uint64_t i = ix_home(t->bits, key), e;
 
 		if (!atomic_load_explicit(&c->ix.level_regions[level],
 					  memory_order_relaxed))
 			continue;
-		for (; (k = slot_key(t, i)); i = (i + 1) & ph_mask(t)) {
-			struct gdrc_region *r =
-				(struct gdrc_region *)slot_val(t, i);
+		for (; (e = ph_get(t, i)); i = (i + 1) & ph_mask(t)) {
+			struct gdrc_region *r = e_region(e);
 
-			if (k == key && r->start <= start && end <= r->end &&
-			    (!fn || fn(r, arg)))
+			if (e_is(e, key) && r->start <= start &&
+			    end <= r->end && (!fn || fn(r, arg)))
 				return r;
 		}
 	}
@@ -690,17 +897,18 @@ struct gdrc_region *gdrc_index_find_cover(const struct gdrc_cache *c,
 /* ------------------------------------------------------------------ */
 /* The check (tests, GDRC_CHECK=1). */
 
-/* Is every region entry of r in t, once? */
+/* Is every entry of r in t, once, where a lookup of its key finds it? */
 static int ph_has_all(const struct gdrc_phash *t, const struct gdrc_region *r)
 {
-	unsigned s = ix_shift(r->ix_level);
+	unsigned s = ix_shift(r->ix_level), off = 0;
 
 	for (uintptr_t g = r->start >> s; g <= (r->end - 1) >> s; g++) {
-		uintptr_t key = ix_key(g, r->ix_level, 0), k;
-		uint64_t i = ph_home(t, key), found = 0;
+		uintptr_t key = ix_key(g, r->ix_level, 0);
+		uint64_t e = e_make(r, key, off++), x;
+		uint64_t i = ix_home(t->bits, key), found = 0;
 
-		for (; (k = slot_key(t, i)); i = (i + 1) & ph_mask(t))
-			if (k == key && slot_val(t, i) == (uintptr_t)r)
+		for (; (x = ph_get(t, i)); i = (i + 1) & ph_mask(t))
+			if (x == e)
 				found++;
 		if (found != 1)
 			return 0;
@@ -710,46 +918,82 @@ static int ph_has_all(const struct gdrc_phash *t, const struct gdrc_region *r)
 
 /* Does the summary of the tier-k block holding child g (tier k - 1)
  * mark it, and is that summary entered once? */
-static int sum_marks(const struct gdrc_phash *t, uintptr_t g, int level,
+static int sum_marks(const struct gdrc_ixsums *s, uintptr_t g, int level,
 		     unsigned k)
 {
-	uintptr_t key = ix_key(g >> IX_FAN, level, k), kk;
-	uint64_t i = ph_home(t, key), found = 0, map = 0;
+	uintptr_t key = ix_key(g >> IX_FAN, level, k);
+	uint64_t found = 0, map = 0;
 
-	for (; (kk = slot_key(t, i)); i = (i + 1) & ph_mask(t))
-		if (kk == key) {
+	for (uint64_t i = ix_home(s->bits, key); s->slot[i].key;
+	     i = (i + 1) & sums_mask(s))
+		if (s->slot[i].key == key) {
 			found++;
-			map = slot_val(t, i);
+			map = s->slot[i].map;
 		}
 	return found == 1 && (map >> (g & 63) & 1);
 }
 
 /* Is child c of summary (b, level, tier k) there? */
-static int sum_child_there(const struct gdrc_phash *t, uintptr_t b,
+static int sum_child_there(const struct gdrc_phash *t,
+			   const struct gdrc_ixsums *s, uintptr_t b,
 			   int level, unsigned k, unsigned c)
 {
-	return ph_find(t, ix_key(b << IX_FAN | c, level, k - 1), 0) >= 0;
+	uintptr_t child = b << IX_FAN | c;
+
+	return k == 1 ? ph_has_key(t, ix_key(child, level, 0)) :
+			sums_find(s, ix_key(child, level, k - 1)) >= 0;
 }
 
-/*
- * Codes: -1 the tree of wide regions unsound, -2 the count of regions
- * differs from nregions, -8 a region's entries missing, doubled or not
- * marked in their summary, or a summary marking an empty child or not
- * marked in its own, -9 the hash's counts differ from its entries.
- * Lock held or the cache owned.
- */
-int gdrc_index_check(const struct gdrc_cache *c)
+/* Every entry: its region cached at its level, found by its key, and
+ * marked in its summary.  @return 0, -8 or -9 (below). */
+static int check_entries(const struct gdrc_cache *c,
+			 const struct gdrc_phash *t)
 {
-	const struct gdrc_phash *t =
-		atomic_load_explicit(&c->ix.ph, memory_order_relaxed);
-	uint64_t used = 0, regions[GDRC_IX_LEVELS] = { 0 }, all = 0;
+	uint64_t used = 0, regions[GDRC_IX_LEVELS] = { 0 };
 
-	if (gdrc_itree_check(&c->ix.tree))
-		return -1;
 	for (uint64_t i = 0; i <= ph_mask(t); i++) {
-		uintptr_t k = slot_key(t, i), v = slot_val(t, i);
+		uint64_t e = ph_get(t, i);
+		const struct gdrc_region *r = e_region(e);
+		unsigned off = (unsigned)(e >> E_OFF_SHIFT) & (GDRC_IX_SPAN - 1);
+		unsigned s;
+
+		if (!e)
+			continue;
+		used++;
+		if (r->ix_level < 0 || r->ix_level >= GDRC_IX_LEVELS)
+			return -8;
+		s = ix_shift(r->ix_level);
+		if ((r->start >> s) + off > (r->end - 1) >> s ||
+		    !sum_marks(c->ix.sums, (r->start >> s) + off, r->ix_level,
+			       1))
+			return -8;
+		if (!off) {
+			if (!ph_has_all(t, r))
+				return -8;
+			regions[r->ix_level]++;
+		}
+	}
+	if (used != atomic_load_explicit(&t->used, memory_order_relaxed))
+		return -9;
+	for (int l = 0; l < GDRC_IX_LEVELS; l++)
+		if (regions[l] != atomic_load_explicit(
+					 &c->ix.level_regions[l],
+					 memory_order_relaxed))
+			return -9;
+	return 0;
+}
+
+/* Every summary: a map of children that are there, marked in its own
+ * summary.  @return 0, -8 or -9. */
+static int check_sums(const struct gdrc_cache *c, const struct gdrc_phash *t)
+{
+	const struct gdrc_ixsums *s = c->ix.sums;
+	uint64_t used = 0;
+
+	for (uint64_t i = 0; i <= sums_mask(s); i++) {
+		uintptr_t k = s->slot[i].key;
 		unsigned tier;
-		uintptr_t g;
+		uintptr_t b;
 		int level;
 
 		if (!k)
@@ -758,43 +1002,43 @@ int gdrc_index_check(const struct gdrc_cache *c)
 		k--;
 		level = (int)(k & 7);
 		tier = (unsigned)(k >> 3 & 15);
-		g = k >> 7;
-		if (level >= GDRC_IX_LEVELS || tier > IX_TIERS)
+		b = k >> 7;
+		if (level >= GDRC_IX_LEVELS || !tier || tier > IX_TIERS ||
+		    !s->slot[i].map)
 			return -8;
-		if (tier < IX_TIERS && !sum_marks(t, g, level, tier + 1))
+		if (tier < IX_TIERS && !sum_marks(s, b, level, tier + 1))
 			return -8;
-		if (tier) {
-			if (!v)
+		for (uint64_t m = s->slot[i].map; m; m &= m - 1)
+			if (!sum_child_there(t, s, b, level, tier,
+					     (unsigned)__builtin_ctzll(m)))
 				return -8;
-			for (uint64_t m = v; m; m &= m - 1)
-				if (!sum_child_there(t, g, level, tier,
-						     (unsigned)__builtin_ctzll(m)))
-					return -8;
-		} else {
-			const struct gdrc_region *r =
-				(const struct gdrc_region *)v;
-			unsigned s = ix_shift(level);
+	}
+	return used == s->used ? 0 : -9;
+}
 
-			if (!r || r->ix_level != level ||
-			    g < r->start >> s || g > (r->end - 1) >> s)
-				return -8;
-			if (g == r->start >> s) {
-				if (!ph_has_all(t, r))
-					return -8;
-				regions[level]++;
-			}
-		}
-	}
-	if (used != atomic_load_explicit(&t->used, memory_order_relaxed))
-		return -9;
-	for (int l = 0; l < GDRC_IX_LEVELS; l++) {
-		if (regions[l] != atomic_load_explicit(
-					 &c->ix.level_regions[l],
-					 memory_order_relaxed))
-			return -9;
-		all += regions[l];
-	}
-	if (all + c->ix.tree.count != c->nregions)
-		return -2;
-	return 0;
+/*
+ * Codes: -1 the tree of wide regions unsound, -2 the count of regions
+ * differs from nregions, -8 an entry or a summary wrong (a region's
+ * entries missing, doubled, or not marked in their summary; a summary
+ * marking an empty child, or not marked in its own), -9 a table's counts
+ * differ from its entries.  Lock held or the cache owned.
+ */
+int gdrc_index_check(const struct gdrc_cache *c)
+{
+	const struct gdrc_phash *t =
+		atomic_load_explicit(&c->ix.ph, memory_order_relaxed);
+	uint64_t all = c->ix.tree.count;
+	int ret;
+
+	if (gdrc_itree_check(&c->ix.tree))
+		return -1;
+	ret = check_entries(c, t);
+	if (!ret)
+		ret = check_sums(c, t);
+	if (ret)
+		return ret;
+	for (int l = 0; l < GDRC_IX_LEVELS; l++)
+		all += atomic_load_explicit(&c->ix.level_regions[l],
+					    memory_order_relaxed);
+	return all == c->nregions ? 0 : -2;
 }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -332,6 +333,10 @@ static void test_index_lookups_race_changes(void **state)
 				 GDRC_OK);
 		reg(r.ctx, r.buf + i * PAGE, len);
 	}
+	/* Under valgrind, which runs one thread at a time, the getters may
+	 * not have had the lock yet: let them (at most 10 s). */
+	for (int ms = 0; !atomic_load(&r.served) && ms < 10000; ms++)
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
 	atomic_store(&r.stop, 1);
 	for (int t = 0; t < 2; t++)
 		assert_int_equal(pthread_join(th[t], NULL), 0);
