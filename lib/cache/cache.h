@@ -558,6 +558,8 @@ struct gdrc_index {
 	struct gdrc_phash *retired;       /* tables replaced by a larger
 					   * one, freed with the cache */
 	_Atomic uint64_t level_regions[GDRC_IX_LEVELS]; /* in the hash */
+	_Atomic uint32_t levels;          /* bit L: level_regions[L] > 0,
+					   * what lookups read */
 };
 
 struct gdrc_cache {

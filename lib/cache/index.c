@@ -21,11 +21,14 @@
  *   gigabyte, or of everything) and the miss's plan ask, every region
  *   overlapping a range.  The summary of level L at tier k (1 to
  *   IX_TIERS) for block b holds a 64-bit map of which of b's 64 children
- *   (tier k - 1 blocks; tier 0: granules) hold anything; it exists while
- *   that map is not empty.  A range query starts at the lowest tier
- *   where the range spans at most two blocks and follows set bits down,
- *   so it costs a probe per level and tier plus one per granule that
- *   holds a region, whatever the range's size.  A dense million regions
+ *   (tier k - 1 blocks; at tier 1, granules where a region starts) hold
+ *   anything; it exists while that map is not empty (at tiers of a
+ *   gigabyte and more: once made, IX_KEEP_TIER).  A range query
+ *   looks for regions starting from GDRC_IX_SPAN - 1 granules before the
+ *   range to its end: from the lowest tier where those span at most two
+ *   blocks, down the set bits, so it costs a probe per level and tier
+ *   plus one per region start, whatever the range's size, and finds
+ *   each region once.  A dense million regions
  *   need about 16,650 summaries (16-byte slots, read only under the
  *   lock), and no region needs tree links (docs/design.md, memory per
  *   registration).
@@ -79,6 +82,12 @@
  * space. */
 #define IX_TIERS 8
 #define IX_FAN 6
+/* Summaries of this tier and above stay when they empty (their blocks
+ * are a gigabyte or more at level 0, so there are few, and a lone
+ * registration made and dropped over and over would otherwise make and
+ * remove the whole chain each time): kept with an empty map, marked in
+ * their parent. */
+#define IX_KEEP_TIER 3
 /* Summaries one insertion may add: at each tier at most two (16
  * consecutive granules touch two blocks at most). */
 #define IX_SUMS_MAX (2 * IX_TIERS)
@@ -180,7 +189,7 @@ static uintptr_t e_key(uint64_t e)
 	int level = r->ix_level;
 
 	return ix_key((r->start >> ix_shift(level)) +
-			      (e >> E_OFF_SHIFT & (GDRC_IX_SPAN - 1)),
+			      ((e >> E_OFF_SHIFT) & (GDRC_IX_SPAN - 1)),
 		      level, 0);
 }
 
@@ -300,13 +309,19 @@ static int64_t ph_find_e(const struct gdrc_phash *t, uintptr_t key,
 	return -1;
 }
 
-/* Does any entry hold key? */
-static int ph_has_key(const struct gdrc_phash *t, uintptr_t key)
+/* The granule of e in its region: 0 for the region's first. */
+static unsigned e_off(uint64_t e)
+{
+	return (unsigned)(e >> E_OFF_SHIFT) & (GDRC_IX_SPAN - 1);
+}
+
+/* Does a region start in key's granule (an entry of key, offset 0)? */
+static int ph_has_first(const struct gdrc_phash *t, uintptr_t key)
 {
 	uint64_t i = ix_home(t->bits, key), x;
 
 	for (; (x = ph_get(t, i)); i = (i + 1) & ph_mask(t))
-		if (e_is(x, key))
+		if (!e_off(x) && e_is(x, key))
 			return 1;
 	return 0;
 }
@@ -317,7 +332,8 @@ static int ix_stays(uint64_t i, uint64_t j, uint64_t h)
 	return i <= j ? (i < h && h <= j) : (i < h || h <= j);
 }
 
-/* Empty slot i, shifting the rest of its cluster back. */
+/* Empty slot i, shifting the rest of its cluster back (the caller
+ * counts it: ph_used_add). */
 static void ph_del_at(struct gdrc_phash *t, uint64_t i)
 {
 	uint64_t mask = ph_mask(t), j, x;
@@ -333,7 +349,16 @@ static void ph_del_at(struct gdrc_phash *t, uint64_t i)
 		i = j;
 	}
 	atomic_store_explicit(&t->slot[i], 0, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&t->used, 1, memory_order_relaxed);
+}
+
+/* n entries more or fewer (a plain store: writers hold the lock). */
+static void ph_used_add(struct gdrc_phash *t, int64_t n)
+{
+	atomic_store_explicit(&t->used,
+			      atomic_load_explicit(&t->used,
+						   memory_order_relaxed) +
+				      (uint64_t)n,
+			      memory_order_relaxed);
 }
 
 /* ---- the summaries (under the lock) ---- */
@@ -387,8 +412,8 @@ static void sums_publish(struct gdrc_index *ix)
 			      memory_order_relaxed);
 }
 
-/* Granule g of level L now holds something: mark it in its summaries,
- * up to the first that already held something. */
+/* Granule g of level L now holds a region's start: mark it in its
+ * summaries, up to the first that already held something. */
 static void sum_set(struct gdrc_ixsums *s, uintptr_t g, int level)
 {
 	for (unsigned k = 1; k <= IX_TIERS; k++, g >>= IX_FAN) {
@@ -405,8 +430,8 @@ static void sum_set(struct gdrc_ixsums *s, uintptr_t g, int level)
 	}
 }
 
-/* Granule g of level L now holds nothing: clear it from its summaries,
- * removing those left empty. */
+/* Granule g of level L no longer holds a region's start: clear it from
+ * its summaries, removing those left empty below IX_KEEP_TIER. */
 static void sum_clear(struct gdrc_ixsums *s, uintptr_t g, int level)
 {
 	for (unsigned k = 1; k <= IX_TIERS; k++, g >>= IX_FAN) {
@@ -415,7 +440,7 @@ static void sum_clear(struct gdrc_ixsums *s, uintptr_t g, int level)
 		if (i < 0)
 			return; /* cannot happen: gdrc_index_check says */
 		s->slot[i].map &= ~(1ULL << (g & 63));
-		if (s->slot[i].map)
+		if (s->slot[i].map || k >= IX_KEEP_TIER)
 			return;
 		sums_del_at(s, (uint64_t)i);
 	}
@@ -431,22 +456,26 @@ static uint64_t sum_map(const struct gdrc_ixsums *s, uintptr_t key)
 
 /* ---- a region in and out ---- */
 
+/* An entry for each granule r touches; its first granule in the
+ * summaries (range queries look for regions by their first granule). */
 static void ix_enter(struct gdrc_index *ix, struct gdrc_phash *t,
 		     struct gdrc_region *r)
 {
 	int level = r->ix_level;
 	unsigned s = ix_shift(level), off = 0;
+	uintptr_t first = r->start >> s;
+	int fresh = !ph_has_first(t, ix_key(first, level, 0));
 
-	for (uintptr_t g = r->start >> s; g <= (r->end - 1) >> s; g++) {
+	for (uintptr_t g = first; g <= (r->end - 1) >> s; g++) {
 		uintptr_t key = ix_key(g, level, 0);
-		int fresh = !ph_has_key(t, key);
 
 		ph_put(t, key, e_make(r, key, off++));
-		atomic_fetch_add_explicit(&t->used, 1, memory_order_relaxed);
-		if (fresh)
-			sum_set(ix->sums, g, level);
 	}
-	sums_publish(ix);
+	ph_used_add(t, off);
+	if (fresh) {
+		sum_set(ix->sums, first, level);
+		sums_publish(ix);
+	}
 }
 
 static void ix_leave(struct gdrc_index *ix, struct gdrc_phash *t,
@@ -454,18 +483,21 @@ static void ix_leave(struct gdrc_index *ix, struct gdrc_phash *t,
 {
 	int level = r->ix_level;
 	unsigned s = ix_shift(level), off = 0;
+	uintptr_t first = r->start >> s;
 
-	for (uintptr_t g = r->start >> s; g <= (r->end - 1) >> s; g++) {
+	for (uintptr_t g = first; g <= (r->end - 1) >> s; g++) {
 		uintptr_t key = ix_key(g, level, 0);
 		int64_t i = ph_find_e(t, key, e_make(r, key, off++));
 
-		if (i < 0)
-			continue; /* cannot happen: gdrc_index_check says */
-		ph_del_at(t, (uint64_t)i);
-		if (!ph_has_key(t, key))
-			sum_clear(ix->sums, g, level);
+		if (i >= 0) { /* always: gdrc_index_check says */
+			ph_del_at(t, (uint64_t)i);
+			ph_used_add(t, -1);
+		}
 	}
-	sums_publish(ix);
+	if (!ph_has_first(t, ix_key(first, level, 0))) {
+		sum_clear(ix->sums, first, level);
+		sums_publish(ix);
+	}
 }
 
 /* Room for more: below 3/4 (soft) or 15/16 (hard) of slots full. */
@@ -611,6 +643,20 @@ static void sums_grow(struct gdrc_cache *c, struct ix_spare *sp)
 	sums_publish(&c->ix);
 }
 
+/* One region more or fewer at level; the levels word follows. */
+static void level_count(struct gdrc_index *ix, int level, int sign)
+{
+	uint64_t n = atomic_load_explicit(&ix->level_regions[level],
+					  memory_order_relaxed) +
+		     (uint64_t)(int64_t)sign;
+	uint32_t m = atomic_load_explicit(&ix->levels, memory_order_relaxed);
+
+	atomic_store_explicit(&ix->level_regions[level], n,
+			      memory_order_relaxed);
+	m = n ? m | 1u << level : m & ~(1u << level);
+	atomic_store_explicit(&ix->levels, m, memory_order_relaxed);
+}
+
 /* The ext of a wide region, whose node the index owns. */
 static struct gdrc_region_ext *wide_ext(struct gdrc_region *r)
 {
@@ -656,8 +702,7 @@ int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 		return -1;
 	r->ix_level = (int8_t)level;
 	ix_enter(&c->ix, t, r);
-	atomic_fetch_add_explicit(&c->ix.level_regions[level], 1,
-				  memory_order_relaxed);
+	level_count(&c->ix, level, 1);
 	return 0;
 }
 
@@ -672,8 +717,7 @@ void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r)
 		return;
 	}
 	ix_leave(&c->ix, t, r);
-	atomic_fetch_sub_explicit(&c->ix.level_regions[r->ix_level], 1,
-				  memory_order_relaxed);
+	level_count(&c->ix, r->ix_level, -1);
 	r->ix_level = -1;
 }
 
@@ -712,14 +756,14 @@ struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 
 	if (!t)
 		return NULL;
-	for (int level = 0; level < GDRC_IX_LEVELS; level++) {
+	for (uint32_t m = atomic_load_explicit(&c->ix.levels,
+					       memory_order_relaxed);
+	     m; m &= m - 1) {
+		int level = __builtin_ctz(m);
 		uintptr_t key = ix_key(start >> ix_shift(level), level, 0);
 		uint64_t mask = ph_mask(t), i = ix_home(t->bits, key);
 		uint64_t fp = ix_fp(key);
 
-		if (!atomic_load_explicit(&c->ix.level_regions[level],
-					  memory_order_relaxed))
-			continue;
 		for (uint64_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
 			uint64_t e = atomic_load_explicit(
 				&t->slot[i], memory_order_acquire);
@@ -759,20 +803,23 @@ static int visit_fn(struct gdrc_itree_node *node, void *arg)
 	return v->fn(node_region(node), v->arg);
 }
 
-/* A range query at one level. */
+/*
+ * A range query at one level.  A region of the level overlapping the
+ * range starts at most GDRC_IX_SPAN - 1 granules before the range's
+ * first: the query looks for regions starting in [g0, g1], so widened,
+ * each found once, at its first granule.
+ */
 struct ix_walk {
 	const struct gdrc_phash *t;
 	const struct gdrc_ixsums *sums;
 	int level;
-	unsigned s;
 	uintptr_t start, end; /* the range */
-	uintptr_t g0, g1;     /* its first and last granule */
+	uintptr_t g0, g1;     /* the granules regions may start in */
 	gdrc_region_fn fn;
 	void *arg;
 };
 
-/* The regions entered at granule g that overlap the range, each visited
- * at the first of its granules in [g0, g1]. */
+/* The regions starting in granule g that overlap the range. */
 static int walk_granule(const struct ix_walk *w, uintptr_t g)
 {
 	uintptr_t key = ix_key(g, w->level, 0);
@@ -781,14 +828,11 @@ static int walk_granule(const struct ix_walk *w, uintptr_t g)
 
 	for (; (e = ph_get(w->t, i)); i = (i + 1) & ph_mask(w->t)) {
 		struct gdrc_region *r;
-		uintptr_t first;
 
-		if (!e_is(e, key))
+		if (e_off(e) || !e_is(e, key))
 			continue;
 		r = e_region(e);
-		first = r->start >> w->s;
-		if ((first > w->g0 ? first : w->g0) != g ||
-		    r->start >= w->end || r->end <= w->start)
+		if (r->start >= w->end || r->end <= w->start)
 			continue;
 		ret = w->fn(r, w->arg);
 		if (ret)
@@ -823,12 +867,12 @@ static int walk_block(const struct ix_walk *w, unsigned k, uintptr_t b)
 
 static int walk_level(struct ix_walk *w)
 {
-	unsigned k = 0;
+	unsigned k = 0, s = ix_shift(w->level);
 	int ret;
 
-	w->s = ix_shift(w->level);
-	w->g0 = w->start >> w->s;
-	w->g1 = (w->end - 1) >> w->s;
+	w->g0 = w->start >> s;
+	w->g0 = w->g0 > GDRC_IX_SPAN - 1 ? w->g0 - (GDRC_IX_SPAN - 1) : 0;
+	w->g1 = (w->end - 1) >> s;
 	while (k < IX_TIERS &&
 	       (w->g1 >> (IX_FAN * k)) - (w->g0 >> (IX_FAN * k)) > 1)
 		k++;
@@ -852,10 +896,12 @@ int gdrc_index_overlap(const struct gdrc_cache *c, uintptr_t start,
 	gdrc_assert_locked(c);
 	if (start >= end)
 		return 0;
-	for (w.level = 0; w.level < GDRC_IX_LEVELS && !ret; w.level++)
-		if (atomic_load_explicit(&c->ix.level_regions[w.level],
-					 memory_order_relaxed))
-			ret = walk_level(&w);
+	for (uint32_t m = atomic_load_explicit(&c->ix.levels,
+					       memory_order_relaxed);
+	     m && !ret; m &= m - 1) {
+		w.level = __builtin_ctz(m);
+		ret = walk_level(&w);
+	}
 	if (!ret && c->ix.tree.count)
 		ret = gdrc_itree_overlap(&c->ix.tree, start, end, visit_fn,
 					 &(struct visit){ fn, arg });
@@ -872,13 +918,13 @@ struct gdrc_region *gdrc_index_find_cover(const struct gdrc_cache *c,
 	struct gdrc_itree_node *node;
 
 	gdrc_assert_locked(c);
-	for (int level = 0; level < GDRC_IX_LEVELS; level++) {
+	for (uint32_t m = atomic_load_explicit(&c->ix.levels,
+					       memory_order_relaxed);
+	     m; m &= m - 1) {
+		int level = __builtin_ctz(m);
 		uintptr_t key = ix_key(start >> ix_shift(level), level, 0);
 		uint64_t i = ix_home(t->bits, key), e;
 
-		if (!atomic_load_explicit(&c->ix.level_regions[level],
-					  memory_order_relaxed))
-			continue;
 		for (; (e = ph_get(t, i)); i = (i + 1) & ph_mask(t)) {
 			struct gdrc_region *r = e_region(e);
 
@@ -940,12 +986,12 @@ static int sum_child_there(const struct gdrc_phash *t,
 {
 	uintptr_t child = b << IX_FAN | c;
 
-	return k == 1 ? ph_has_key(t, ix_key(child, level, 0)) :
+	return k == 1 ? ph_has_first(t, ix_key(child, level, 0)) :
 			sums_find(s, ix_key(child, level, k - 1)) >= 0;
 }
 
-/* Every entry: its region cached at its level, found by its key, and
- * marked in its summary.  @return 0, -8 or -9 (below). */
+/* Every entry: its region cached at its level, found by its key, its
+ * first granule marked in its summary.  @return 0, -8 or -9 (below). */
 static int check_entries(const struct gdrc_cache *c,
 			 const struct gdrc_phash *t)
 {
@@ -963,12 +1009,12 @@ static int check_entries(const struct gdrc_cache *c,
 		if (r->ix_level < 0 || r->ix_level >= GDRC_IX_LEVELS)
 			return -8;
 		s = ix_shift(r->ix_level);
-		if ((r->start >> s) + off > (r->end - 1) >> s ||
-		    !sum_marks(c->ix.sums, (r->start >> s) + off, r->ix_level,
-			       1))
+		if ((r->start >> s) + off > (r->end - 1) >> s)
 			return -8;
 		if (!off) {
-			if (!ph_has_all(t, r))
+			if (!ph_has_all(t, r) ||
+			    !sum_marks(c->ix.sums, r->start >> s, r->ix_level,
+				       1))
 				return -8;
 			regions[r->ix_level]++;
 		}
@@ -1004,7 +1050,7 @@ static int check_sums(const struct gdrc_cache *c, const struct gdrc_phash *t)
 		tier = (unsigned)(k >> 3 & 15);
 		b = k >> 7;
 		if (level >= GDRC_IX_LEVELS || !tier || tier > IX_TIERS ||
-		    !s->slot[i].map)
+		    (!s->slot[i].map && tier < IX_KEEP_TIER))
 			return -8;
 		if (tier < IX_TIERS && !sum_marks(s, b, level, tier + 1))
 			return -8;
