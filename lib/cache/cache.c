@@ -25,7 +25,8 @@
  *   api.c -> cache.c, lookup.c, miss.c, inval.c, handle.c (put), cache.h
  *   miss.c -> lookup.c, inval.c, lru.c, region.c, handle.c, pool.c
  *   lookup.c -> inval.c, index.c, handle.c, region.c
- *   inval.c -> index.c, region.c
+ *   inval.c -> index.c, region.c, lru.c (a collected region off the
+ *             list)
  *   lru.c -> region.c, handle.c (busy)
  *   region.c -> index.c, lru.c (append, unlink, ghosts), handle.c
  *             (this thread's handle on a removed region), pool.c
