@@ -17,6 +17,11 @@
  * good (installed hooks, the loaded driver, the SYNC_MEMOPS memo, whose
  * failure only means setting the attribute again) is set up by an
  * unarmed first run.
+ *
+ * Also: the page hash's larger table never to be had (every malloc and
+ * calloc of 16 KiB or more failing: a table under 2 MiB is one of
+ * those, the first one 8 KiB): gets go on answering GDRC_OK,
+ * registered uncached once the table is full.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -49,6 +54,8 @@ void __wrap_free(void *p);
 
 static struct {
 	int armed;          /* counting and failing */
+	size_t fail_from;   /* malloc and calloc of this many bytes or
+			     * more fail (0: none) */
 	unsigned calls;     /* allocation calls while armed */
 	unsigned fail_at;   /* 1-based; 0: never */
 	int failed;         /* the failure was injected */
@@ -79,7 +86,7 @@ void *__wrap_malloc(size_t n)
 {
 	void *p;
 
-	if (inject()) {
+	if ((inj.fail_from && n >= inj.fail_from) || inject()) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -92,7 +99,7 @@ void *__wrap_calloc(size_t n, size_t m)
 {
 	void *p;
 
-	if (inject()) {
+	if ((inj.fail_from && m && n >= inj.fail_from / m) || inject()) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -200,10 +207,62 @@ static void test_nomem_every_allocation_fails_in_turn(void **state)
 	assert_true(n > 4);
 }
 
+/*
+ * 1,200 one-page gets with no larger table to be had: the first (1,024
+ * entries) fills to its last sixteenth; every get is still GDRC_OK,
+ * those past the room registered uncached (counted, not cached, a miss
+ * again next time); once allocations work the table grows and the next
+ * page is cached.  GDRC_CHECK checks the index after every change.
+ */
+static void test_nomem_hash_full_serves_uncached(void **state)
+{
+	enum { N = 1200 };
+	char *pages = mmap(NULL, (N + 1) * PAGE, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *mr;
+	uint64_t regions, uncached, misses;
+
+	(void)state;
+	assert_true(pages != MAP_FAILED);
+	assert_int_equal(gdrc_init(NULL, &ctx), GDRC_OK);
+	inj.fail_from = 16384;
+	for (unsigned i = 0; i < N; i++) {
+		assert_int_equal(gdrc_mr_get(ctx, pages + i * PAGE, 64, 0, 0,
+					     &mr),
+				 GDRC_OK);
+		gdrc_mr_put(ctx, mr);
+	}
+	regions = stat_of(ctx, GDRC_STAT_REGIONS);
+	uncached = stat_of(ctx, GDRC_STAT_MISS_UNCACHED);
+	print_message("    %llu cached, %llu uncached\n",
+		      (unsigned long long)regions,
+		      (unsigned long long)uncached);
+	assert_true(regions >= 768 && regions < 1024); /* past 3/4, < full */
+	assert_int_equal(regions + uncached, N);
+	/* The last page got is not cached: a miss again. */
+	misses = stat_of(ctx, GDRC_STAT_MISSES);
+	assert_int_equal(gdrc_mr_get(ctx, pages + (N - 1) * PAGE, 64, 0, 0,
+				     &mr),
+			 GDRC_OK);
+	gdrc_mr_put(ctx, mr);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_MISSES), misses + 1);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), regions);
+	/* Allocations back: the table grows, the next page is cached. */
+	inj.fail_from = 0;
+	assert_int_equal(gdrc_mr_get(ctx, pages + N * PAGE, 64, 0, 0, &mr),
+			 GDRC_OK);
+	gdrc_mr_put(ctx, mr);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_REGIONS), regions + 1);
+	gdrc_fini(ctx);
+	munmap(pages, (N + 1) * PAGE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nomem_every_allocation_fails_in_turn),
+		cmocka_unit_test(test_nomem_hash_full_serves_uncached),
 	};
 	int rc;
 
