@@ -47,11 +47,34 @@ struct miss_plan {
 	const struct gdrc_cache_req *req;
 };
 
-static int widen_fn(struct gdrc_region *r, void *arg)
-{
-	struct miss_plan *plan = arg;
+/* What one walk over the regions overlapping a miss's range finds. */
+struct plan_walk {
+	struct miss_plan *plan;
+	uintptr_t start, end;       /* the key range asked (not widened) */
+	struct gdrc_collect kstale; /* the kernel saw their memory go */
+	struct gdrc_collect stale;  /* made for other memory */
+	int overlap;                /* one of the same memory overlaps */
+	int cover;                  /* ... and covers [start, end) */
+};
 
-	if (!gdrc_same_segments(r, plan->req))
+static int plan_fn(struct gdrc_region *r, void *arg)
+{
+	struct plan_walk *w = arg;
+	struct miss_plan *plan = w->plan;
+
+	if (gdrc_region_kstale(w->kstale.c, r)) {
+		gdrc_collect_push(&w->kstale, r);
+		return 0;
+	}
+	if (!gdrc_same_memory(r, plan->req)) {
+		gdrc_collect_push(&w->stale, r);
+		return 0;
+	}
+	w->overlap = 1;
+	if (r->start <= w->start && w->end <= r->end)
+		w->cover = 1;
+	if (!plan->cached || plan->narrow ||
+	    !gdrc_same_segments(r, plan->req))
 		return 0;
 	if (r->start < plan->start)
 		plan->start = r->start;
@@ -59,32 +82,6 @@ static int widen_fn(struct gdrc_region *r, void *arg)
 		plan->end = r->end;
 	plan->access |= r->access;
 	return 0;
-}
-
-static int kstale_fn(struct gdrc_region *r, void *arg)
-{
-	struct gdrc_collect *col = arg;
-
-	if (gdrc_region_kstale(col->c, r))
-		gdrc_collect_push(col, r);
-	return 0;
-}
-
-static int stale_fn(struct gdrc_region *r, void *arg)
-{
-	struct gdrc_collect *col = arg;
-
-	if (gdrc_same_memory(r, col->req))
-		return 0;
-	gdrc_collect_push(col, r);
-	return 0;
-}
-
-static int overlap_any_fn(struct gdrc_region *r, void *arg)
-{
-	(void)r;
-	(void)arg;
-	return 1;
 }
 
 /*
@@ -108,33 +105,32 @@ static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan,
 		      struct gdrc_defer *d)
 {
 	const struct gdrc_cache_req *req = plan->req;
-	struct gdrc_cover_arg any = { .c = c, .req = req };
-	struct gdrc_collect stale = { .req = req, .c = c };
+	struct plan_walk w = {
+		.plan = plan, .start = plan->start, .end = plan->end,
+		.kstale = { .c = c }, .stale = { .c = c, .req = req },
+	};
 	unsigned n, nk;
 
 	gdrc_assert_wrlocked(c);
-	gdrc_index_overlap(c, plan->start, plan->end, kstale_fn, &stale);
-	nk = gdrc_remove_collected(c, &stale, GDRC_STAT_MISS_INVALIDATED, d);
+	/* One walk: each region is sorted into one of the lists or kept
+	 * (and then counted, and widened over), as four walks did before,
+	 * kernel-stale first. */
+	gdrc_index_overlap(c, w.start, w.end, plan_fn, &w);
+	nk = gdrc_remove_collected(c, &w.kstale, GDRC_STAT_MISS_INVALIDATED, d);
 	gdrc_stat_add(c, GDRC_STAT_INVALIDATIONS, nk);
 	gdrc_stat_add(c, GDRC_STAT_INV_KMOD, nk);
-	gdrc_index_overlap(c, plan->start, plan->end, stale_fn, &stale);
-	n = gdrc_remove_collected(c, &stale, GDRC_STAT_MISS_INVALIDATED, d);
+	n = gdrc_remove_collected(c, &w.stale, GDRC_STAT_MISS_INVALIDATED, d);
 	gdrc_stat_add(c, GDRC_STAT_INVALIDATIONS, n);
 	gdrc_stat_add(c, GDRC_STAT_INV_TAG_CHECK, n);
-	if (!plan->cached) {
+	if (!plan->cached)
 		plan->cause = GDRC_STAT_MISS_UNCACHED;
-	} else if (gdrc_find_cover(c, plan->start, plan->end, &any)) {
+	else if (w.cover)
 		plan->cause = GDRC_STAT_MISS_ACCESS;
-	} else if (gdrc_index_overlap(c, plan->start, plan->end,
-				      overlap_any_fn, NULL)) {
+	else if (w.overlap)
 		plan->cause = GDRC_STAT_MISS_TOO_SMALL;
-	} else {
+	else
 		plan->cause = n || nk ? GDRC_STAT_MISS_INVALIDATED :
-					gdrc_ghost_cause(c, plan->start,
-							 plan->end);
-	}
-	if (plan->cached && !plan->narrow)
-		gdrc_index_overlap(c, plan->start, plan->end, widen_fn, plan);
+					gdrc_ghost_cause(c, w.start, w.end);
 	if (req->mem_type == GDRC_MEM_HOST) {
 		plan->reg_start = plan->start;
 		plan->reg_end = plan->end;
