@@ -23,16 +23,18 @@
  * Who calls whom, one way (each file's opening comment says more):
  *
  *   api.c -> cache.c, lookup.c, miss.c, inval.c, handle.c (put), cache.h
- *   miss.c -> lookup.c, inval.c, lru.c, region.c, handle.c, pool.c
+ *   miss.c -> lookup.c, inval.c, lru.c, region.c, handle.c, pool.c,
+ *             index.c (prepare), index_sum.c (the plan's walk)
  *   lookup.c -> inval.c, index.c, handle.c, region.c
- *   inval.c -> index.c, region.c, lru.c (a collected region off the
- *             list)
+ *   inval.c -> index_sum.c (overlap), region.c, lru.c (a collected
+ *             region off the list)
  *   lru.c -> region.c, handle.c (busy)
  *   region.c -> index.c, lru.c (append, unlink, ghosts), handle.c
  *             (this thread's handle on a removed region), pool.c
  *   handle.c -> region.c (drop), pool.c, cache.c (a foreign cache's
  *             handle, through the registry)
- *   index.c -> itree/
+ *   index.c -> index_sum.c (summaries), itree/
+ *   index_sum.c -> itree/ (wide regions)
  *
  * Locks, in the order they nest:
  *   cache_registry_lock  here: the registry (a thread's remembered

@@ -60,144 +60,28 @@
  * address does not fit an entry, it fails, and the miss hands its
  * registration out uncached.
  *
+ * This file: the page hash, its growth, a region in and out, the
+ * lock-free hit and the locked cover search; index_sum.c: the summaries,
+ * range queries and the check; index_int.h what both read.
+ *
  * Locks: cache->lock.  Changes need it for writing (asserted), queries
  * either mode (asserted), gdrc_index_find_fast none.  A walk's callback
  * must not change the index.  No allocation or free under the lock: what
  * a change needs is made before (gdrc_index_prepare), what it replaces
  * freed after (gdrc_index_table_free).
- * Callers: region.c (insert, remove), lookup.c (find), miss.c and
- * inval.c (overlap, prepare, wide), cache.c (init, check, cleanup).
+ * Callers: region.c (insert, remove), lookup.c (find), miss.c
+ * (prepare, wide), cache.c (init, cleanup).
  */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cache_int.h"
+#include "index_int.h"
 
-/* Granules a region may span at a level and still enter it. */
-#define GDRC_IX_SPAN 16
-/* Summary tiers: 64 children each, so that the top one's blocks at
- * level 0 (2^(12 + 6 * 8) bytes) leave at most 16 in the address
- * space. */
-#define IX_TIERS 8
-#define IX_FAN 6
-/* Summaries of this tier and above stay when they empty (their blocks
- * are a gigabyte or more at level 0, so there are few, and a lone
- * registration made and dropped over and over would otherwise make and
- * remove the whole chain each time): kept with an empty map, marked in
- * their parent. */
-#define IX_KEEP_TIER 3
-/* Summaries one insertion may add: at each tier at most two (16
- * consecutive granules touch two blocks at most). */
-#define IX_SUMS_MAX (2 * IX_TIERS)
 /* Slots of the first tables; a table grows at 3/4 full. */
 #define PH_MIN_SLOTS 1024
 #define SUM_MIN_SLOTS 64
-
-/*
- * A page-hash entry: bits 0-40 the region's address >> 6, 41-44 the
- * granule's offset in the region (0 to GDRC_IX_SPAN - 1), 45-63 a
- * fingerprint of the key; 0: empty.
- */
-#define E_PTR_BITS 41
-#define E_OFF_SHIFT 41
-#define E_FP_SHIFT 45
-
-struct gdrc_phash {
-	struct gdrc_phash *retired_next;
-	size_t bytes;          /* mapped: its size; else 0 (malloc'ed) */
-	unsigned bits;         /* slots = 1 << bits */
-	_Atomic uint64_t used; /* written under the lock, read as a hint */
-	_Atomic uint64_t slot[];
-};
-
-struct ix_sum {
-	uintptr_t key; /* ix_key(block, level, tier); 0: empty */
-	uint64_t map;  /* children that hold something */
-};
-
-struct gdrc_ixsums {
-	unsigned bits;
-	uint64_t used;
-	struct ix_sum slot[];
-};
-
-/* What gdrc_index_prepare makes and gdrc_index_table_free frees. */
-struct ix_spare {
-	struct gdrc_phash *ph;     /* a larger page hash, or NULL */
-	struct gdrc_ixsums *sums;  /* larger summaries, or NULL */
-	struct gdrc_ixsums *old;   /* summaries replaced under the lock */
-};
-
-static unsigned ix_shift(int level)
-{
-	return 12 + 4 * (unsigned)level;
-}
-
-/* tier 0: a region entry of granule g; else a summary of block g. */
-static uintptr_t ix_key(uintptr_t g, int level, unsigned tier)
-{
-	return (g << 7 | (uintptr_t)tier << 3 | (uintptr_t)level) + 1;
-}
-
-static uint64_t ix_home(unsigned bits, uintptr_t key)
-{
-	return (key * 0x9e3779b97f4a7c15ULL) >> (64 - bits);
-}
-
-/* 19 bits of the key, from another multiplier than the home's (keys of
- * one cluster share their home's bits). */
-static uint64_t ix_fp(uintptr_t key)
-{
-	return (key * 0xd6e8feb86659fd93ULL) >> E_FP_SHIFT;
-}
-
-static uint64_t ph_mask(const struct gdrc_phash *t)
-{
-	return (1ULL << t->bits) - 1;
-}
-
-static uint64_t ph_get(const struct gdrc_phash *t, uint64_t i)
-{
-	return atomic_load_explicit(&t->slot[i], memory_order_relaxed);
-}
-
-static struct gdrc_region *e_region(uint64_t e)
-{
-	return (struct gdrc_region *)(uintptr_t)((e & ((1ULL << E_PTR_BITS) -
-						       1)) << 6);
-}
-
-static uint64_t e_make(const struct gdrc_region *r, uintptr_t key,
-		       unsigned off)
-{
-	return ix_fp(key) << E_FP_SHIFT | (uint64_t)off << E_OFF_SHIFT |
-	       (uintptr_t)r >> 6;
-}
-
-/* Does r fit an entry? */
-static int e_fits(const struct gdrc_region *r)
-{
-	return !((uintptr_t)r >> (E_PTR_BITS + 6)) && !((uintptr_t)r & 63);
-}
-
-/* The key of entry e (under the lock: its region is cached). */
-static uintptr_t e_key(uint64_t e)
-{
-	const struct gdrc_region *r = e_region(e);
-	int level = r->ix_level;
-
-	return ix_key((r->start >> ix_shift(level)) +
-			      ((e >> E_OFF_SHIFT) & (GDRC_IX_SPAN - 1)),
-		      level, 0);
-}
-
-/* Does e (non-zero) hold key? */
-static int e_is(uint64_t e, uintptr_t key)
-{
-	return e >> E_FP_SHIFT == ix_fp(key) && e_key(e) == key;
-}
 
 /* A table this large is mapped on its own, with transparent huge pages
  * asked for (a lookup that misses the TLB as well pays twice). */
@@ -238,16 +122,6 @@ static void ph_free(struct gdrc_phash *t)
 		munmap(t, t->bytes);
 	else
 		free(t);
-}
-
-static struct gdrc_ixsums *sums_new(unsigned bits)
-{
-	struct gdrc_ixsums *s = calloc(1, sizeof(*s) +
-					     (sizeof(struct ix_sum) << bits));
-
-	if (s)
-		s->bits = bits;
-	return s;
 }
 
 void gdrc_index_table_free(void *p)
@@ -309,29 +183,6 @@ static int64_t ph_find_e(const struct gdrc_phash *t, uintptr_t key,
 	return -1;
 }
 
-/* The granule of e in its region: 0 for the region's first. */
-static unsigned e_off(uint64_t e)
-{
-	return (unsigned)(e >> E_OFF_SHIFT) & (GDRC_IX_SPAN - 1);
-}
-
-/* Does a region start in key's granule (an entry of key, offset 0)? */
-static int ph_has_first(const struct gdrc_phash *t, uintptr_t key)
-{
-	uint64_t i = ix_home(t->bits, key), x;
-
-	for (; (x = ph_get(t, i)); i = (i + 1) & ph_mask(t))
-		if (!e_off(x) && e_is(x, key))
-			return 1;
-	return 0;
-}
-
-/* Is home h cyclically in (i, j]?  Then the entry at j must stay. */
-static int ix_stays(uint64_t i, uint64_t j, uint64_t h)
-{
-	return i <= j ? (i < h && h <= j) : (i < h || h <= j);
-}
-
 /* Empty slot i, shifting the rest of its cluster back (the caller
  * counts it: ph_used_add). */
 static void ph_del_at(struct gdrc_phash *t, uint64_t i)
@@ -363,97 +214,6 @@ static void ph_used_add(struct gdrc_phash *t, int64_t n)
 
 /* ---- the summaries (under the lock) ---- */
 
-static uint64_t sums_mask(const struct gdrc_ixsums *s)
-{
-	return (1ULL << s->bits) - 1;
-}
-
-static int64_t sums_find(const struct gdrc_ixsums *s, uintptr_t key)
-{
-	uint64_t i = ix_home(s->bits, key);
-
-	for (; s->slot[i].key; i = (i + 1) & sums_mask(s))
-		if (s->slot[i].key == key)
-			return (int64_t)i;
-	return -1;
-}
-
-static void sums_put(struct gdrc_ixsums *s, uintptr_t key, uint64_t map)
-{
-	uint64_t i = ix_home(s->bits, key);
-
-	while (s->slot[i].key)
-		i = (i + 1) & sums_mask(s);
-	s->slot[i] = (struct ix_sum){ .key = key, .map = map };
-}
-
-static void sums_del_at(struct gdrc_ixsums *s, uint64_t i)
-{
-	uint64_t mask = sums_mask(s), j;
-
-	for (j = i;;) {
-		j = (j + 1) & mask;
-		if (!s->slot[j].key)
-			break;
-		if (ix_stays(i, j, ix_home(s->bits, s->slot[j].key)))
-			continue;
-		s->slot[i] = s->slot[j];
-		i = j;
-	}
-	s->slot[i] = (struct ix_sum){ 0 };
-	s->used--;
-}
-
-/* Tell gdrc_index_prepare, which reads no table, the summaries' size. */
-static void sums_publish(struct gdrc_index *ix)
-{
-	atomic_store_explicit(&ix->sums_size,
-			      (uint64_t)ix->sums->bits << 32 | ix->sums->used,
-			      memory_order_relaxed);
-}
-
-/* Granule g of level L now holds a region's start: mark it in its
- * summaries, up to the first that already held something. */
-static void sum_set(struct gdrc_ixsums *s, uintptr_t g, int level)
-{
-	for (unsigned k = 1; k <= IX_TIERS; k++, g >>= IX_FAN) {
-		uintptr_t key = ix_key(g >> IX_FAN, level, k);
-		uint64_t bit = 1ULL << (g & 63);
-		int64_t i = sums_find(s, key);
-
-		if (i >= 0) {
-			s->slot[i].map |= bit;
-			return;
-		}
-		sums_put(s, key, bit);
-		s->used++;
-	}
-}
-
-/* Granule g of level L no longer holds a region's start: clear it from
- * its summaries, removing those left empty below IX_KEEP_TIER. */
-static void sum_clear(struct gdrc_ixsums *s, uintptr_t g, int level)
-{
-	for (unsigned k = 1; k <= IX_TIERS; k++, g >>= IX_FAN) {
-		int64_t i = sums_find(s, ix_key(g >> IX_FAN, level, k));
-
-		if (i < 0)
-			return; /* cannot happen: gdrc_index_check says */
-		s->slot[i].map &= ~(1ULL << (g & 63));
-		if (s->slot[i].map || k >= IX_KEEP_TIER)
-			return;
-		sums_del_at(s, (uint64_t)i);
-	}
-}
-
-/* The map of summary key, or 0: none. */
-static uint64_t sum_map(const struct gdrc_ixsums *s, uintptr_t key)
-{
-	int64_t i = sums_find(s, key);
-
-	return i < 0 ? 0 : s->slot[i].map;
-}
-
 /* ---- a region in and out ---- */
 
 /* An entry for each granule r touches; its first granule in the
@@ -473,8 +233,8 @@ static void ix_enter(struct gdrc_index *ix, struct gdrc_phash *t,
 	}
 	ph_used_add(t, off);
 	if (fresh) {
-		sum_set(ix->sums, first, level);
-		sums_publish(ix);
+		gdrc_ixsum_set(ix->sums, first, level);
+		gdrc_ixsums_publish(ix);
 	}
 }
 
@@ -495,17 +255,9 @@ static void ix_leave(struct gdrc_index *ix, struct gdrc_phash *t,
 		}
 	}
 	if (!ph_has_first(t, ix_key(first, level, 0))) {
-		sum_clear(ix->sums, first, level);
-		sums_publish(ix);
+		gdrc_ixsum_clear(ix->sums, first, level);
+		gdrc_ixsums_publish(ix);
 	}
-}
-
-/* Room for more: below 3/4 (soft) or 15/16 (hard) of slots full. */
-static int ix_fits(unsigned bits, uint64_t used, uint64_t more, int hard)
-{
-	uint64_t slots = 1ULL << bits;
-
-	return used + more <= (hard ? slots - slots / 16 : 3 * slots / 4);
 }
 
 static int ph_fits(const struct gdrc_phash *t, uint64_t more, int hard)
@@ -527,7 +279,7 @@ gdrc_status_t gdrc_index_init(struct gdrc_cache *c)
 	struct gdrc_phash *t = ph_new(__builtin_ctz(PH_MIN_SLOTS));
 
 	gdrc_itree_init(&c->ix.tree);
-	c->ix.sums = sums_new(__builtin_ctz(SUM_MIN_SLOTS));
+	c->ix.sums = gdrc_ixsums_new(__builtin_ctz(SUM_MIN_SLOTS));
 	if (!t || !c->ix.sums) {
 		ph_free(t);
 		free(c->ix.sums);
@@ -535,7 +287,7 @@ gdrc_status_t gdrc_index_init(struct gdrc_cache *c)
 		return GDRC_ERR_NO_MEMORY;
 	}
 	atomic_init(&c->ix.ph, t);
-	sums_publish(&c->ix);
+	gdrc_ixsums_publish(&c->ix);
 	return GDRC_OK;
 }
 
@@ -584,7 +336,7 @@ void *gdrc_index_prepare(const struct gdrc_cache *c)
 	if (grow_ph)
 		sp->ph = ph_new(t->bits + 1);
 	if (grow_sums)
-		sp->sums = sums_new(sbits + 1);
+		sp->sums = gdrc_ixsums_new(sbits + 1);
 	return sp;
 }
 
@@ -625,22 +377,6 @@ static void ph_grow(struct gdrc_cache *c, struct gdrc_phash *t,
 	c->ix.retired = t;
 	atomic_store_explicit(&c->ix.ph, spare, memory_order_release);
 	ph_retire_pages(t);
-}
-
-/* The same for the summaries; the old table goes to sp->old, freed
- * after the lock is dropped (no reader outside the lock). */
-static void sums_grow(struct gdrc_cache *c, struct ix_spare *sp)
-{
-	struct gdrc_ixsums *s = c->ix.sums, *n = sp->sums;
-
-	for (uint64_t i = 0; i <= sums_mask(s); i++)
-		if (s->slot[i].key)
-			sums_put(n, s->slot[i].key, s->slot[i].map);
-	n->used = s->used;
-	c->ix.sums = n;
-	sp->sums = NULL;
-	sp->old = s;
-	sums_publish(&c->ix);
 }
 
 /* One region more or fewer at level; the levels word follows. */
@@ -696,7 +432,7 @@ int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 	}
 	if (!sums_fits(c->ix.sums, IX_SUMS_MAX, 0) && sp && sp->sums &&
 	    ix_fits(sp->sums->bits, c->ix.sums->used, IX_SUMS_MAX, 0))
-		sums_grow(c, sp);
+		gdrc_ixsums_grow(c, sp);
 	if (!ph_fits(t, GDRC_IX_SPAN, 1) ||
 	    !sums_fits(c->ix.sums, IX_SUMS_MAX, 1))
 		return -1;
@@ -785,129 +521,6 @@ struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 /* ------------------------------------------------------------------ */
 /* Queries under the lock. */
 
-struct visit {
-	gdrc_region_fn fn;
-	void *arg;
-};
-
-static struct gdrc_region *node_region(struct gdrc_itree_node *node)
-{
-	return gdrc_container_of(node, struct gdrc_region_ext, node)
-		->node_region;
-}
-
-static int visit_fn(struct gdrc_itree_node *node, void *arg)
-{
-	const struct visit *v = arg;
-
-	return v->fn(node_region(node), v->arg);
-}
-
-/*
- * A range query at one level.  A region of the level overlapping the
- * range starts at most GDRC_IX_SPAN - 1 granules before the range's
- * first: the query looks for regions starting in [g0, g1], so widened,
- * each found once, at its first granule.
- */
-struct ix_walk {
-	const struct gdrc_phash *t;
-	const struct gdrc_ixsums *sums;
-	int level;
-	uintptr_t start, end; /* the range */
-	uintptr_t g0, g1;     /* the granules regions may start in */
-	gdrc_region_fn fn;
-	void *arg;
-};
-
-/* The regions starting in granule g that overlap the range. */
-static int walk_granule(const struct ix_walk *w, uintptr_t g)
-{
-	uintptr_t key = ix_key(g, w->level, 0);
-	uint64_t i = ix_home(w->t->bits, key), e;
-	int ret;
-
-	for (; (e = ph_get(w->t, i)); i = (i + 1) & ph_mask(w->t)) {
-		struct gdrc_region *r;
-
-		if (e_off(e) || !e_is(e, key))
-			continue;
-		r = e_region(e);
-		if (r->start >= w->end || r->end <= w->start)
-			continue;
-		ret = w->fn(r, w->arg);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-/* Block b of tier k: its children in the range that hold something. */
-static int walk_block(const struct ix_walk *w, unsigned k, uintptr_t b)
-{
-	uintptr_t base = b << IX_FAN;
-	uintptr_t lo = w->g0 >> (IX_FAN * (k - 1));
-	uintptr_t hi = w->g1 >> (IX_FAN * (k - 1));
-	uint64_t map = sum_map(w->sums, ix_key(b, w->level, k));
-	int ret;
-
-	if (lo > base)
-		map &= ~0ULL << (lo - base);
-	if (hi < base + 63)
-		map &= ~0ULL >> (63 - (hi - base));
-	for (; map; map &= map - 1) {
-		uintptr_t child = base | (uintptr_t)__builtin_ctzll(map);
-
-		ret = k == 1 ? walk_granule(w, child) :
-			       walk_block(w, k - 1, child);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-static int walk_level(struct ix_walk *w)
-{
-	unsigned k = 0, s = ix_shift(w->level);
-	int ret;
-
-	w->g0 = w->start >> s;
-	w->g0 = w->g0 > GDRC_IX_SPAN - 1 ? w->g0 - (GDRC_IX_SPAN - 1) : 0;
-	w->g1 = (w->end - 1) >> s;
-	while (k < IX_TIERS &&
-	       (w->g1 >> (IX_FAN * k)) - (w->g0 >> (IX_FAN * k)) > 1)
-		k++;
-	for (uintptr_t b = w->g0 >> (IX_FAN * k);; b++) {
-		ret = k ? walk_block(w, k, b) : walk_granule(w, b);
-		if (ret || b == w->g1 >> (IX_FAN * k))
-			return ret;
-	}
-}
-
-int gdrc_index_overlap(const struct gdrc_cache *c, uintptr_t start,
-		       uintptr_t end, gdrc_region_fn fn, void *arg)
-{
-	struct ix_walk w = {
-		.t = atomic_load_explicit(&c->ix.ph, memory_order_relaxed),
-		.sums = c->ix.sums,
-		.start = start, .end = end, .fn = fn, .arg = arg,
-	};
-	int ret = 0;
-
-	gdrc_assert_locked(c);
-	if (start >= end)
-		return 0;
-	for (uint32_t m = atomic_load_explicit(&c->ix.levels,
-					       memory_order_relaxed);
-	     m && !ret; m &= m - 1) {
-		w.level = __builtin_ctz(m);
-		ret = walk_level(&w);
-	}
-	if (!ret && c->ix.tree.count)
-		ret = gdrc_itree_overlap(&c->ix.tree, start, end, visit_fn,
-					 &(struct visit){ fn, arg });
-	return ret;
-}
-
 struct gdrc_region *gdrc_index_find_cover(const struct gdrc_cache *c,
 					  uintptr_t start, uintptr_t end,
 					  gdrc_region_fn fn, void *arg)
@@ -943,148 +556,3 @@ struct gdrc_region *gdrc_index_find_cover(const struct gdrc_cache *c,
 /* ------------------------------------------------------------------ */
 /* The check (tests, GDRC_CHECK=1). */
 
-/* Is every entry of r in t, once, where a lookup of its key finds it? */
-static int ph_has_all(const struct gdrc_phash *t, const struct gdrc_region *r)
-{
-	unsigned s = ix_shift(r->ix_level), off = 0;
-
-	for (uintptr_t g = r->start >> s; g <= (r->end - 1) >> s; g++) {
-		uintptr_t key = ix_key(g, r->ix_level, 0);
-		uint64_t e = e_make(r, key, off++), x;
-		uint64_t i = ix_home(t->bits, key), found = 0;
-
-		for (; (x = ph_get(t, i)); i = (i + 1) & ph_mask(t))
-			if (x == e)
-				found++;
-		if (found != 1)
-			return 0;
-	}
-	return 1;
-}
-
-/* Does the summary of the tier-k block holding child g (tier k - 1)
- * mark it, and is that summary entered once? */
-static int sum_marks(const struct gdrc_ixsums *s, uintptr_t g, int level,
-		     unsigned k)
-{
-	uintptr_t key = ix_key(g >> IX_FAN, level, k);
-	uint64_t found = 0, map = 0;
-
-	for (uint64_t i = ix_home(s->bits, key); s->slot[i].key;
-	     i = (i + 1) & sums_mask(s))
-		if (s->slot[i].key == key) {
-			found++;
-			map = s->slot[i].map;
-		}
-	return found == 1 && (map >> (g & 63) & 1);
-}
-
-/* Is child c of summary (b, level, tier k) there? */
-static int sum_child_there(const struct gdrc_phash *t,
-			   const struct gdrc_ixsums *s, uintptr_t b,
-			   int level, unsigned k, unsigned c)
-{
-	uintptr_t child = b << IX_FAN | c;
-
-	return k == 1 ? ph_has_first(t, ix_key(child, level, 0)) :
-			sums_find(s, ix_key(child, level, k - 1)) >= 0;
-}
-
-/* Every entry: its region cached at its level, found by its key, its
- * first granule marked in its summary.  @return 0, -8 or -9 (below). */
-static int check_entries(const struct gdrc_cache *c,
-			 const struct gdrc_phash *t)
-{
-	uint64_t used = 0, regions[GDRC_IX_LEVELS] = { 0 };
-
-	for (uint64_t i = 0; i <= ph_mask(t); i++) {
-		uint64_t e = ph_get(t, i);
-		const struct gdrc_region *r = e_region(e);
-		unsigned off = (unsigned)(e >> E_OFF_SHIFT) & (GDRC_IX_SPAN - 1);
-		unsigned s;
-
-		if (!e)
-			continue;
-		used++;
-		if (r->ix_level < 0 || r->ix_level >= GDRC_IX_LEVELS)
-			return -8;
-		s = ix_shift(r->ix_level);
-		if ((r->start >> s) + off > (r->end - 1) >> s)
-			return -8;
-		if (!off) {
-			if (!ph_has_all(t, r) ||
-			    !sum_marks(c->ix.sums, r->start >> s, r->ix_level,
-				       1))
-				return -8;
-			regions[r->ix_level]++;
-		}
-	}
-	if (used != atomic_load_explicit(&t->used, memory_order_relaxed))
-		return -9;
-	for (int l = 0; l < GDRC_IX_LEVELS; l++)
-		if (regions[l] != atomic_load_explicit(
-					 &c->ix.level_regions[l],
-					 memory_order_relaxed))
-			return -9;
-	return 0;
-}
-
-/* Every summary: a map of children that are there, marked in its own
- * summary.  @return 0, -8 or -9. */
-static int check_sums(const struct gdrc_cache *c, const struct gdrc_phash *t)
-{
-	const struct gdrc_ixsums *s = c->ix.sums;
-	uint64_t used = 0;
-
-	for (uint64_t i = 0; i <= sums_mask(s); i++) {
-		uintptr_t k = s->slot[i].key;
-		unsigned tier;
-		uintptr_t b;
-		int level;
-
-		if (!k)
-			continue;
-		used++;
-		k--;
-		level = (int)(k & 7);
-		tier = (unsigned)(k >> 3 & 15);
-		b = k >> 7;
-		if (level >= GDRC_IX_LEVELS || !tier || tier > IX_TIERS ||
-		    (!s->slot[i].map && tier < IX_KEEP_TIER))
-			return -8;
-		if (tier < IX_TIERS && !sum_marks(s, b, level, tier + 1))
-			return -8;
-		for (uint64_t m = s->slot[i].map; m; m &= m - 1)
-			if (!sum_child_there(t, s, b, level, tier,
-					     (unsigned)__builtin_ctzll(m)))
-				return -8;
-	}
-	return used == s->used ? 0 : -9;
-}
-
-/*
- * Codes: -1 the tree of wide regions unsound, -2 the count of regions
- * differs from nregions, -8 an entry or a summary wrong (a region's
- * entries missing, doubled, or not marked in their summary; a summary
- * marking an empty child, or not marked in its own), -9 a table's counts
- * differ from its entries.  Lock held or the cache owned.
- */
-int gdrc_index_check(const struct gdrc_cache *c)
-{
-	const struct gdrc_phash *t =
-		atomic_load_explicit(&c->ix.ph, memory_order_relaxed);
-	uint64_t all = c->ix.tree.count;
-	int ret;
-
-	if (gdrc_itree_check(&c->ix.tree))
-		return -1;
-	ret = check_entries(c, t);
-	if (!ret)
-		ret = check_sums(c, t);
-	if (ret)
-		return ret;
-	for (int l = 0; l < GDRC_IX_LEVELS; l++)
-		all += atomic_load_explicit(&c->ix.level_regions[l],
-					    memory_order_relaxed);
-	return all == c->nregions ? 0 : -2;
-}
