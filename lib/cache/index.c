@@ -212,8 +212,6 @@ static void ph_used_add(struct gdrc_phash *t, int64_t n)
 			      memory_order_relaxed);
 }
 
-/* ---- the summaries (under the lock) ---- */
-
 /* ---- a region in and out ---- */
 
 /* An entry for each granule r touches; its first granule in the
@@ -552,7 +550,3 @@ struct gdrc_region *gdrc_index_find_cover(const struct gdrc_cache *c,
 				     fn ? visit_fn : NULL, &v);
 	return node ? node_region(node) : NULL;
 }
-
-/* ------------------------------------------------------------------ */
-/* The check (tests, GDRC_CHECK=1). */
-

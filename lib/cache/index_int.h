@@ -2,7 +2,7 @@
 /*
  * index_int.h - what index.c (the page hash, the lock-free hit, changes)
  * and index_sum.c (the summaries, range queries, the check) share: the
- * tables' layout, keys, entries and the summaries' lookups.  Private to
+ * tables' layout, keys and entries.  Private to
  * those two files; index.c's opening comment is the design.
  */
 #ifndef GDRC_INDEX_INT_H
@@ -105,7 +105,7 @@ static inline struct gdrc_region *e_region(uint64_t e)
 }
 
 static inline uint64_t e_make(const struct gdrc_region *r, uintptr_t key,
-		       unsigned off)
+			      unsigned off)
 {
 	return ix_fp(key) << E_FP_SHIFT | (uint64_t)off << E_OFF_SHIFT |
 	       (uintptr_t)r >> 6;
@@ -117,27 +117,25 @@ static inline int e_fits(const struct gdrc_region *r)
 	return !((uintptr_t)r >> (E_PTR_BITS + 6)) && !((uintptr_t)r & 63);
 }
 
+/* The granule of e in its region: 0 for the region's first. */
+static inline unsigned e_off(uint64_t e)
+{
+	return (unsigned)(e >> E_OFF_SHIFT) & (GDRC_IX_SPAN - 1);
+}
+
 /* The key of entry e (under the lock: its region is cached). */
 static inline uintptr_t e_key(uint64_t e)
 {
 	const struct gdrc_region *r = e_region(e);
 	int level = r->ix_level;
 
-	return ix_key((r->start >> ix_shift(level)) +
-			      ((e >> E_OFF_SHIFT) & (GDRC_IX_SPAN - 1)),
-		      level, 0);
+	return ix_key((r->start >> ix_shift(level)) + e_off(e), level, 0);
 }
 
 /* Does e (non-zero) hold key? */
 static inline int e_is(uint64_t e, uintptr_t key)
 {
 	return e >> E_FP_SHIFT == ix_fp(key) && e_key(e) == key;
-}
-
-/* The granule of e in its region: 0 for the region's first. */
-static inline unsigned e_off(uint64_t e)
-{
-	return (unsigned)(e >> E_OFF_SHIFT) & (GDRC_IX_SPAN - 1);
 }
 
 /* Does a region start in key's granule (an entry of key, offset 0)? */
@@ -155,29 +153,6 @@ static inline int ph_has_first(const struct gdrc_phash *t, uintptr_t key)
 static inline int ix_stays(uint64_t i, uint64_t j, uint64_t h)
 {
 	return i <= j ? (i < h && h <= j) : (i < h || h <= j);
-}
-
-static inline uint64_t sums_mask(const struct gdrc_ixsums *s)
-{
-	return (1ULL << s->bits) - 1;
-}
-
-static inline int64_t sums_find(const struct gdrc_ixsums *s, uintptr_t key)
-{
-	uint64_t i = ix_home(s->bits, key);
-
-	for (; s->slot[i].key; i = (i + 1) & sums_mask(s))
-		if (s->slot[i].key == key)
-			return (int64_t)i;
-	return -1;
-}
-
-/* The map of summary key, or 0: none. */
-static inline uint64_t sum_map(const struct gdrc_ixsums *s, uintptr_t key)
-{
-	int64_t i = sums_find(s, key);
-
-	return i < 0 ? 0 : s->slot[i].map;
 }
 
 /* Room for more: below 3/4 (soft) or 15/16 (hard) of slots full. */

@@ -19,6 +19,29 @@
 
 #include "index_int.h"
 
+static uint64_t sums_mask(const struct gdrc_ixsums *s)
+{
+	return (1ULL << s->bits) - 1;
+}
+
+static int64_t sums_find(const struct gdrc_ixsums *s, uintptr_t key)
+{
+	uint64_t i = ix_home(s->bits, key);
+
+	for (; s->slot[i].key; i = (i + 1) & sums_mask(s))
+		if (s->slot[i].key == key)
+			return (int64_t)i;
+	return -1;
+}
+
+/* The map of summary key, or 0: none. */
+static uint64_t sum_map(const struct gdrc_ixsums *s, uintptr_t key)
+{
+	int64_t i = sums_find(s, key);
+
+	return i < 0 ? 0 : s->slot[i].map;
+}
+
 struct gdrc_ixsums *gdrc_ixsums_new(unsigned bits)
 {
 	struct gdrc_ixsums *s = calloc(1, sizeof(*s) +
@@ -97,8 +120,9 @@ void gdrc_ixsum_clear(struct gdrc_ixsums *s, uintptr_t g, int level)
 	}
 }
 
-/* The same for the summaries; the old table goes to sp->old, freed
- * after the lock is dropped (no reader outside the lock). */
+/* Move every summary into the larger table sp->sums, which replaces the
+ * current one; that goes to sp->old, freed after the lock is dropped (no
+ * reader outside the lock). */
 void gdrc_ixsums_grow(struct gdrc_cache *c, struct ix_spare *sp)
 {
 	struct gdrc_ixsums *s = c->ix.sums, *n = sp->sums;
@@ -275,8 +299,7 @@ static int check_entries(const struct gdrc_cache *c,
 	for (uint64_t i = 0; i <= ph_mask(t); i++) {
 		uint64_t e = ph_get(t, i);
 		const struct gdrc_region *r = e_region(e);
-		unsigned off = (unsigned)(e >> E_OFF_SHIFT) & (GDRC_IX_SPAN - 1);
-		unsigned s;
+		unsigned off = e_off(e), s;
 
 		if (!e)
 			continue;

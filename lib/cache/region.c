@@ -514,4 +514,3 @@ void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
 	gdrc_lru_unlink(c, r);
 	gdrc_region_take_out(c, r, ghost, d);
 }
-
