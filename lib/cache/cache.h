@@ -541,6 +541,8 @@ struct gdrc_pool {
 /* index.c: a page hash read without a lock, with summaries for range
  * queries, and an interval tree of regions too wide for it. */
 #define GDRC_IX_LEVELS 6
+/* Granules a region may span at a level and still enter it. */
+#define GDRC_IX_SPAN 16
 
 struct gdrc_phash;
 struct gdrc_ixsums;
@@ -560,6 +562,12 @@ struct gdrc_index {
 	_Atomic uint64_t level_regions[GDRC_IX_LEVELS]; /* in the hash */
 	_Atomic uint32_t levels;          /* bit L: level_regions[L] > 0,
 					   * what lookups read */
+	/* Under cache->lock: regions in the hash by level and granules
+	 * spanned less one, and the widest of each level (spans[L]
+	 * granules), which tells a range query how far before the range
+	 * a region of the level may start. */
+	uint64_t span_regions[GDRC_IX_LEVELS][GDRC_IX_SPAN];
+	uint8_t spans[GDRC_IX_LEVELS];
 };
 
 struct gdrc_cache {

@@ -24,8 +24,10 @@
  *   (tier k - 1 blocks; at tier 1, granules where a region starts) hold
  *   anything; it exists while that map is not empty (at tiers of a
  *   gigabyte and more: once made, IX_KEEP_TIER).  A range query
- *   looks for regions starting from GDRC_IX_SPAN - 1 granules before the
- *   range to its end: from the lowest tier where those span at most two
+ *   looks for regions starting from as many granules before the range
+ *   as the level's widest region spans less one (ix.spans: 0 when all
+ *   are one granule, GDRC_IX_SPAN - 1 at most) to the range's end: from
+ *   the lowest tier where those span at most two
  *   blocks, down the set bits, so it costs a probe per level and tier
  *   plus one per region start, whatever the range's size, and finds
  *   each region once.  A dense million regions
@@ -377,18 +379,29 @@ static void ph_grow(struct gdrc_cache *c, struct gdrc_phash *t,
 	ph_retire_pages(t);
 }
 
-/* One region more or fewer at level; the levels word follows. */
-static void level_count(struct gdrc_index *ix, int level, int sign)
+/* One region more or fewer at level, spanning span granules; the levels
+ * word and the level's widest span follow. */
+static void level_count(struct gdrc_index *ix, int level, unsigned span,
+			int sign)
 {
 	uint64_t n = atomic_load_explicit(&ix->level_regions[level],
 					  memory_order_relaxed) +
 		     (uint64_t)(int64_t)sign;
 	uint32_t m = atomic_load_explicit(&ix->levels, memory_order_relaxed);
+	uint64_t *by_span = ix->span_regions[level];
+	unsigned widest;
 
 	atomic_store_explicit(&ix->level_regions[level], n,
 			      memory_order_relaxed);
 	m = n ? m | 1u << level : m & ~(1u << level);
 	atomic_store_explicit(&ix->levels, m, memory_order_relaxed);
+	by_span[span - 1] += (uint64_t)(int64_t)sign;
+	widest = ix->spans[level];
+	if (sign > 0 && span > widest)
+		widest = span;
+	while (widest && !by_span[widest - 1])
+		widest--;
+	ix->spans[level] = (uint8_t)widest;
 }
 
 /* The ext of a wide region, whose node the index owns. */
@@ -436,7 +449,8 @@ int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 		return -1;
 	r->ix_level = (int8_t)level;
 	ix_enter(&c->ix, t, r);
-	level_count(&c->ix, level, 1);
+	level_count(&c->ix, level,
+		    (unsigned)range_slots(r->start, r->end, level), 1);
 	return 0;
 }
 
@@ -451,7 +465,8 @@ void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r)
 		return;
 	}
 	ix_leave(&c->ix, t, r);
-	level_count(&c->ix, r->ix_level, -1);
+	level_count(&c->ix, r->ix_level,
+		    (unsigned)range_slots(r->start, r->end, r->ix_level), -1);
 	r->ix_level = -1;
 }
 

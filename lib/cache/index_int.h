@@ -10,9 +10,6 @@
 
 #include "cache_int.h"
 
-/* Granules a region may span at a level and still enter it. */
-#define GDRC_IX_SPAN 16
-
 /* Summary tiers: 64 children each, so that the top one's blocks at
  * level 0 (2^(12 + 6 * 8) bytes) leave at most 16 in the address
  * space. */
