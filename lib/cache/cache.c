@@ -330,9 +330,10 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 	if (gdrc_index_init(c))
 		return GDRC_ERR_NO_MEMORY;
 	c->regions = (struct gdrc_pool){
-		.size = sizeof(struct gdrc_region),
+		.size = 2 * GDRC_CACHELINE, /* not sizeof: see pair_line */
 		.link = offsetof(struct gdrc_region, free_next),
 		.init = gdrc_region_init_free,
+		.paired = 1,
 	};
 	c->handles = (struct gdrc_pool){
 		.size = sizeof(struct gdrc_handle),

@@ -208,6 +208,15 @@ struct gdrc_region {
 				  * in the page hash, or -1 (the tree) */
 	uint8_t was_cached;      /* fixed: inserted into the index */
 
+	/* Not this region's: the line 0 of its pair's other region, or
+	 * that region's line 1 (regions lie two by two, both lines 0 side
+	 * by side and then both lines 1: pool.c's paired objects).  The
+	 * line pair a CPU fetches together (the adjacent-line prefetch)
+	 * thus holds two regions' hit lines rather than one region's two
+	 * lines, which doubles the hits a last-level cache holds for
+	 * random lookups over many regions.  Never touched. */
+	unsigned char pair_line[GDRC_CACHELINE];
+
 	/* Line 1: the tag, what a query, a miss, a release and an
 	 * invalidation read. */
 	uint64_t buffer_id;      /* fixed: GPU: its first segment's identity,
@@ -231,7 +240,8 @@ struct gdrc_region {
 	uint8_t info_flags;      /* fixed: GDRC_MR_INFO_* it was made with */
 	int16_t device;          /* fixed: CUDA ordinal or -1 */
 } GDRC_ALIGNED_CL; /* whole lines: threads on neighbouring regions share
-		    * no line */
+		    * no line; sizeof counts pair_line, which is not its
+		    * memory: allocate with c->regions only */
 
 /* Is mr a live handle or direct reference (its magic)? */
 static inline int gdrc_mr_live(const struct gdrc_mr *mr)
@@ -533,9 +543,12 @@ struct gdrc_pool {
 	char *bump;    /* the newest chunk's objects never handed out */
 	char *bump_end;
 	size_t next_count; /* objects in the next chunk */
-	size_t size;   /* object size, a multiple of GDRC_CACHELINE */
+	size_t size;   /* memory an object takes, a multiple of
+			* GDRC_CACHELINE */
 	size_t link;   /* offset of the free-list pointer in an object */
 	void (*init)(void *obj); /* for each fresh object, or NULL */
+	int paired;    /* objects of two lines, laid out two by two: both
+			* first lines, then both second lines (pool.c) */
 };
 
 /* index.c: a page hash read without a lock, with summaries for range

@@ -43,7 +43,7 @@ static void **pool_link(const struct gdrc_pool *pool, void *obj)
 
 /* Chunks are aligned to pairs of lines, which CPUs fetch together (the
  * adjacent-line prefetcher); objects, whole lines in size (a region is
- * three, a handle one), to lines. */
+ * two, a handle one), to lines. */
 #define POOL_ALIGN (2 * GDRC_CACHELINE)
 /* Objects in the first chunk, and the most in one. */
 #define POOL_FIRST 64
@@ -78,6 +78,21 @@ static char *chunk_objs(struct pool_chunk *ch)
 }
 
 /*
+ * The object after obj in its chunk.  A paired pool's objects (two
+ * lines each) lie two by two in blocks of four lines, aligned to line
+ * pairs: the first object's line 0 and the second's, then the first
+ * object's line 1 and the second's.  The first object of a block is
+ * therefore at a line-pair boundary, the second a line after it.
+ */
+static char *pool_next(const struct gdrc_pool *pool, char *obj)
+{
+	if (!pool->paired)
+		return obj + pool->size;
+	return (uintptr_t)obj & GDRC_CACHELINE ? obj + 3 * GDRC_CACHELINE :
+						 obj + GDRC_CACHELINE;
+}
+
+/*
  * A new chunk of pool->next_count objects, the next twice as many (up
  * to POOL_MAX), aligned to POOL_ALIGN: each object is a line (or more)
  * of its own, which malloc's 16-byte alignment would not give, and two
@@ -109,6 +124,7 @@ int gdrc_pool_grow(struct gdrc_cache *c, struct gdrc_pool *pool)
 			return -1;
 		madvise(p, bytes, MADV_HUGEPAGE); /* a hint: may fail */
 		count = (bytes - POOL_ALIGN) / pool->size;
+		count &= ~(size_t)pool->paired; /* whole blocks */
 	} else if (posix_memalign(&p, POOL_ALIGN, bytes)) {
 		return -1;
 	} else {
@@ -160,7 +176,7 @@ void *gdrc_pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
 	/* Never handed out: zero already (a small chunk was cleared when
 	 * made, a mapped one is fresh pages). */
 	obj = pool->bump;
-	pool->bump += pool->size;
+	pool->bump = pool_next(pool, obj);
 	if (pool->init)
 		pool->init(obj);
 	gdrc_slab_unlock(c);
@@ -188,7 +204,8 @@ void gdrc_pool_each(struct gdrc_pool *pool, void (*fn)(void *obj, void *arg),
 
 		if (ch == pool->chunks)
 			end = pool->bump; /* the newest: what was handed out */
-		for (char *obj = chunk_objs(ch); obj < end; obj += pool->size)
+		for (char *obj = chunk_objs(ch); obj < end;
+		     obj = pool_next(pool, obj))
 			fn(obj, arg);
 	}
 }

@@ -41,9 +41,12 @@ _Static_assert(offsetof(struct gdrc_region, self) + sizeof(uint64_t) <=
 _Static_assert(offsetof(struct gdrc_mr, magic) == 0 &&
 		       offsetof(struct gdrc_handle, pub) == 0,
 	       "an mr's magic is its first word, a handle's pub its start");
-_Static_assert(sizeof(struct gdrc_region) == 2 * GDRC_CACHELINE,
-	       "a region is two lines");
-_Static_assert(offsetof(struct gdrc_region, buffer_id) == GDRC_CACHELINE,
+_Static_assert(sizeof(struct gdrc_region) == 3 * GDRC_CACHELINE &&
+		       offsetof(struct gdrc_region, pair_line) ==
+			       GDRC_CACHELINE,
+	       "a region is two lines, with its pair's between them");
+_Static_assert(offsetof(struct gdrc_region, buffer_id) ==
+		       2 * GDRC_CACHELINE,
 	       "line 0 is what a hit reads");
 
 /* The small fields hold every value they are given. */
