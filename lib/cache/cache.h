@@ -173,8 +173,9 @@ struct gdrc_region_ext {
 extern const struct gdrc_region_ext gdrc_region_ext_none;
 
 /*
- * One registration, two 64-byte lines (pool.c aligns objects to a
- * line).  Line 0 holds what a hit reads, line 1 the tag and what
+ * One registration, two 64-byte lines, not adjacent: another region's
+ * line lies between them (pair_line; pool.c lays regions out two by
+ * two).  Line 0 holds what a hit reads, line 1 the tag and what
  * misses, releases, queries and invalidations read under the lock; what
  * only GPU, CUDA-pinned, kernel-channel and very wide registrations need
  * is out of line (ext).  Fields marked "fixed" do not change between the
@@ -213,8 +214,8 @@ struct gdrc_region {
 	 * by side and then both lines 1: pool.c's paired objects).  The
 	 * line pair a CPU fetches together (the adjacent-line prefetch)
 	 * thus holds two regions' hit lines rather than one region's two
-	 * lines, which doubles the hits a last-level cache holds for
-	 * random lookups over many regions.  Never touched. */
+	 * lines: random hits over many regions need half the lines kept
+	 * in the last-level cache.  Never touched. */
 	unsigned char pair_line[GDRC_CACHELINE];
 
 	/* Line 1: the tag, what a query, a miss, a release and an
