@@ -883,6 +883,8 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 		*mr_p = r;
 		return GDRC_OK;
 	}
+	if (!(flags & GDRC_GET_UNCACHED))
+		gdrc_index_prefetch(&ctx->cache, start);
 	hooks_check();
 	/* An unmap of these addresses may still be posting its event. */
 	gdrc_hooks_wait_idle();
@@ -990,13 +992,17 @@ GDRC_API void gdrc_mr_put(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 		return;
 	ctx = ctx_of(pub);
 	if (gdrc_likely(ctx)) {
-		if (gdrc_likely(gdrc_cache_put_fast(&ctx->cache, mr)))
+		/* A direct reference (an index hit that does not repeat) is
+		 * none of this thread's entries: they are not looked over
+		 * for it.  Its magic is on the line its put changes; a
+		 * handle's, on the line its get just wrote. */
+		if (mr->magic == GDRC_MR_SELF_MAGIC) {
+			if (gdrc_cache_put_direct(&ctx->cache, mr))
+				return;
+		} else if (gdrc_likely(gdrc_cache_put_fast(&ctx->cache,
+							   mr))) {
 			return;
-		/* A direct reference (an index hit that does not repeat):
-		 * the line the magic is on is the one its put changes. */
-		if (mr->magic == GDRC_MR_SELF_MAGIC &&
-		    gdrc_cache_put_direct(&ctx->cache, mr))
-			return;
+		}
 	}
 	mr_put_slow(pub, mr);
 }

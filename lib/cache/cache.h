@@ -675,6 +675,19 @@ void gdrc_cache_cleanup(struct gdrc_cache *c);
 void gdrc_cache_cleanup_forked(struct gdrc_cache *c);
 
 /*
+ * Start loading the page-hash line where the index path will look for
+ * start first (its lowest occupied level): a hint, no lock, nothing
+ * read but the table's address and size.  Made as soon as the fast path
+ * did not serve a get, so that the line is on its way while the get's
+ * other steps run: a thread getting buffers in no order it repeats
+ * misses that line and then the region's on every get, and a core
+ * overlaps one get's misses with the next one's only when few
+ * instructions lie between them (docs/design.md, "Why UCX stays
+ * ahead").  (index.c)
+ */
+void gdrc_index_prefetch(const struct gdrc_cache *c, uintptr_t start);
+
+/*
  * The index path: a cached region whose key range covers [start, end)
  * with access, validated by its tag check, served through this thread's
  * handle.  No CUDA call under the lock.
@@ -986,9 +999,30 @@ gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
 /* The fast path's second look, out of line (the caller's slow path
  * makes it first, so that the inline part stays as it was): a handle
  * this thread parked (handle.c).  @return as gdrc_cache_get_fast. */
-struct gdrc_mr *gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start,
-				      uintptr_t end, uint32_t access,
-				      int (*host_ok)(void));
+struct gdrc_mr *gdrc_cache_get_parked_at(struct gdrc_cache *c,
+					 uintptr_t start, uintptr_t end,
+					 uint32_t access,
+					 int (*host_ok)(void));
+
+/* The same, with its exits for a thread without a parked table or one
+ * that leaves it alone for now (far_skip: its gets seldom hit there)
+ * inline: the gets that then go on to the index are the ones whose
+ * steps before it count (gdrc_index_prefetch). */
+static inline struct gdrc_mr *
+gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		      uint32_t access, int (*host_ok)(void))
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	if (!t->far)
+		return NULL;
+	t->far_clock++;
+	if (t->far_skip) {
+		t->far_skip--;
+		return NULL;
+	}
+	return gdrc_cache_get_parked_at(c, start, end, access, host_ok);
+}
 
 /*
  * The fast path: a hit on one of this thread's remembered handles (the

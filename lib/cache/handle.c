@@ -578,28 +578,23 @@ static void far_judge(struct gdrc_cache *c, struct gdrc_tls *t)
 }
 
 /*
- * The fast path's second look (cache.h), when none of the four entries
+ * The fast path's second look (cache.h's gdrc_cache_get_parked, past its
+ * early exits), when none of the four entries
  * served: this thread's parked entry for the request's page, with the
  * same checks and the same plain count in its handle; the entry stays
  * where it is, and the put that follows finds it as t->parked_last.
  * Judged by its hits (far_judge).
  */
-struct gdrc_mr *gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start,
-				      uintptr_t end, uint32_t access,
-				      int (*host_ok)(void))
+struct gdrc_mr *gdrc_cache_get_parked_at(struct gdrc_cache *c,
+					 uintptr_t start, uintptr_t end,
+					 uint32_t access,
+					 int (*host_ok)(void))
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	struct gdrc_tls_entry *p;
 	struct gdrc_handle *h;
 	_Atomic uint64_t *count;
 
-	if (!t->far)
-		return NULL;
-	t->far_clock++;
-	if (t->far_skip) {
-		t->far_skip--;
-		return NULL;
-	}
 	if (++t->far_tries == FAR_JUDGE)
 		far_judge(c, t);
 	p = parked_at(t, start);

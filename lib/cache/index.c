@@ -531,6 +531,20 @@ struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 	return NULL;
 }
 
+void gdrc_index_prefetch(const struct gdrc_cache *c, uintptr_t start)
+{
+	const struct gdrc_phash *t =
+		atomic_load_explicit(&c->ix.ph, memory_order_relaxed);
+	uint32_t m = atomic_load_explicit(&c->ix.levels, memory_order_relaxed);
+	int level;
+
+	if (!t || !m)
+		return;
+	level = __builtin_ctz(m);
+	__builtin_prefetch(&t->slot[ix_home(
+		t->bits, ix_key(start >> ix_shift(level), level, 0))]);
+}
+
 /* ------------------------------------------------------------------ */
 /* Queries under the lock. */
 
