@@ -72,7 +72,8 @@
  * a change needs is made before (gdrc_index_prepare), what it replaces
  * freed after (gdrc_index_table_free).
  * Callers: region.c (insert, remove), lookup.c (find), miss.c
- * (prepare, wide), cache.c (init, cleanup).
+ * (prepare, wide), cache.c (init, cleanup), the API layer (the prefetch
+ * of a get the fast path did not serve, declared in cache.h).
  */
 #include <stdlib.h>
 #include <string.h>
