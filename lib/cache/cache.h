@@ -573,15 +573,14 @@ struct gdrc_index {
 					   * gdrc_index_prepare's hint */
 	struct gdrc_phash *retired;       /* tables replaced by a larger
 					   * one, freed with the cache */
-	_Atomic uint64_t level_regions[GDRC_IX_LEVELS]; /* in the hash */
-	_Atomic uint32_t levels;          /* bit L: level_regions[L] > 0,
-					   * what lookups read */
 	/* Under cache->lock: regions in the hash by level and granules
 	 * spanned less one, and the widest of each level (spans[L]
-	 * granules), which tells a range query how far before the range
-	 * a region of the level may start. */
+	 * granules; 0: none), which tells a range query how far before
+	 * the range a region of the level may start. */
 	uint64_t span_regions[GDRC_IX_LEVELS][GDRC_IX_SPAN];
 	uint8_t spans[GDRC_IX_LEVELS];
+	_Atomic uint32_t levels;          /* bit L: spans[L] > 0, what
+					   * lookups read */
 };
 
 struct gdrc_cache {

@@ -380,29 +380,23 @@ static void ph_grow(struct gdrc_cache *c, struct gdrc_phash *t,
 	ph_retire_pages(t);
 }
 
-/* One region more or fewer at level, spanning span granules; the levels
- * word and the level's widest span follow. */
+/* One region more or fewer at level, spanning span granules; the level's
+ * widest span and the levels word follow. */
 static void level_count(struct gdrc_index *ix, int level, unsigned span,
 			int sign)
 {
-	uint64_t n = atomic_load_explicit(&ix->level_regions[level],
-					  memory_order_relaxed) +
-		     (uint64_t)(int64_t)sign;
 	uint32_t m = atomic_load_explicit(&ix->levels, memory_order_relaxed);
 	uint64_t *by_span = ix->span_regions[level];
-	unsigned widest;
+	unsigned widest = ix->spans[level];
 
-	atomic_store_explicit(&ix->level_regions[level], n,
-			      memory_order_relaxed);
-	m = n ? m | 1u << level : m & ~(1u << level);
-	atomic_store_explicit(&ix->levels, m, memory_order_relaxed);
 	by_span[span - 1] += (uint64_t)(int64_t)sign;
-	widest = ix->spans[level];
 	if (sign > 0 && span > widest)
 		widest = span;
 	while (widest && !by_span[widest - 1])
 		widest--;
 	ix->spans[level] = (uint8_t)widest;
+	m = widest ? m | 1u << level : m & ~(1u << level);
+	atomic_store_explicit(&ix->levels, m, memory_order_relaxed);
 }
 
 /* The ext of a wide region, whose node the index owns. */
@@ -510,7 +504,7 @@ struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 					       memory_order_relaxed);
 	     m; m &= m - 1) {
 		int level = __builtin_ctz(m);
-		uintptr_t key = ix_key(start >> ix_shift(level), level, 0);
+		uintptr_t key = ix_addr_key(start, level);
 		uint64_t mask = ph_mask(t), i = ix_home(t->bits, key);
 		uint64_t fp = ix_fp(key);
 
@@ -543,7 +537,7 @@ void gdrc_index_prefetch(const struct gdrc_cache *c, uintptr_t start)
 		return;
 	level = __builtin_ctz(m);
 	__builtin_prefetch(&t->slot[ix_home(
-		t->bits, ix_key(start >> ix_shift(level), level, 0))]);
+		t->bits, ix_addr_key(start, level))]);
 }
 
 /* ------------------------------------------------------------------ */
@@ -563,7 +557,7 @@ struct gdrc_region *gdrc_index_find_cover(const struct gdrc_cache *c,
 					       memory_order_relaxed);
 	     m; m &= m - 1) {
 		int level = __builtin_ctz(m);
-		uintptr_t key = ix_key(start >> ix_shift(level), level, 0);
+		uintptr_t key = ix_addr_key(start, level);
 		uint64_t i = ix_home(t->bits, key), e;
 
 		for (; (e = ph_get(t, i)); i = (i + 1) & ph_mask(t)) {

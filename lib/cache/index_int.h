@@ -73,6 +73,12 @@ static inline uintptr_t ix_key(uintptr_t g, int level, unsigned tier)
 	return (g << 7 | (uintptr_t)tier << 3 | (uintptr_t)level) + 1;
 }
 
+/* The key of the level's granule holding address a. */
+static inline uintptr_t ix_addr_key(uintptr_t a, int level)
+{
+	return ix_key(a >> ix_shift(level), level, 0);
+}
+
 static inline uint64_t ix_home(unsigned bits, uintptr_t key)
 {
 	return (key * 0x9e3779b97f4a7c15ULL) >> (64 - bits);

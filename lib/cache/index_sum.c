@@ -300,8 +300,9 @@ static int sum_child_there(const struct gdrc_phash *t,
 static int check_entries(const struct gdrc_cache *c,
 			 const struct gdrc_phash *t)
 {
-	uint64_t used = 0, regions[GDRC_IX_LEVELS] = { 0 };
+	uint64_t used = 0;
 	uint64_t spans[GDRC_IX_LEVELS][GDRC_IX_SPAN] = { { 0 } };
+	uint32_t levels = 0;
 
 	for (uint64_t i = 0; i <= ph_mask(t); i++) {
 		uint64_t e = ph_get(t, i);
@@ -321,7 +322,6 @@ static int check_entries(const struct gdrc_cache *c,
 			    !sum_marks(c->ix.sums, r->start >> s, r->ix_level,
 				       1))
 				return -8;
-			regions[r->ix_level]++;
 			spans[r->ix_level][((r->end - 1) >> s) -
 					   (r->start >> s)]++;
 		}
@@ -331,10 +331,6 @@ static int check_entries(const struct gdrc_cache *c,
 	for (int l = 0; l < GDRC_IX_LEVELS; l++) {
 		unsigned widest = 0;
 
-		if (regions[l] != atomic_load_explicit(
-					 &c->ix.level_regions[l],
-					 memory_order_relaxed))
-			return -9;
 		for (unsigned n = 0; n < GDRC_IX_SPAN; n++) {
 			if (spans[l][n] != c->ix.span_regions[l][n])
 				return -9;
@@ -343,8 +339,13 @@ static int check_entries(const struct gdrc_cache *c,
 		}
 		if (widest != c->ix.spans[l])
 			return -9;
+		if (widest)
+			levels |= 1u << l;
 	}
-	return 0;
+	return levels == atomic_load_explicit(&c->ix.levels,
+					      memory_order_relaxed) ?
+		       0 :
+		       -9;
 }
 
 /* Every summary: a map of children that are there, marked in its own
@@ -385,8 +386,8 @@ static int check_sums(const struct gdrc_cache *c, const struct gdrc_phash *t)
  * differs from nregions, -8 an entry or a summary wrong (a region's
  * entries missing, doubled, or not marked in their summary; a summary
  * marking an empty child, or not marked in its own), -9 a table's counts
- * differ from its entries (or a level's counts by span, or its widest
- * span, from its regions).  Lock held or the cache owned.
+ * differ from its entries (or a level's counts by span, its widest span
+ * or the levels word, from its regions).  Lock held or the cache owned.
  */
 int gdrc_index_check(const struct gdrc_cache *c)
 {
@@ -403,7 +404,7 @@ int gdrc_index_check(const struct gdrc_cache *c)
 	if (ret)
 		return ret;
 	for (int l = 0; l < GDRC_IX_LEVELS; l++)
-		all += atomic_load_explicit(&c->ix.level_regions[l],
-					    memory_order_relaxed);
+		for (unsigned n = 0; n < GDRC_IX_SPAN; n++)
+			all += c->ix.span_regions[l][n];
 	return all == c->nregions ? 0 : -2;
 }
