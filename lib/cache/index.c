@@ -528,8 +528,10 @@ struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 
 void gdrc_index_prefetch(const struct gdrc_cache *c, uintptr_t start)
 {
+	/* Acquire, as the lock-free find: a new table's header (bits) is
+	 * read after its publication, never before. */
 	const struct gdrc_phash *t =
-		atomic_load_explicit(&c->ix.ph, memory_order_relaxed);
+		atomic_load_explicit(&c->ix.ph, memory_order_acquire);
 	uint32_t m = atomic_load_explicit(&c->ix.levels, memory_order_relaxed);
 	int level;
 
