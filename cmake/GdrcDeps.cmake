@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Optional dependencies, each as an imported target the rest of the build
-# links: PkgConfig::IBVERBS (registration), PkgConfig::CMOCKA (tests),
+# links: PkgConfig::IBVERBS (registration), PkgConfig::URING (storage
+# registration: io_uring fixed buffers), PkgConfig::CMOCKA (tests),
 # PkgConfig::UCX (the benchmark's reference).  Found with pkg-config when
 # there is one, else by header and library name, under the same target
 # name (a machine with the Debian packages unpacked under
@@ -47,6 +48,16 @@ if(GDRC_WITH_VERBS STREQUAL "ON" AND NOT GDRC_HAVE_VERBS)
 	message(FATAL_ERROR "GDRC_WITH_VERBS=ON but libibverbs was not found")
 endif()
 message(STATUS "gdrcache: verbs backend ${GDRC_HAVE_VERBS}")
+
+set(GDRC_HAVE_URING OFF)
+if(NOT GDRC_WITH_URING STREQUAL "OFF")
+	gdrc_find_dep(URING liburing liburing.h uring)
+	set(GDRC_HAVE_URING ${URING_FOUND})
+endif()
+if(GDRC_WITH_URING STREQUAL "ON" AND NOT GDRC_HAVE_URING)
+	message(FATAL_ERROR "GDRC_WITH_URING=ON but liburing was not found")
+endif()
+message(STATUS "gdrcache: io_uring backend ${GDRC_HAVE_URING}")
 
 gdrc_find_dep(CMOCKA cmocka cmocka.h cmocka)
 gdrc_find_dep(UCX ucx ucs/memory/rcache.h ucp ucs ucm)

@@ -86,7 +86,7 @@ static void show_ctx(struct gdrc_ctx *ctx)
 		st = gdrc_source_status(ctx, (enum gdrc_source)s, &why, NULL);
 		line(what, st, why);
 	}
-	for (int b = GDRC_BACKEND_NONE; b <= GDRC_BACKEND_KMOD; b++) {
+	for (int b = GDRC_BACKEND_NONE; b <= GDRC_BACKEND_IO_URING; b++) {
 		char what[40];
 
 		snprintf(what, sizeof(what), "backend %s",

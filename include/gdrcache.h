@@ -88,6 +88,7 @@ extern "C" {
 #endif
 
 struct ibv_pd;
+struct io_uring;
 struct gdrc_ctx;
 struct gdrc_mr;
 
@@ -127,6 +128,7 @@ typedef enum gdrc_status {
 	GDRC_ERR_BUSY = -9,          /* resource in use */
 	GDRC_ERR_FORK = -10,         /* context belongs to the parent process */
 	GDRC_ERR_STALE = -11,        /* gdrc_mr_reget: put it and get again */
+	GDRC_ERR_IO = -12,           /* io_uring refused a registration */
 } gdrc_status_t;
 
 /**
@@ -144,6 +146,11 @@ GDRC_API const char *gdrc_status_str(gdrc_status_t status);
 #define GDRC_CONFIG_FIELD_PD (1ULL << 0)
 #define GDRC_CONFIG_FIELD_MAX_REGIONS (1ULL << 1)
 #define GDRC_CONFIG_FIELD_MAX_BYTES (1ULL << 2)
+#define GDRC_CONFIG_FIELD_IO_URING (1ULL << 3)
+#define GDRC_CONFIG_FIELD_IO_URING_SLOTS (1ULL << 4)
+
+/* The kernel's own bounds on an io_uring buffer table. */
+#define GDRC_IO_URING_SLOTS_MAX 16384u
 
 /* "No limit" for max_regions and max_bytes. */
 #define GDRC_LIMIT_NONE UINT64_MAX
@@ -158,6 +165,17 @@ struct gdrc_config {
 	struct ibv_pd *pd;    /* register with this PD; NULL: no NIC */
 	uint64_t max_regions; /* cached registrations; GDRC_LIMIT_NONE */
 	uint64_t max_bytes;   /* registered bytes; GDRC_LIMIT_NONE */
+	/* Register host memory as fixed buffers of this ring
+	 * (liburing's struct io_uring, set up; it must stay set up until
+	 * gdrc_fini).  The context registers a sparse buffer table of
+	 * ring_slots slots on it at gdrc_init and unregisters it at
+	 * gdrc_fini: the program registers no buffer table of its own on
+	 * that ring meanwhile.  gdrc_mr_lkey gives a registration's buffer
+	 * index (io_uring_prep_read_fixed, _write_fixed); docs/backends.md,
+	 * "Storage". */
+	struct io_uring *ring;
+	uint32_t ring_slots;  /* table size, 1 to GDRC_IO_URING_SLOTS_MAX;
+			       * unset: GDRC_IO_URING_SLOTS */
 };
 
 /**
@@ -174,6 +192,19 @@ struct gdrc_config {
  *         GDRC_ERR_LIMIT if too many contexts exist (64);
  *         GDRC_ERR_UNSUPPORTED if GDRC_BACKEND=verbs but no PD is given
  *         or the library was built without libibverbs.
+ *         With GDRC_CONFIG_FIELD_IO_URING (docs/backends.md, "Storage"):
+ *         GDRC_ERR_INVALID_PARAM also for a NULL ring, one that is not
+ *         set up (its fd is no io_uring), a PD given as well, or
+ *         ring_slots 0 or over GDRC_IO_URING_SLOTS_MAX;
+ *         GDRC_ERR_UNSUPPORTED for a ring set up with
+ *         IORING_SETUP_SINGLE_ISSUER (it takes registrations from one
+ *         thread only, and the cache releases slots from any), a kernel
+ *         without sparse buffer tables (before 5.19), GDRC_BACKEND
+ *         naming neither auto nor io_uring, or a library built without
+ *         liburing;
+ *         GDRC_ERR_BUSY if the ring already has a buffer table;
+ *         GDRC_ERR_NO_MEMORY if the kernel could not make the table.
+ *         Nothing is left registered on the ring when it fails.
  *
  * Thread safe.  The first call installs the process-wide memory hooks.
  */
@@ -224,9 +255,12 @@ enum gdrc_backend {
 	GDRC_BACKEND_DMABUF = 2,  /* GPU: dma-buf fd + ibv_reg_dmabuf_mr */
 	GDRC_BACKEND_PEERMEM = 3, /* GPU: ibv_reg_mr via nvidia-peermem */
 	GDRC_BACKEND_KMOD = 4,    /* GPU: pinned by gdrcache.ko; keys 0 */
+	GDRC_BACKEND_IO_URING = 5, /* host: fixed buffers of an io_uring;
+				    * lkey is the buffer index, rkey 0 */
 };
 
-/** "none", "verbs", "dmabuf", "peermem", "kmod", or "unknown". */
+/** "none", "verbs", "dmabuf", "peermem", "kmod", "io_uring", or
+ * "unknown". */
 GDRC_API const char *gdrc_backend_name(enum gdrc_backend backend);
 
 /**
@@ -312,15 +346,20 @@ GDRC_API gdrc_status_t gdrc_source_status(struct gdrc_ctx *ctx,
  *         wrapping range, or unknown access or flag bits (nothing
  *         changes);
  *         GDRC_ERR_LIMIT if the registrations in use alone would exceed
- *         GDRC_MAX_REGIONS or GDRC_MAX_BYTES;
+ *         GDRC_MAX_REGIONS or GDRC_MAX_BYTES, or, with a ring, every
+ *         slot of its table is held;
  *         GDRC_ERR_NO_MEMORY if memory could not be pinned even after
  *         evicting every unused registration;
  *         GDRC_ERR_VERBS if ibv_reg_mr failed otherwise;
+ *         GDRC_ERR_IO if io_uring refused the buffer otherwise (an
+ *         unmapped range: EFAULT; docs/backends.md, "Storage");
  *         GDRC_ERR_UNSUPPORTED for managed (unified) memory, a range
  *         that runs past the end of its GPU allocation or into an
  *         unmapped part of a VMM reservation, VMM mappings of two
  *         devices, or GPU memory no backend of GDRC_BACKEND can
- *         register;
+ *         register (a context with a ring registers host memory only);
+ *         with a ring, a range of more than 1 GiB once rounded to pages
+ *         (the kernel's bound on one fixed buffer: never split);
  *         GDRC_ERR_CUDA if classifying the pointer failed (also when
  *         the VMM memory's device has no context to ask in: none
  *         current and its primary one inactive, which the library does
@@ -330,6 +369,9 @@ GDRC_API gdrc_status_t gdrc_source_status(struct gdrc_ctx *ctx,
  *         GDRC_ERR_BUSY if the range was unmapped, freed or invalidated
  *         while it was being registered, three times in a row (nothing
  *         is cached; the caller may try again);
+ *         GDRC_ERR_NO_DEVICE on a miss after the context's ring was torn
+ *         down (io_uring_queue_exit; its fd closed or naming another
+ *         file);
  *         GDRC_ERR_FORK in a child, on its parent's context.
  *
  * Thread safe.  A hit takes no lock and makes no system call.

@@ -56,7 +56,8 @@
 #define GDRC_GET_ALL (GDRC_GET_UNCACHED)
 #define GDRC_CONFIG_FIELD_ALL                                                \
 	(GDRC_CONFIG_FIELD_PD | GDRC_CONFIG_FIELD_MAX_REGIONS |              \
-	 GDRC_CONFIG_FIELD_MAX_BYTES)
+	 GDRC_CONFIG_FIELD_MAX_BYTES | GDRC_CONFIG_FIELD_IO_URING |          \
+	 GDRC_CONFIG_FIELD_IO_URING_SLOTS)
 
 /* Room left at the top of the address space for rounding a range out. */
 #define GDRC_MAX_ROUNDING (64 * 1024)
@@ -585,20 +586,37 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 {
 	struct gdrc_cache_params p = { 0 };
 	struct ibv_pd *pd = NULL;
+	struct io_uring *ring = NULL;
+	uint64_t slots;
 	gdrc_status_t status;
 
 	status = gdrc_config_load(&ctx->knobs);
 	if (status)
 		return status;
+	slots = ctx->knobs.io_uring_slots;
 	if (cfg && (cfg->field_mask & GDRC_CONFIG_FIELD_MAX_REGIONS))
 		ctx->knobs.max_regions = cfg->max_regions;
 	if (cfg && (cfg->field_mask & GDRC_CONFIG_FIELD_MAX_BYTES))
 		ctx->knobs.max_bytes = cfg->max_bytes;
 	if (cfg && (cfg->field_mask & GDRC_CONFIG_FIELD_PD))
 		pd = cfg->pd;
+	if (cfg && (cfg->field_mask & GDRC_CONFIG_FIELD_IO_URING_SLOTS))
+		slots = cfg->ring_slots;
 	gdrc_log_set_level((enum gdrc_log_level)ctx->knobs.log_level);
+	if (cfg && (cfg->field_mask & GDRC_CONFIG_FIELD_IO_URING)) {
+		ring = cfg->ring;
+		if (!ring || pd || !slots || slots > GDRC_IO_URING_SLOTS_MAX) {
+			gdrc_error("gdrc_config: a ring needs no PD, and 1 to "
+				   "%u slots (got %s, %s, %llu)",
+				   GDRC_IO_URING_SLOTS_MAX,
+				   ring ? "a ring" : "no ring",
+				   pd ? "a PD" : "no PD",
+				   (unsigned long long)slots);
+			return GDRC_ERR_INVALID_PARAM;
+		}
+	}
 
-	status = gdrc_api_pick_host(ctx, pd, &p);
+	status = gdrc_api_pick_host(ctx, pd, ring, (uint32_t)slots, &p);
 	if (status)
 		return status;
 	p.max_regions = ctx->knobs.max_regions;
@@ -727,6 +745,7 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 err_cleanup:
 	gdrc_cache_cleanup(&ctx->cache);
 err_free:
+	gdrc_api_backend_close(ctx, 0);
 	gdrc_kchan_close(ctx->kchan);
 	ctx_bury(ctx);
 	return status;
@@ -753,9 +772,10 @@ GDRC_API void gdrc_fini(struct gdrc_ctx *pub)
 			print_stats(ctx);
 		gdrc_cache_cleanup(&ctx->cache);
 	}
-	/* After the cleanup, which unsubscribes what it releases; in a fork
-	 * child the fd is a copy and closing it touches nothing of the
-	 * parent's subscriptions. */
+	/* After the cleanup, which unsubscribes and deregisters what it
+	 * releases; in a fork child the fds are copies and closing them
+	 * touches nothing of the parent's subscriptions or slots. */
+	gdrc_api_backend_close(ctx, forked);
 	gdrc_kchan_close(ctx->kchan);
 	ctx_bury(ctx);
 }

@@ -2,7 +2,9 @@
 /*
  * api_backend.c - which backend registers what, chosen at gdrc_init.
  *
- * Host memory: ibv_reg_mr (verbs) with a protection domain, else none.
+ * Host memory: fixed buffers of an io_uring with a ring (io_uring; GPU
+ * memory is then refused), ibv_reg_mr (verbs) with a protection domain,
+ * else none.
  * GPU memory: the GPU backends in GDRC_BACKEND's order (auto: dmabuf,
  * peermem, kmod, none), the first that works here:
  *   dmabuf   a PD; the driver has cuMemGetHandleForAddressRange and every
@@ -55,7 +57,56 @@ static void why(struct gdrc_ctx *ctx, int backend, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Host memory as fixed buffers of ring's table. */
+static gdrc_status_t pick_uring(struct gdrc_ctx *ctx, struct io_uring *ring,
+				uint32_t slots, struct gdrc_cache_params *p)
+{
+	const int b = GDRC_BACKEND_IO_URING;
+
+	if (ctx->knobs.backend != GDRC_KNOB_BACKEND_AUTO) {
+		gdrc_error("a ring registers with io_uring: GDRC_BACKEND must "
+			   "be auto");
+		why(ctx, b, "GDRC_BACKEND is not auto");
+		return GDRC_ERR_UNSUPPORTED;
+	}
+#ifdef GDRC_HAVE_URING
+	gdrc_status_t status;
+
+	status = gdrc_pin_uring_open(ring, slots, &ctx->uring, ctx->be_why[b],
+				     sizeof(ctx->be_why[b]));
+	if (status) {
+		gdrc_error("io_uring: %s", ctx->be_why[b]);
+		return status;
+	}
+	p->ops = &gdrc_pin_uring_ops;
+	p->be = ctx->uring;
+	p->host_max_regions = slots;
+	ctx->be_used[b] = 1;
+	why(ctx, GDRC_BACKEND_VERBS, "the context registers with io_uring");
+	return GDRC_OK;
+#else
+	(void)ring;
+	(void)slots;
+	(void)p;
+	gdrc_error("a ring was given, but libgdrcache was built without "
+		   "liburing");
+	why(ctx, b, "built without liburing");
+	return GDRC_ERR_UNSUPPORTED;
+#endif
+}
+
+void gdrc_api_backend_close(struct gdrc_ctx *ctx, int forked)
+{
+#ifdef GDRC_HAVE_URING
+	gdrc_pin_uring_close(ctx->uring, forked);
+#else
+	(void)forked;
+#endif
+	ctx->uring = NULL;
+}
+
 gdrc_status_t gdrc_api_pick_host(struct gdrc_ctx *ctx, struct ibv_pd *pd,
+				 struct io_uring *ring, uint32_t slots,
 				 struct gdrc_cache_params *p)
 {
 	uint32_t list = ctx->knobs.backend;
@@ -63,6 +114,14 @@ gdrc_status_t gdrc_api_pick_host(struct gdrc_ctx *ctx, struct ibv_pd *pd,
 
 	for (int b = 0; b < GDRC_BACKENDS; b++)
 		why(ctx, b, "not in GDRC_BACKEND");
+	p->host_max_regions = GDRC_LIMIT_NONE;
+	if (ring)
+		return pick_uring(ctx, ring, slots, p);
+#ifdef GDRC_HAVE_URING
+	why(ctx, GDRC_BACKEND_IO_URING, "no ring (gdrc_config.ring)");
+#else
+	why(ctx, GDRC_BACKEND_IO_URING, "built without liburing");
+#endif
 	if (first == GDRC_KNOB_BACKEND_NONE && !gdrc_knob_list_at(list, 1)) {
 		p->ops = &gdrc_pin_none_ops;
 		p->be = NULL;
@@ -261,9 +320,20 @@ void gdrc_api_pick_gpu(struct gdrc_ctx *ctx, struct ibv_pd *pd,
 	int first = gdrc_knob_list_at(list, 0), order[GDRC_KNOB_LIST_MAX];
 	int n = 0, chosen = -1;
 
+	if (ctx->uring) {
+		/* io_uring pins host pages; GPU memory has none. */
+		for (int b = GDRC_BACKEND_DMABUF; b <= GDRC_GPU_BACKEND_LAST;
+		     b++)
+			why(ctx, b, "the context registers host memory with "
+				    "io_uring only");
+		ctx->gpu_refused = 1;
+		p->gpu_ops = &gdrc_pin_none_ops;
+		return;
+	}
 	if (first == GDRC_KNOB_BACKEND_NONE && !gdrc_knob_list_at(list, 1)) {
 		p->gpu_ops = &gdrc_pin_none_ops;
-		for (int b = GDRC_BACKEND_DMABUF; b < GDRC_BACKENDS; b++)
+		for (int b = GDRC_BACKEND_DMABUF; b <= GDRC_GPU_BACKEND_LAST;
+		     b++)
 			why(ctx, b, "GDRC_BACKEND=none");
 		return;
 	}
@@ -320,7 +390,7 @@ void gdrc_api_gpu_refusal(const struct gdrc_ctx *ctx, char *buf, size_t len)
 	size_t off = 0;
 
 	buf[0] = '\0';
-	for (int b = GDRC_BACKEND_DMABUF; b < GDRC_BACKENDS && off < len;
+	for (int b = GDRC_BACKEND_DMABUF; b <= GDRC_GPU_BACKEND_LAST && off < len;
 	     b++) {
 		int n = snprintf(buf + off, len - off, "%s%s: %s",
 				 off ? "; " : "", gdrc_backend_name(b),

@@ -16,8 +16,10 @@
 
 struct gdrc_kchan;
 
-/* Backends by enum gdrc_backend value (NONE..KMOD). */
-#define GDRC_BACKENDS (GDRC_BACKEND_KMOD + 1)
+/* Backends by enum gdrc_backend value (NONE..IO_URING); the GPU ones
+ * are DMABUF..KMOD. */
+#define GDRC_BACKENDS (GDRC_BACKEND_IO_URING + 1)
+#define GDRC_GPU_BACKEND_LAST GDRC_BACKEND_KMOD
 
 struct gdrc_ctx {
 	struct gdrc_cache cache;  /* first: the fast path reads it */
@@ -34,19 +36,29 @@ struct gdrc_ctx {
 	int be_used[GDRC_BACKENDS];
 	char be_why[GDRC_BACKENDS][192];
 	int gpu_refused;          /* no GPU backend works: refuse GPU gets */
+	struct gdrc_pin_uring *uring; /* the io_uring backend's, or NULL */
 #ifdef GDRC_HAVE_VERBS
 	struct gdrc_pin_dmabuf_be dmabuf_be;
 #endif
 };
 
 /*
- * Init time (api_backend.c): choose the host backend (verbs with a PD,
- * else none) from GDRC_BACKEND, before the rest of the setup.
+ * Init time (api_backend.c): choose the host backend (io_uring with a
+ * ring, verbs with a PD, else none) from GDRC_BACKEND, before the rest
+ * of the setup.  A ring's table is registered here (ctx->uring, its
+ * size the host limit of registrations alive).
  * @return GDRC_OK; GDRC_ERR_UNSUPPORTED when verbs is asked for without
- *         a PD or without libibverbs (logged).
+ *         a PD or without libibverbs; with a ring, what
+ *         gdrc_pin_uring_open returns, or GDRC_ERR_UNSUPPORTED (built
+ *         without liburing, GDRC_BACKEND not auto).  Logged.
  */
 gdrc_status_t gdrc_api_pick_host(struct gdrc_ctx *ctx, struct ibv_pd *pd,
+				 struct io_uring *ring, uint32_t slots,
 				 struct gdrc_cache_params *p);
+
+/* Release what gdrc_api_pick_host took (the ring's table); forked: in a
+ * fork child, where the table is the parent's. */
+void gdrc_api_backend_close(struct gdrc_ctx *ctx, int forked);
 
 /*
  * Init time, once the driver and the kernel channel are set up: try the

@@ -198,7 +198,8 @@ static uint64_t dev_value(struct gdrc_cache *c, const struct gdrc_dev_acct *a,
 	case GDRC_DEVICE_STAT_MAX_BYTES:
 		return device >= 0 ? c->p.gpu_max_bytes : GDRC_LIMIT_NONE;
 	case GDRC_DEVICE_STAT_MAX_REGIONS:
-		return device >= 0 ? c->p.gpu_max_regions : GDRC_LIMIT_NONE;
+		return device >= 0 ? c->p.gpu_max_regions :
+				     c->p.host_max_regions;
 	}
 	return 0;
 }

@@ -434,6 +434,9 @@ struct gdrc_cache_params {
 	uint64_t max_bytes;            /* GDRC_LIMIT_NONE: none */
 	uint64_t gpu_max_regions;      /* each device's; GDRC_LIMIT_NONE */
 	uint64_t gpu_max_bytes;        /* each device's; GDRC_LIMIT_NONE */
+	/* Host registrations alive, cached or in use (an io_uring buffer
+	 * table's slots); GDRC_LIMIT_NONE: none. */
+	uint64_t host_max_regions;
 	const struct gdrc_pin_ops *ops;
 	void *be;                      /* backend argument (the PD) */
 	/* GPU memory's backend (mem_type GDRC_MEM_CUDA); NULL: ops. */

@@ -229,23 +229,27 @@ int gdrc_evict(struct gdrc_cache *c, uint64_t regions, uint64_t bytes,
 
 /*
  * Evict device's unused regions, LRU first, until one more registration
- * of bytes fits its limits (GPU memory only).  The limits count every
- * registration alive; an evicted one that another thread's idle handle
- * still pins stays alive until that thread's next call, so the loop
- * stops once its victims cover the excess rather than when the counts
- * have dropped (which would flush the device and still refuse).
+ * of bytes fits its limits: each GPU's, and host memory's count of
+ * registrations alive (an io_uring buffer table's slots).  The limits
+ * count every registration alive; an evicted one that another thread's
+ * idle handle still pins stays alive until that thread's next call, so
+ * the loop stops once its victims cover the excess rather than when the
+ * counts have dropped (which would flush the device and still refuse).
  * @return 0 or -1 (could not fit: nothing more to evict, or too large).
  */
 int gdrc_evict_device(struct gdrc_cache *c, int device, uint64_t bytes,
 		      struct gdrc_defer *d)
 {
 	struct gdrc_dev_acct *a = gdrc_dev_acct(c, device);
+	uint64_t max_n = device < 0 ? c->p.host_max_regions :
+				      c->p.gpu_max_regions;
+	uint64_t max_b = device < 0 ? GDRC_LIMIT_NONE : c->p.gpu_max_bytes;
 	uint64_t n, used, over_n = 0, over_b = 0;
 	struct gdrc_region *r;
 
-	if (!a || device < 0)
+	if (!a || (device < 0 && max_n == GDRC_LIMIT_NONE))
 		return 0;
-	if (bytes > c->p.gpu_max_bytes || !c->p.gpu_max_regions)
+	if (bytes > max_b || !max_n)
 		return -1;
 	n = atomic_load_explicit(&a->regions, memory_order_relaxed) +
 	    a->reserved_regions + 1;
@@ -253,10 +257,10 @@ int gdrc_evict_device(struct gdrc_cache *c, int device, uint64_t bytes,
 	       a->reserved_bytes;
 	if (used + bytes < used)
 		return -1;
-	if (n > c->p.gpu_max_regions)
-		over_n = n - c->p.gpu_max_regions;
-	if (used + bytes > c->p.gpu_max_bytes)
-		over_b = used + bytes - c->p.gpu_max_bytes;
+	if (n > max_n)
+		over_n = n - max_n;
+	if (used + bytes > max_b)
+		over_b = used + bytes - max_b;
 	while (over_n || over_b) {
 		uint64_t len;
 

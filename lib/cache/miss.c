@@ -142,7 +142,7 @@ static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan,
 
 /*
  * A registration of device's memory ran out (BAR1 space, GPU or pinnable
- * memory, fds): give back the device's unused registrations before the
+ * memory, fds, a backend's table of slots): give back the device's unused registrations before the
  * one retry (host memory: every unused one, since the NIC's and the
  * memlock limit's resources are shared by all), this thread's idle
  * handles on them too, and say so the first time.
@@ -176,7 +176,7 @@ static gdrc_status_t reg_with_retry(struct gdrc_cache *c,
 	gdrc_status_t status;
 
 	status = ops->reg(be, reg);
-	if (status != GDRC_ERR_NO_MEMORY)
+	if (status != GDRC_ERR_NO_MEMORY && status != GDRC_ERR_LIMIT)
 		return status;
 	oom_release(c, device);
 	return ops->reg(be, reg);
@@ -554,9 +554,11 @@ again:
 		gdrc_cache_unlock_release(c, &d);
 		/* A registration widened over cached neighbours spans pages
 		 * the caller did not ask for, and one of them may have been
-		 * unmapped meanwhile (ibv_reg_mr: EFAULT): the caller's own
-		 * range, once more, alone. */
-		if (status == GDRC_ERR_VERBS && widened && !narrow) {
+		 * unmapped meanwhile (ibv_reg_mr, io_uring: EFAULT), or it
+		 * grew past what the backend takes as one (io_uring: 1 GiB):
+		 * the caller's own range, once more, alone. */
+		if ((status == GDRC_ERR_VERBS || status == GDRC_ERR_IO ||
+		     status == GDRC_ERR_UNSUPPORTED) && widened && !narrow) {
 			narrow = 1;
 			goto again;
 		}

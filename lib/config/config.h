@@ -81,6 +81,7 @@ struct gdrc_knobs {
 	int kmod;             /* enum gdrc_knob_kmod */
 	int preload_mr;       /* libgdrcache-preload caches ibv_reg_mr */
 	int misuse;           /* enum gdrc_knob_misuse */
+	uint64_t io_uring_slots; /* a ring's buffer table */
 };
 
 enum gdrc_knob_type {

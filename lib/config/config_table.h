@@ -89,6 +89,12 @@ static const struct gdrc_knob_desc gdrc_knob_table[] = {
 		  "warn and change nothing; auto: abort in a debug build (no "
 		  "NDEBUG), warn in a release build; process-wide, the last "
 		  "gdrc_init sets it"),
+	GDRC_KNOB("GDRC_IO_URING_SLOTS", "16384", GDRC_KNOB_UINT, NULL,
+		  io_uring_slots,
+		  "slots of the buffer table a context with an io_uring ring "
+		  "registers on it (1 to 16384, the kernel's most): its "
+		  "registrations alive, cached or in use; the least recently "
+		  "used unused one is evicted when the table is full"),
 };
 
 #endif /* GDRC_CONFIG_TABLE_H */

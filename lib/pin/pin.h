@@ -11,7 +11,9 @@
  * host memory), and for GPU memory: dmabuf (pin_dmabuf.c: the driver's
  * dma-buf fd of the range, ibv_reg_dmabuf_mr), peermem (pin_verbs.c:
  * ibv_reg_mr on the GPU address, which nvidia-peermem resolves), kmod
- * (pin_none.c: pages pinned by gdrcache.ko, nothing given to the NIC).
+ * (pin_none.c: pages pinned by gdrcache.ko, nothing given to the NIC);
+ * and for storage: io_uring (pin_uring.c: host memory as fixed buffers
+ * of a ring, one slot of its buffer table each).
  *
  * Depends on log/ and the public header only.
  */
@@ -39,8 +41,11 @@ struct gdrc_pin_ops {
 	int backend; /* enum gdrc_backend */
 	/*
 	 * Register reg->addr..+length.  @return GDRC_OK;
-	 * GDRC_ERR_NO_MEMORY when resources ran out (the cache then evicts
-	 * and retries once); another GDRC_ERR_* otherwise.  Logs the cause.
+	 * GDRC_ERR_NO_MEMORY when resources ran out, GDRC_ERR_LIMIT when
+	 * the backend's own table is full (for both the cache evicts and
+	 * retries once); GDRC_ERR_UNSUPPORTED for a range longer than the
+	 * backend registers as one; another GDRC_ERR_* otherwise.  Logs
+	 * the cause.
 	 */
 	gdrc_status_t (*reg)(void *be, struct gdrc_pin_reg *reg);
 	/* Release what reg() made.  Logs failures; cannot fail. */
@@ -121,6 +126,38 @@ int gdrc_pin_dmabuf_probe(struct ibv_pd *pd, char *why, size_t why_len);
  * point it elsewhere).  @return 1 yes; 0 no, with why.
  */
 int gdrc_pin_peermem_probe(const char *root, char *why, size_t why_len);
+#endif
+
+#ifdef GDRC_HAVE_URING
+struct io_uring;
+struct gdrc_pin_uring;
+
+/* be: the struct gdrc_pin_uring of gdrc_pin_uring_open. */
+extern const struct gdrc_pin_ops gdrc_pin_uring_ops;
+
+/* The kernel's bound on one fixed buffer. */
+#define GDRC_PIN_URING_BUF_MAX (1ul << 30)
+
+/*
+ * Take a reference to ring (a dup of its fd) and register a sparse
+ * buffer table of slots slots on it.
+ * @return GDRC_OK with *u_p; GDRC_ERR_INVALID_PARAM (ring not set up:
+ *         its fd is no io_uring); GDRC_ERR_UNSUPPORTED (a single-issuer
+ *         ring, a kernel without sparse tables); GDRC_ERR_BUSY (the ring
+ *         has a buffer table); GDRC_ERR_NO_MEMORY; GDRC_ERR_IO; with why
+ *         filled when it fails.  Nothing is left on the ring then.
+ */
+gdrc_status_t gdrc_pin_uring_open(struct io_uring *ring, uint32_t slots,
+				  struct gdrc_pin_uring **u_p, char *why,
+				  size_t why_len);
+
+/*
+ * Drop the table and the reference.  Every slot must have been cleared
+ * (the cache released every registration), except in a fork child
+ * (forked): there the table is the parent's, and only our copy of the
+ * fd is closed.  NULL is ignored.
+ */
+void gdrc_pin_uring_close(struct gdrc_pin_uring *u, int forked);
 #endif
 
 #endif /* GDRC_PIN_H */

@@ -21,6 +21,7 @@ static inline struct gdrc_cache *cache_layer_new(const struct gdrc_pin_ops *ops,
 	struct gdrc_cache_params p = {
 		.max_regions = GDRC_LIMIT_NONE,
 		.max_bytes = GDRC_LIMIT_NONE,
+		.host_max_regions = GDRC_LIMIT_NONE,
 		.ops = ops,
 		.cache_host = 1,
 		.check = check,

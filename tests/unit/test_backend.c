@@ -526,7 +526,7 @@ static void test_backend_status_bad_input(void **state)
 	assert_int_equal(gdrc_backend_status(NULL, GDRC_BACKEND_NONE, &why),
 			 GDRC_ERR_INVALID_PARAM);
 	ctx = ctx_backend(NULL, 0);
-	assert_int_equal(gdrc_backend_status(ctx, (enum gdrc_backend)5, &why),
+	assert_int_equal(gdrc_backend_status(ctx, (enum gdrc_backend)6, &why),
 			 GDRC_ERR_INVALID_PARAM);
 	assert_int_equal(gdrc_backend_status(ctx, (enum gdrc_backend)-1, &why),
 			 GDRC_ERR_INVALID_PARAM);
@@ -538,6 +538,8 @@ static void test_backend_status_bad_input(void **state)
 	assert_string_equal(gdrc_backend_name(GDRC_BACKEND_PEERMEM),
 			    "peermem");
 	assert_string_equal(gdrc_backend_name(GDRC_BACKEND_KMOD), "kmod");
+	assert_string_equal(gdrc_backend_name(GDRC_BACKEND_IO_URING),
+			    "io_uring");
 	assert_string_equal(gdrc_backend_name((enum gdrc_backend)9),
 			    "unknown");
 }

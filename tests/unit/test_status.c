@@ -34,10 +34,10 @@
 
 static void test_status_every_value_has_string(void **state)
 {
-	const char *s[12];
+	const char *s[13];
 
 	(void)state;
-	for (int v = GDRC_OK; v >= GDRC_ERR_STALE; v--) {
+	for (int v = GDRC_OK; v >= GDRC_ERR_IO; v--) {
 		const char *str = gdrc_status_str((gdrc_status_t)v);
 
 		if (!str || !*str || !strcmp(str, "unknown status"))
@@ -45,7 +45,7 @@ static void test_status_every_value_has_string(void **state)
 		s[-v] = str;
 	}
 	/* Distinct strings: no value borrows another's. */
-	for (int i = 0; i <= -GDRC_ERR_STALE; i++)
+	for (int i = 0; i <= -GDRC_ERR_IO; i++)
 		for (int j = 0; j < i; j++)
 			if (!strcmp(s[i], s[j]))
 				fail_msg("statuses %d and %d share '%s'", -i,
@@ -54,7 +54,7 @@ static void test_status_every_value_has_string(void **state)
 
 static void test_status_out_of_range_unknown(void **state)
 {
-	static const int bad[] = { 1, 2, -12, -13, -1000, INT_MIN, INT_MAX,
+	static const int bad[] = { 1, 2, -13, -14, -1000, INT_MIN, INT_MAX,
 				   INT_MIN + 1 };
 
 	(void)state;
@@ -82,6 +82,7 @@ static void test_status_values_fixed(void **state)
 	assert_int_equal(GDRC_ERR_BUSY, -9);
 	assert_int_equal(GDRC_ERR_FORK, -10);
 	assert_int_equal(GDRC_ERR_STALE, -11);
+	assert_int_equal(GDRC_ERR_IO, -12);
 }
 
 /* Other fixed values of the ABI. */
@@ -100,6 +101,7 @@ static void test_status_enum_values_fixed(void **state)
 	assert_int_equal(GDRC_BACKEND_NONE, 0);
 	assert_int_equal(GDRC_BACKEND_VERBS, 1);
 	assert_int_equal(GDRC_BACKEND_KMOD, 4);
+	assert_int_equal(GDRC_BACKEND_IO_URING, 5);
 	assert_true(GDRC_LIMIT_NONE == UINT64_MAX);
 }
 
