@@ -23,6 +23,9 @@
 
 #include <cmocka.h>
 #include <infiniband/verbs.h>
+#ifdef GDRC_HAVE_URING
+#include <liburing.h>
+#endif
 
 #include <gdrcache.h>
 
@@ -517,6 +520,46 @@ static void test_backend_peermem_probe(void **state)
 	rmdir(root);
 }
 
+#ifdef GDRC_HAVE_URING
+/* A context with an io_uring ring registers host memory only: GPU memory
+ * is refused (io_uring pins host pages), each GPU backend says why, and
+ * host memory is a slot of the ring's table. */
+static void test_backend_uring_refuses_gpu(void **state)
+{
+	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	static char host[8192] __attribute__((aligned(4096)));
+	struct io_uring ring;
+	struct gdrc_config cfg = { .field_mask = GDRC_CONFIG_FIELD_IO_URING,
+				   .ring = &ring };
+	struct gdrc_ctx *ctx = NULL;
+	struct gdrc_mr *mr = NULL;
+	struct gdrc_mr_info info;
+
+	(void)state;
+	if (io_uring_queue_init(4, &ring, 0))
+		skip();
+	setenv("GDRC_CUDA_LIBRARY", FAKE_CUDA_PATH, 1);
+	setenv("GDRC_KMOD", "off", 1);
+	assert_int_equal(gdrc_init(&cfg, &ctx), GDRC_OK);
+	used(ctx, GDRC_BACKEND_IO_URING);
+	for (int b = GDRC_BACKEND_DMABUF; b <= GDRC_BACKEND_KMOD; b++)
+		assert_non_null(strstr(reason(ctx, (enum gdrc_backend)b),
+				       "host memory with io_uring only"));
+	assert_non_null(strstr(reason(ctx, GDRC_BACKEND_VERBS), "io_uring"));
+	assert_int_equal(gdrc_mr_get(ctx, (void *)p, 4096, 0, 0, &mr),
+			 GDRC_ERR_UNSUPPORTED);
+	assert_null(mr);
+	assert_int_equal(gdrc_mr_get(ctx, host, 64, 0, 0, &mr), GDRC_OK);
+	assert_int_equal(gdrc_mr_query(mr, &info), GDRC_OK);
+	assert_int_equal(info.backend, GDRC_BACKEND_IO_URING);
+	gdrc_mr_put(ctx, mr);
+	gdrc_fini(ctx);
+	io_uring_queue_exit(&ring);
+	assert_int_equal(fake.verbs_regs + fake.dmabuf_regs, 0);
+	assert_int_equal(fake_cuda_free(p), 0);
+}
+#endif
+
 static void test_backend_status_bad_input(void **state)
 {
 	struct gdrc_ctx *ctx;
@@ -562,6 +605,9 @@ int main(void)
 		T(test_backend_none_alone),
 		T(test_backend_peermem_probe),
 		T(test_backend_status_bad_input),
+#ifdef GDRC_HAVE_URING
+		T(test_backend_uring_refuses_gpu),
+#endif
 #undef T
 	};
 
