@@ -9,10 +9,13 @@
  * device's protection domain (and without one when there is no device);
  * the CUDA driver and every GPU with its GPUDirect attributes and, where
  * NVML is installed, its BAR1 size; the RDMA devices and their ports;
- * every GDRC_* knob with its value and help.
+ * with liburing (GDRC_INFO_URING), whether a context can register host
+ * memory as fixed buffers of an io_uring here; every GDRC_* knob with its
+ * value and help.
  *
  * Build (installed package):
  *   cc gdrc-info.c $(pkg-config --cflags --libs gdrcache) -libverbs -ldl
+ *   (add -DGDRC_INFO_URING -luring for the io_uring part)
  * Run:   gdrc-info          (nothing needed: it reports what is missing)
  * Exit 0, or 1 when the library cannot create a context at all.
  */
@@ -23,6 +26,9 @@
 #include <string.h>
 
 #include <infiniband/verbs.h>
+#ifdef GDRC_INFO_URING
+#include <liburing.h>
+#endif
 
 #include <gdrcache.h>
 
@@ -214,6 +220,44 @@ static struct ibv_context *show_rdma(void)
 	return first;
 }
 
+#ifdef GDRC_INFO_URING
+/* A context on a ring of our own: the io_uring backend and its table. */
+static void show_uring(void)
+{
+	struct io_uring ring;
+	struct gdrc_config cfg = { .field_mask = GDRC_CONFIG_FIELD_IO_URING,
+				   .ring = &ring };
+	struct gdrc_ctx *ctx;
+	uint64_t slots = 0;
+	gdrc_status_t st;
+	int ret;
+	char why[160];
+
+	printf("A context with an io_uring ring (storage)\n");
+	ret = io_uring_queue_init(4, &ring, 0);
+	if (ret) {
+		snprintf(why, sizeof(why), "io_uring_queue_init: %s",
+			 strerror(-ret));
+		line("backend io_uring", GDRC_ERR_UNSUPPORTED, why);
+		return;
+	}
+	st = gdrc_init(&cfg, &ctx);
+	if (st != GDRC_OK) {
+		snprintf(why, sizeof(why), "gdrc_init: %s (logged above)",
+			 gdrc_status_str(st));
+		line("backend io_uring", st, why);
+	} else {
+		gdrc_device_stat_get(ctx, GDRC_DEVICE_HOST,
+				     GDRC_DEVICE_STAT_MAX_REGIONS, &slots);
+		snprintf(why, sizeof(why), "a table of %llu slots "
+			 "(GDRC_IO_URING_SLOTS)", (unsigned long long)slots);
+		line("backend io_uring", GDRC_OK, why);
+		gdrc_fini(ctx);
+	}
+	io_uring_queue_exit(&ring);
+}
+#endif
+
 static void show_knobs(void)
 {
 	const char *name, *def, *help;
@@ -254,6 +298,9 @@ int main(void)
 		ibv_dealloc_pd(cfg.pd);
 	if (dev)
 		ibv_close_device(dev);
+#ifdef GDRC_INFO_URING
+	show_uring();
+#endif
 	show_knobs();
 	return 0;
 }
