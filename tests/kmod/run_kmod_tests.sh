@@ -34,7 +34,8 @@
 # races and fuzzer N times as long (a few minutes at 10); CC (default cc);
 # NV_P2P_INCLUDE, a folder
 # holding nv-p2p.h (default: fetched, see nvp2p_include); GDRC_NV_P2P=off
-# to build and test without it.
+# to build and test without it; GDRC_APT_DIR, the apt folder whose
+# sources get contrib non-free (default /etc/apt; see apt_add_nonfree).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -55,6 +56,57 @@ if [[ ! -d /lib/modules/$kver/build ]]; then
 	echo "kmod: no headers for $kver: skipped"
 	exit 77
 fi
+
+# Gives the Debian archive's entries in apt's sources the components
+# contrib and non-free where they lack them (non-free-firmware left as
+# it is; a second run changes nothing), in both of apt's formats:
+# one-line "deb URI SUITE COMPONENTS..." in sources.list and *.list (what
+# the installer and debootstrap write), and deb822 stanzas in *.sources
+# (their Components line, where the stanza's URIs are Debian's).
+# GDRC_APT_DIR (default /etc/apt) is the folder edited, for a test.
+apt_add_nonfree() {
+	local etc=${GDRC_APT_DIR:-/etc/apt} f tmp deb822
+	tmp=$(mktemp) || return 1
+	for f in "$etc/sources.list" "$etc"/sources.list.d/*.list \
+		"$etc"/sources.list.d/*.sources; do
+		[[ -f $f ]] || continue
+		deb822=0
+		[[ $f == *.sources ]] && deb822=1
+		awk -v deb822=$deb822 '
+		function comp(l) {
+			sub(/[ \t]+$/, "", l)
+			if (l !~ /[ \t]contrib([ \t]|$)/) l = l " contrib"
+			if (l !~ /[ \t]non-free([ \t]|$)/) l = l " non-free"
+			return l
+		}
+		function flush(i, l) {
+			for (i = 1; i <= n; i++) {
+				l = buf[i]
+				if (deb && tolower(l) ~ /^components:/)
+					l = comp(l)
+				print l
+			}
+			n = deb = 0
+		}
+		!deb822 {
+			l = $0
+			if (l ~ /^[ \t]*deb(-src)?[ \t].*:\/\/[^ \t]*debian/)
+				l = comp(l)
+			print l
+			next
+		}
+		/^[ \t]*$/ { flush(); print; next }
+		{
+			buf[++n] = $0
+			if (tolower($0) ~ /^uris:.*:\/\/[^ \t]*debian/)
+				deb = 1
+		}
+		END { flush() }' "$f" >"$tmp" || { rm -f "$tmp"; return 1; }
+		# Rewritten in place (its owner and mode kept), only if changed.
+		cmp -s "$tmp" "$f" || cat "$tmp" >"$f" || { rm -f "$tmp"; return 1; }
+	done
+	rm -f "$tmp"
+}
 
 # Prints a folder holding NVIDIA's nv-p2p.h, or fails with a message on
 # stderr.  Order: $NV_P2P_INCLUDE; an earlier extraction under /tmp;
@@ -82,11 +134,7 @@ nvp2p_include() {
 			echo "nvidia-open-kernel-source missing and not root" >&2
 			return 1
 		fi
-		for f in /etc/apt/sources.list.d/*.sources; do
-			[[ -f $f ]] || continue
-			grep -q '^URIs: .*debian' "$f" || continue
-			sed -i -E '/^Components:/{/non-free( |$)/!s/$/ contrib non-free/}' "$f"
-		done
+		apt_add_nonfree || return 1
 		echo "+ apt-get install nvidia-open-kernel-source" >&2
 		{ apt-get update -qq &&
 		  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
