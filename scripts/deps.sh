@@ -7,7 +7,7 @@ set -euo pipefail
 GDRC_DEB_PACKAGES=(build-essential cmake pkg-config libcmocka-dev uthash-dev
 	libibverbs-dev ibverbs-providers libucx-dev libjemalloc2 libmimalloc2.0
 	gnuplot-nox libopenmpi-dev openmpi-bin clang-14 libclang-rt-14-dev
-	valgrind libfabric-bin libfabric-dev ucx-utils)
+	valgrind libfabric-bin libfabric-dev ucx-utils liburing-dev)
 
 missing=()
 for p in "${GDRC_DEB_PACKAGES[@]}"; do
