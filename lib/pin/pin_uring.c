@@ -53,7 +53,7 @@
 #include "pin.h"
 
 struct gdrc_pin_uring {
-	const struct io_uring *ring; /* the program's: its fd is checked */
+	int ring_fd;           /* the program's fd for the ring, as given */
 	struct io_uring own;   /* ring_fd: our dup; all else zero */
 	int kcmp_ok;           /* kcmp answers here */
 	uint32_t nslots;
@@ -62,10 +62,12 @@ struct gdrc_pin_uring {
 	uint32_t free[];       /* free slots, a stack */
 };
 
-/* Does the program's fd still name our ring? */
+/* Does the program's fd still name our ring?  (Its number as gdrc_init
+ * saw it: the program's struct io_uring is not read after open, as it
+ * may be gone with the ring.) */
 static int uring_same(struct gdrc_pin_uring *u)
 {
-	int fd = u->ring->ring_fd;
+	int fd = u->ring_fd;
 
 	if (u->kcmp_ok)
 		return syscall(SYS_kcmp, getpid(), getpid(), KCMP_FILE, fd,
@@ -201,7 +203,7 @@ gdrc_status_t gdrc_pin_uring_open(struct io_uring *ring, uint32_t slots,
 		snprintf(why, why_len, "out of memory");
 		return GDRC_ERR_NO_MEMORY;
 	}
-	u->ring = ring;
+	u->ring_fd = ring->ring_fd;
 	u->own.ring_fd = fd;
 	u->nslots = slots;
 	ret = io_uring_register_buffers_sparse(&u->own, slots);
