@@ -21,9 +21,27 @@
 # it also measures registering GPU memory per message with and without
 # the cache (gdrc-pingpong --local --mem cuda).
 #
+# Then storage, on this machine's own kernel (no VM lab): gdrc-io
+# (examples/) reads a file with O_DIRECT through io_uring, one read in
+# flight, 64 KiB to 16 MiB, into buffers registered four ways (plain: not
+# at all; once: fixed buffers registered before the loop; per-read: a
+# slot of the ring's buffer table set before each read and cleared
+# after; cache: gdrc_mr_get/gdrc_mr_put, the cache's io_uring backend),
+# 20 reads per size, mode and round, 5 rounds.  Then a workload: 400
+# reads into 16 buffers of mixed sizes through the cache, one buffer
+# freed or mapped anew every 8 reads, and the same reads into buffers
+# registered once and into plain ones.  Every byte is checked.  For a
+# file on tmpfs (/dev/shm) and one on the project's disk (build-demo/),
+# it prints a table (read time per mode, the cache and the workload
+# against once, registering per read in the loop and back to back) and
+# plots both costs against size; then the workload again with a cache
+# table of 8 slots for its 16 buffers (evictions).  About 30 s; skipped,
+# with the reason, without liburing, io_uring or O_DIRECT.
+#
 # Usage: scripts/demo.sh [ITERS] (default 10 round trips per size, mode
 # and round; 5 rounds, the modes taking turns)
-# Output: build-demo/ (pingpong-*.csv, pingpong-*.png, pair.log)
+# Output: build-demo/ (pingpong-*.csv, pingpong-*.png, pair.log;
+# io-tmpfs.* and io-disk.*: csv, png, log)
 set -euo pipefail
 
 case "${1:-}" in
@@ -185,5 +203,161 @@ for csv in "${csvs[@]}"; do
 	GP
 	echo "plot: $png"
 done
+
+# ---- storage: the same question for io_uring, on this machine's kernel
+# (no VM lab: io_uring and O_DIRECT are this kernel's own) ----
+io_iters=20
+io_sizes=64K:16M
+io_workload=(--workload 400 --bufs 16)
+
+# The table and the plot of one file's run (io-NAME.csv, io-NAME.log).
+io_report() {
+	local name=$1 csv=$dir/io-$1.csv log=$dir/io-$1.log
+	echo
+	echo "== io-$name: microseconds per read, medians over $rounds rounds"
+	echo "   read: from before its registration to after its release;"
+	echo "   workload: 16 buffers of mixed sizes, some freed and mapped"
+	echo "   again between reads, through the cache, and its reads again"
+	echo "   with buffers registered once (once') and plain ones (plain');"
+	echo "   registering: inside gdrc_mr_get+gdrc_mr_put (cache) or the two"
+	echo "   slot updates (per-read), in the read loop and back to back"
+	awk -F, 'NR > 1 {
+		t[$1, $2] = $3; g[$1, $2] = $5; b[$1, $2] = $8
+		if (!($2 in seen)) { seen[$2] = 1; s[++n] = $2 }
+	}
+	function hs(z) {
+		return z % 1048576 ? z / 1024 "K" : z / 1048576 "M"
+	}
+	function v(x, f) { return x == "" ? "-" : sprintf(f, x) }
+	function r(x, y, f) { return x != "" && y > 0 ? sprintf(f, x / y) : "-" }
+	function wl(z) { return r(t["workload", z], t["workload-once", z], "%.3f") }
+	END {
+		f = "%5s | %7s %7s %7s %7s | %7s %7s %7s | %7s %7s %7s | %6s %6s %6s | %6s %6s %6s\n"
+		printf "%5s | %-31s | %-23s | %-23s | %-20s | %s\n", "",
+		       "read (us)", "workload, same reads", "ratios",
+		       "registering, loop", "back to back"
+		printf f, "bytes", "plain", "once", "per-rd", "cache", "cache",
+		       "once\047", "plain\047", "cache/", "wkld/", "plain\047/",
+		       "per-rd", "cache", "p/c", "per-rd", "cache", "p/c"
+		printf "%5s | %31s | %23s | %7s %7s %7s |\n", "", "", "",
+		       "once", "once\047", "wkld"
+		for (i = 1; i <= n; i++) {
+			z = s[i]
+			printf f, hs(z), v(t["plain", z], "%.1f"),
+			       v(t["once", z], "%.1f"),
+			       v(t["per-read", z], "%.1f"),
+			       v(t["cache", z], "%.1f"),
+			       v(t["workload", z], "%.1f"),
+			       v(t["workload-once", z], "%.1f"),
+			       v(t["workload-plain", z], "%.1f"),
+			       r(t["cache", z], t["once", z], "%.3f"), wl(z),
+			       r(t["workload-plain", z], t["workload", z], "%.2f"),
+			       v(g["per-read", z], "%.1f"),
+			       v(g["cache", z], "%.3f"),
+			       r(g["per-read", z], g["cache", z], "%.0fx"),
+			       v(b["per-read", z], "%.1f"),
+			       v(b["cache", z], "%.3f"),
+			       r(b["per-read", z], b["cache", z], "%.0fx")
+		}
+		m = 1048576
+		printf "issue 32: workload/once\047 %s at 64K, %s at 1M, %s at 16M (within 5 %%);\n",
+		       wl(65536), wl(m), wl(16 * m)
+		printf "          against the sweep\047s once %s, %s, %s;\n",
+		       r(t["workload", 65536], t["once", 65536], "%.3f"),
+		       r(t["workload", m], t["once", m], "%.3f"),
+		       r(t["workload", 16 * m], t["once", 16 * m], "%.3f")
+		printf "          plain\047/workload at 16M %s (at least 1.5x; the sweep\047s plain/cache %s)\n",
+		       r(t["workload-plain", 16 * m], t["workload", 16 * m], "%.2fx"),
+		       r(t["plain", 16 * m], t["cache", 16 * m], "%.2fx")
+	}' "$csv"
+	grep '^workload:' "$log" | sed 's/: /:\n      /; s/; /\n      /g'
+	gnuplot <<-GP
+		set terminal png size 900,1000 noenhanced
+		set output "$dir/io-$name.png"
+		set datafile separator ","
+		set multiplot layout 2,1 title "gdrc-io ($name): O_DIRECT reads through io_uring, one in flight"
+		set logscale xy
+		set xrange [49152:22369622]
+		set xtics ("64K" 65536, "256K" 262144, "1M" 1048576, \
+			"4M" 4194304, "16M" 16777216)
+		set grid
+		set xlabel "read size"
+		set ylabel "microseconds per read (median)"
+		set title "read, registering and releasing included"
+		set key left top
+		col(m) = m eq "plain" ? "#7f7f7f" : m eq "once" ? "#2ca02c" : \
+			m eq "per-read" ? "#d62728" : m eq "cache" ? "#1f77b4" : "#9467bd"
+		plot for [m in "plain once per-read cache workload"] \
+			"< grep '^".m.",' $csv" using 2:3 with linespoints \
+			lc rgb col(m) lw 2 title m, \
+		     "< grep '^workload-once,' $csv" using 2:3 with linespoints \
+			lc rgb "#2ca02c" title "once, the workload's reads"
+		set ylabel "microseconds registering per read"
+		set title "time spent registering per read (plain, once: none)\nin the read loop, and back to back (thin): no read between"
+		set yrange [0.004:*]
+		set key left top
+		plot "< grep '^per-read,' $csv" using 2:5 with linespoints \
+			lc rgb "#d62728" lw 2 title "per-read, in the loop", \
+		     "< grep '^per-read,' $csv" using 2:8 with linespoints \
+			lc rgb "#d62728" title "per-read, back to back", \
+		     "< grep '^cache,' $csv" using 2:5 with linespoints \
+			lc rgb "#1f77b4" lw 2 title "cache, in the loop", \
+		     "< grep '^cache,' $csv" using 2:8 with linespoints \
+			lc rgb "#1f77b4" title "cache, back to back", \
+		     "< grep '^workload,' $csv" using 2:5 with linespoints \
+			lc rgb "#9467bd" lw 2 title "workload (cache), in the loop"
+		unset multiplot
+	GP
+	echo "plot: $dir/io-$name.png"
+}
+
+# One file: the sweep and the workload, then the report.  FOLDER: where
+# gdrc-io makes its file (removed at exit).  77: it cannot run there.
+io_run() { # NAME FOLDER [gdrc-io options]
+	local name=$1 where=$2 rc=0
+	shift 2
+	echo
+	echo "== gdrc-io on $name ($where): O_DIRECT reads through io_uring"
+	"$io" -f "$where" -s "$io_sizes" -n "$io_iters" -r "$rounds" \
+		"${io_workload[@]}" -o "$dir/io-$name.csv" "$@" 2>&1 |
+		tee "$dir/io-$name.log" | awk '!/^workload /' || rc=$?
+	if ((rc == 77)); then
+		echo "demo: storage on $name skipped (the reason is above)"
+		return 0
+	fi
+	if ((rc != 0)); then
+		echo "demo: gdrc-io failed ($rc); log: $dir/io-$name.log" >&2
+		exit "$rc"
+	fi
+	io_report "$name"
+}
+
+echo
+echo "== storage: gdrc-io on this machine's kernel ($(uname -r))"
+# Built only with liburing (Debian liburing-dev, from scripts/deps.sh).
+if cmake --build "$dir" --target help 2>/dev/null | grep -w gdrc-io >/dev/null; then
+	cmake --build "$dir" -j"$(nproc)" --target gdrc-io >/dev/null
+	io=$dir/examples/gdrc-io
+	io_run tmpfs /dev/shm
+	io_run disk "$dir"
+	# A table smaller than the buffers: LRU over buffers taken in turn
+	# evicts before every read.
+	echo
+	echo "== the workload again, the cache's table 8 slots for 16 buffers"
+	rc=0
+	"$io" -f /dev/shm -s 64K:1M -m none --workload 160 --bufs 16 \
+		--cache-slots 8 >"$dir/io-evict.log" 2>&1 || rc=$?
+	if ((rc != 0 && rc != 77)); then
+		cat "$dir/io-evict.log"
+		echo "demo: gdrc-io failed ($rc)" >&2
+		exit "$rc"
+	fi
+	grep -E '^workload:|skipped' "$dir/io-evict.log" |
+		sed 's/: /:\n      /; s/; /\n      /g'
+else
+	echo "demo: storage skipped: gdrc-io was not built (no liburing;"
+	echo "      Debian: liburing-dev)"
+fi
+
 echo
 echo "demo: done in $((SECONDS - t_start)) s"
