@@ -28,6 +28,9 @@ run_suite() {
 	# shellcheck disable=SC2086 # ctest_args is a list of words
 	(cd "$dir" && ctest --output-on-failure -j"$jobs" $ctest_args) |
 		tee "$dir/ctest.log"
+	# Every test's output, skipped ones' too (for their reason at the
+	# end): a later ctest in $dir rewrites LastTest.log.
+	cp "$dir/Testing/Temporary/LastTest.log" "$dir/ctest-output.log"
 	n=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\).*/\1/p' \
 		"$dir/ctest.log")
 	s=$(grep -c '^[[:space:]]*[0-9]* - .* (Skipped)$' "$dir/ctest.log" || true)
@@ -109,4 +112,23 @@ LD_LIBRARY_PATH="$inst/lib:$inst/lib/x86_64-linux-gnu" \
 	"$inst/consumer/consumer"
 passed=$((passed + 2))
 echo "== installed package: pkg-config and find_package consumers ran"
+
+# Each skipped test with its reason (the last line of its output that
+# says skip), so that a skip that should not happen here is seen.
+echo "== skipped tests and why"
+for suite in plain:test asan:asan valgrind:valgrind; do
+	dir=$prefix-${suite#*:}
+	sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$dir/ctest.log" |
+	while read -r t; do
+		# LastTest.log: "N/M Test: NAME", ..., "Output:", a rule, the
+		# output, "<end of output>".
+		why=$(awk -v t="$t" '
+			/^[0-9]+\/[0-9]+ Test: / { cur = $3 }
+			$0 == "<end of output>" { on = 0 }
+			on && tolower($0) ~ /skip/ { why = $0 }
+			$0 == "Output:" && cur == t { on = 1 }
+			END { sub(/^[ \t]+/, "", why); print why }' "$dir/ctest-output.log")
+		echo "${suite%:*}: $t: ${why:-no reason printed}"
+	done
+done
 echo "all: $passed passed, 0 failed, $skipped skipped"
