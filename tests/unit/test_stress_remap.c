@@ -21,8 +21,24 @@
  * time), and as test_stress_remap_wide over 1,024 pages and 4,096
  * (each getter takes more buffers in turn than its first parked table
  * holds, so that table grows while the remappers run).
- * Usage: test_stress_remap [seconds] (default 2).  Exit 0 on success.
+ *
+ * With "uring" (issue 32), the context registers with io_uring: a ring's
+ * table of MAX_REGIONS / 2 slots (so the table fills before the region
+ * limit does, and slots are reused all the time).  Each getter, after a
+ * get, reads through the registration's slot (READ_FIXED of a file on
+ * /dev/shm opened O_DIRECT, one read at a time on the shared ring) into
+ * each page it holds locked, at its own slice of the page, zeroed
+ * first: the file's bytes must be there after the read.  A stale slot
+ * (pinning pages mapped there before a remap) would put them in the old
+ * pages and leave the slice zero.  Every slot is clear once the arena is
+ * invalidated, and gdrc_fini leaves the ring without a table.  Skipped
+ * where io_uring or O_DIRECT on /dev/shm is refused.
+ *
+ * Usage: test_stress_remap [seconds [uring]] (default 2).  Exit 0 on
+ * success.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -35,6 +51,10 @@
 #include <unistd.h>
 
 #include <gdrcache.h>
+
+#ifdef GDRC_HAVE_URING
+#include <liburing.h>
+#endif
 
 #define GETTERS 6
 #define REMAPPERS 2
@@ -73,6 +93,135 @@ static struct born born_tab[MAX_IDS];
 			fprintf(stderr, "test_stress_remap: " __VA_ARGS__);  \
 		atomic_store(&stop, 1);                                      \
 	} while (0)
+
+/* ====================================================================
+ * io_uring mode: reads through each registration's slot
+ * ==================================================================== */
+
+#define URING_FILE (1ul << 20)
+#define URING_SEED 0x0ddba11c0ffee5edull
+
+static int uring;              /* the context registers with a ring */
+#ifdef GDRC_HAVE_URING
+static size_t slice;           /* bytes of a page each getter reads into */
+static atomic_ulong reads;     /* reads through slots checked */
+static struct io_uring ring;
+static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+static int file_fd = -1;       /* URING_FILE bytes of uring_word, O_DIRECT */
+static char file_path[64];
+
+static uint64_t uring_word(uint64_t off)
+{
+	return (off * 0x9e3779b97f4a7c15ull) ^ URING_SEED;
+}
+
+/* 0, or 77 with the reason printed. */
+static int uring_setup(void)
+{
+	uint64_t *w = mmap(NULL, URING_FILE, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int ret, fd;
+	ssize_t n;
+
+	ret = io_uring_queue_init(8, &ring, 0);
+	if (ret) {
+		printf("skip: io_uring refused here: %s\n", strerror(-ret));
+		return 77;
+	}
+	if (w == MAP_FAILED)
+		return 1;
+	for (size_t i = 0; i < URING_FILE / 8; i++)
+		w[i] = uring_word(i * 8);
+	snprintf(file_path, sizeof(file_path),
+		 "/dev/shm/gdrc-stress-remap-%d", (int)getpid());
+	fd = open(file_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	n = fd < 0 ? -1 : pwrite(fd, w, URING_FILE, 0);
+	munmap(w, URING_FILE);
+	if (fd >= 0)
+		close(fd);
+	if (n == (ssize_t)URING_FILE)
+		file_fd = open(file_path, O_RDONLY | O_DIRECT);
+	unlink(file_path);
+	if (file_fd < 0) {
+		printf("skip: no O_DIRECT file on /dev/shm: %s\n",
+		       strerror(errno));
+		return 77;
+	}
+	/* Each getter its own slice of every page, 8-byte words. */
+	slice = page / GETTERS & ~(size_t)7;
+	return 0;
+}
+
+/* Slots set on the ring's table per its fdinfo, -1 without a table. */
+static int uring_slots_set(void)
+{
+	char path[64], line[256];
+	int n = 0, table = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring.ring_fd);
+	f = fopen(path, "r");
+	if (!f)
+		return -2;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned idx;
+
+		if (!strncmp(line, "UserBufs:", 9))
+			table = atoi(line + 9) > 0;
+		else if (table && sscanf(line, " %u: 0x", &idx) == 1 &&
+			 strstr(line, "0x"))
+			n++;
+		else if (table && line[0] != ' ' && line[0] != '\t')
+			break;
+	}
+	fclose(f);
+	return table ? n : -1;
+}
+
+/*
+ * Through slot lkey, the file at a random offset into getter g's slice
+ * of each page [p, p + n), zeroed first.  @return the first page whose
+ * slice did not receive the bytes (a stale slot), or -1.
+ */
+static int uring_read_pages(unsigned g, unsigned *seed, uint32_t lkey,
+			    unsigned p, unsigned n)
+{
+	for (unsigned q = p; q < p + n; q++) {
+		uint64_t *buf = (uint64_t *)(arena + q * page + g * slice);
+		uint64_t off = (uint64_t)rand_r(seed) %
+			       ((URING_FILE - slice) / 8) * 8;
+		struct io_uring_sqe *sqe;
+		struct io_uring_cqe *cqe;
+		int res = -EIO;
+
+		memset(buf, 0, slice);
+		pthread_mutex_lock(&ring_lock);
+		sqe = io_uring_get_sqe(&ring);
+		if (sqe) {
+			io_uring_prep_read_fixed(sqe, file_fd, buf,
+						 (unsigned)slice, (off_t)off,
+						 (int)lkey);
+			if (io_uring_submit(&ring) == 1 &&
+			    !io_uring_wait_cqe(&ring, &cqe)) {
+				res = cqe->res;
+				io_uring_cqe_seen(&ring, cqe);
+			}
+		}
+		pthread_mutex_unlock(&ring_lock);
+		if (res != (int)slice) {
+			FAIL("READ_FIXED through slot %u into page %u: %d "
+			     "(%s)\n", lkey, q, res,
+			     res < 0 ? strerror(-res) : "short");
+			return (int)q;
+		}
+		for (size_t i = 0; i < slice / 8; i++)
+			if (buf[i] != uring_word(off + i * 8))
+				return (int)q;
+		atomic_fetch_add(&reads, 1);
+	}
+	return -1;
+}
+#endif
 
 /*
  * When id first appeared: its first get's clock before and after, and
@@ -124,6 +273,7 @@ static void unlock_pages(unsigned p, unsigned n)
 
 static void *getter(void *arg)
 {
+	unsigned g = (unsigned)(uintptr_t)arg - 1; /* 0 .. GETTERS - 1 */
 	unsigned seed = (unsigned)(uintptr_t)arg * 7919u;
 
 	while (!atomic_load(&stop)) {
@@ -179,6 +329,32 @@ static void *getter(void *arg)
 				     (unsigned long long)b.end, b.p, b.n, q,
 				     (unsigned long long)atomic_load(
 					     &page_time[q]));
+#ifdef GDRC_HAVE_URING
+		if (uring) {
+			int q = info.lkey >= MAX_REGIONS / 2 ? (int)p :
+				uring_read_pages(g, &seed, info.lkey, p, n);
+
+			if (info.lkey >= MAX_REGIONS / 2)
+				FAIL("registration %llu in slot %u, past the "
+				     "table's %u\n",
+				     (unsigned long long)info.id, info.lkey,
+				     MAX_REGIONS / 2);
+			else if (q >= 0)
+				FAIL("stale slot: registration %llu (slot %u, "
+				     "%#lx+%#lx, from %llu-%llu) read into "
+				     "page %u, which did not get the bytes "
+				     "(remapped at %llu)\n",
+				     (unsigned long long)info.id, info.lkey,
+				     (unsigned long)info.key_addr,
+				     (unsigned long)info.key_length,
+				     (unsigned long long)b.start,
+				     (unsigned long long)b.end, (unsigned)q,
+				     (unsigned long long)atomic_load(
+					     &page_time[q]));
+		}
+#else
+		(void)g;
+#endif
 		gdrc_mr_put(ctx, mr);
 		unlock_pages(p, n);
 		atomic_fetch_add(&gets, 1);
@@ -262,6 +438,22 @@ int main(int argc, char **argv)
 	page = (size_t)sysconf(_SC_PAGESIZE);
 	tick_at_start = getenv("GDRC_STRESS_TICK") &&
 			!strcmp(getenv("GDRC_STRESS_TICK"), "start");
+	uring = argc > 2 && !strcmp(argv[2], "uring");
+	if (uring) {
+#ifdef GDRC_HAVE_URING
+		int ret = uring_setup();
+
+		if (ret)
+			return ret;
+		cfg.field_mask |= GDRC_CONFIG_FIELD_IO_URING |
+				  GDRC_CONFIG_FIELD_IO_URING_SLOTS;
+		cfg.ring = &ring;
+		cfg.ring_slots = MAX_REGIONS / 2;
+#else
+		printf("skip: built without liburing\n");
+		return 77;
+#endif
+	}
 	if (gdrc_init(&cfg, &ctx) != GDRC_OK)
 		return 1;
 	if (gdrc_hooks_status(ctx, &why) != GDRC_OK) {
@@ -269,9 +461,18 @@ int main(int argc, char **argv)
 		gdrc_fini(ctx);
 		return 77;
 	}
-	arena = mmap(NULL, PAGES * page, PROT_READ | PROT_WRITE,
+	/* A guard page each side: a page unmapped at an end of the arena
+	 * must not widen the free gap beside it, where another thread's
+	 * mmap (the allocator's, under the remappers' churn) would land
+	 * and then be clobbered by the remap, its later munmap unmapping
+	 * arena pages under their locks (seen as EFAULT from io_uring). */
+	arena = mmap(NULL, (PAGES + 2) * page, PROT_NONE,
 		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (arena == MAP_FAILED)
+		return 1;
+	arena += page;
+	if (mmap(arena, PAGES * page, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != arena)
 		return 1;
 	for (int i = 0; i < PAGES; i++)
 		pthread_rwlock_init(&page_lock[i], NULL);
@@ -300,7 +501,30 @@ int main(int argc, char **argv)
 	       atomic_load(&remaps), (unsigned long long)events, secs, why);
 	if (!atomic_load(&gets) || !atomic_load(&remaps))
 		FAIL("no progress\n");
-	gdrc_fini(ctx);
-	munmap(arena, PAGES * page);
+#ifdef GDRC_HAVE_URING
+	if (uring) {
+		uint64_t evicted = 0;
+		int set = uring_slots_set();
+
+		gdrc_stat_get(ctx, GDRC_STAT_EVICTIONS, &evicted);
+		printf("on a ring of %u slots: %lu reads through slots "
+		       "checked, %llu evictions\n", MAX_REGIONS / 2,
+		       atomic_load(&reads), (unsigned long long)evicted);
+		if (set)
+			FAIL("%d slots set after the last invalidate\n", set);
+		if (!atomic_load(&reads))
+			FAIL("no read through a slot\n");
+		gdrc_fini(ctx);
+		ctx = NULL;
+		if ((set = uring_slots_set()) != -1)
+			FAIL("the ring has a table after gdrc_fini (%d)\n",
+			     set);
+		io_uring_queue_exit(&ring);
+		close(file_fd);
+	}
+#endif
+	if (ctx)
+		gdrc_fini(ctx);
+	munmap(arena - page, (PAGES + 2) * page);
 	return atomic_load(&failed);
 }

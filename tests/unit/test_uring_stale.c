@@ -1,0 +1,891 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * test_uring_stale.c - no stale slot, whatever takes the memory away
+ * (issue 32).  A context bound to a real ring (a table of 2 slots, 1 in
+ * one case, so that slots are reused and the table fills), a file of
+ * known words on /dev/shm opened O_DIRECT.
+ *
+ * The hazard (../shared/research/storage-probe.md): a slot keeps the
+ * pages it was set with; after a remap at the same address a READ_FIXED
+ * through it succeeds and lands in the old pages, and the program sees
+ * nothing.  So each case reads through a registration's slot into the
+ * memory, replaces the memory, gets again and reads through the slot it
+ * is given: the bytes must arrive in the memory the program holds now
+ * (zeroed before each read), and where the old pages are still
+ * reachable (a second mapping of a memfd; the pages mremap moved) they
+ * must not change.  Every registration handed out is also checked in the
+ * ring's fdinfo: its slot holds exactly its range.  Counters: where the
+ * memory really went (a page of the old range unmapped or no longer
+ * resident, per mincore), GDRC_STAT_INVALIDATIONS and
+ * GDRC_STAT_INV_HOST_HOOK moved, the serving host source counted
+ * events, and the next get is a miss; where it did not, a hit.
+ *
+ * Ways memory goes: munmap then mmap(MAP_FIXED) at the same address,
+ * mmap(MAP_FIXED) over a shared memfd mapping, free and malloc (glibc's
+ * own, as it comes, and with its top trimmed so a new block has new
+ * pages at the old address), realloc growing and shrinking an mmap'ed
+ * block, madvise(MADV_DONTNEED), mremap moving a block (and its old
+ * address mapped anew); also a remap while the old registration is held
+ * (its slot stays set until its put, the new one gets another), and a
+ * full table when the memory goes.  Not yet handled, so run only with
+ * GDRC_TEST_KNOWN_GAPS=1: a memfd's pages lost behind a shared mapping
+ * of it (a hole punched, the file truncated), which no host source sees.
+ *
+ * ctest runs it once per host event source: GDRC_TEST_HOST_SOURCE names
+ * the one that must serve ("glibc"; "uffd" with GDRC_MEM_HOOKS=uffd;
+ * "ucm" with libucs preloaded), checked with gdrc_source_status.
+ * gdrcache.ko's notifier is the fourth source; only the VM lab has it.
+ * Skips (77, with the reason) where io_uring, sparse tables or O_DIRECT
+ * on /dev/shm are refused, or the source named does not serve.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <malloc.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <gdrcache.h>
+
+#include "ctx_stat.h"
+#include "map_pages.h"
+
+#define PAGE 4096ul
+#define LEN (1ul << 20)           /* the measured hazard's size */
+#define FILE_SIZE (4ul << 20)
+#define SEED 0x57a1e0f5107c0de5ull
+
+static char file_path[64];
+static int file_fd = -1; /* O_DIRECT */
+static struct io_uring ring;
+static struct gdrc_ctx *ctx;
+static enum gdrc_source host_src;
+
+/* glibc's own allocator, taken by version: under ASan and TSan too the
+ * heap cases run glibc's free, trim and mremap (valgrind's replacement
+ * stands in for it there; the bytes must land all the same). */
+static void *(*libc_malloc)(size_t);
+static void *(*libc_realloc)(void *, size_t);
+static void (*libc_free)(void *);
+static int (*libc_mallopt)(int, int);
+
+/* ====================================================================
+ * The file, the reads, the ring's table
+ * ==================================================================== */
+
+static uint64_t pattern(uint64_t off)
+{
+	return off * 0x9e3779b97f4a7c15ull ^ SEED;
+}
+
+/* (Its words staged in mapped pages, not malloc's: a free of a large
+ * block would move glibc's mmap threshold before the heap cases.) */
+static int make_file(void)
+{
+	uint64_t *w = mmap(NULL, FILE_SIZE, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ssize_t n;
+	int fd;
+
+	if (w == MAP_FAILED)
+		return -1;
+	snprintf(file_path, sizeof(file_path),
+		 "/dev/shm/gdrc-test-uring-stale-%d", (int)getpid());
+	fd = open(file_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	for (size_t i = 0; i < FILE_SIZE / 8; i++)
+		w[i] = pattern(i * 8);
+	n = fd < 0 ? -1 : pwrite(fd, w, FILE_SIZE, 0);
+	munmap(w, FILE_SIZE);
+	if (fd >= 0)
+		close(fd);
+	if (n != (ssize_t)FILE_SIZE)
+		return -1;
+	file_fd = open(file_path, O_RDONLY | O_DIRECT);
+	return file_fd < 0 ? -1 : 0;
+}
+
+/* READ_FIXED of len bytes of the file at off into buf through slot idx:
+ * the completion's result. */
+static int read_fixed(void *buf, size_t len, off_t off, unsigned idx)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+	struct io_uring_cqe *cqe;
+	int res;
+
+	assert_non_null(sqe);
+	io_uring_prep_read_fixed(sqe, file_fd, buf, (unsigned)len, off,
+				 (int)idx);
+	if (io_uring_submit(&ring) != 1 || io_uring_wait_cqe(&ring, &cqe))
+		return -EIO;
+	res = cqe->res;
+	io_uring_cqe_seen(&ring, cqe);
+	return res;
+}
+
+/* Does buf hold the file's words from off (a multiple of 8)? */
+static int holds_file(const void *buf, size_t len, off_t off)
+{
+	const uint64_t *w = buf;
+
+	for (size_t i = 0; i < len / 8; i++)
+		if (w[i] != pattern((uint64_t)off + i * 8))
+			return 0;
+	return 1;
+}
+
+static int all_bytes(const void *buf, size_t len, unsigned char c)
+{
+	const unsigned char *b = buf;
+
+	for (size_t i = 0; i < len; i++)
+		if (b[i] != c)
+			return 0;
+	return 1;
+}
+
+/*
+ * The ring's table per its fdinfo ("N: 0xADDR/LEN", "<none>" when
+ * unset): the number of slots set (-1: no table), and slot idx's range
+ * in *addr_p, *len_p (0, 0 when unset).
+ */
+static int table_read(unsigned idx, uintptr_t *addr_p, size_t *len_p)
+{
+	char path[64], line[256];
+	int n = 0, table = 0;
+	FILE *f;
+
+	*addr_p = 0;
+	*len_p = 0;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring.ring_fd);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned i;
+		unsigned long a;
+		size_t l;
+
+		if (!strncmp(line, "UserBufs:", 9)) {
+			table = atoi(line + 9) > 0;
+		} else if (table && sscanf(line, " %u: 0x%lx/%zu", &i, &a,
+					   &l) == 3) {
+			n++;
+			if (i == idx) {
+				*addr_p = a;
+				*len_p = l;
+			}
+		} else if (table && line[0] != ' ' && line[0] != '\t') {
+			break;
+		}
+	}
+	fclose(f);
+	return table ? n : -1;
+}
+
+static int slots_set(void)
+{
+	uintptr_t a;
+	size_t l;
+
+	return table_read(UINT32_MAX, &a, &l);
+}
+
+/* ====================================================================
+ * Gets, reads, counters
+ * ==================================================================== */
+
+/* A get of [p, p + len) for writing, its slot checked: it holds exactly
+ * the registered range. */
+static struct gdrc_mr *get_checked(void *p, size_t len,
+				   struct gdrc_mr_info *info)
+{
+	struct gdrc_mr *mr = NULL;
+	uintptr_t a;
+	size_t l;
+
+	assert_int_equal(gdrc_mr_get(ctx, p, len, GDRC_ACCESS_LOCAL_WRITE, 0,
+				     &mr),
+			 GDRC_OK);
+	assert_int_equal(gdrc_mr_query(mr, info), GDRC_OK);
+	assert_int_equal(info->backend, GDRC_BACKEND_IO_URING);
+	assert_int_equal(info->lkey, gdrc_mr_lkey(mr));
+	assert_true(info->addr <= (uintptr_t)p &&
+		    info->addr + info->length >= (uintptr_t)p + len);
+	assert_true(table_read(info->lkey, &a, &l) >= 1);
+	assert_int_equal(a, info->addr);
+	assert_int_equal(l, info->length);
+	return mr;
+}
+
+/* Through mr's slot, the file at off into [p, p + len), zeroed first:
+ * the bytes must be in p now. */
+static void read_lands(struct gdrc_mr *mr, void *p, size_t len, off_t off)
+{
+	memset(p, 0, len);
+	assert_int_equal(read_fixed(p, len, off, gdrc_mr_lkey(mr)), (int)len);
+	if (!holds_file(p, len, off))
+		fail_msg("READ_FIXED through slot %u reported %zu bytes, but "
+			 "%p+%zu does not hold them: a stale slot",
+			 gdrc_mr_lkey(mr), len, p, len);
+}
+
+/* A get of [p, p + len), a read through it that must land in p, a put.
+ * @return the registration's info. */
+static struct gdrc_mr_info get_read_put(void *p, size_t len, off_t off)
+{
+	struct gdrc_mr_info info;
+	struct gdrc_mr *mr = get_checked(p, len, &info);
+
+	read_lands(mr, p, len, off);
+	gdrc_mr_put(ctx, mr);
+	return info;
+}
+
+struct snap {
+	uint64_t hits, misses, inval, host_inv, src_events;
+};
+
+static uint64_t src_events(void)
+{
+	uint64_t ev = 0;
+
+	assert_int_equal(gdrc_source_status(ctx, host_src, NULL, &ev),
+			 GDRC_OK);
+	return ev;
+}
+
+static struct snap snap_take(void)
+{
+	struct snap s = {
+		.hits = ctx_stat(ctx, GDRC_STAT_HITS),
+		.misses = ctx_stat(ctx, GDRC_STAT_MISSES),
+		.inval = ctx_stat(ctx, GDRC_STAT_INVALIDATIONS),
+		.host_inv = ctx_stat(ctx, GDRC_STAT_INV_HOST_HOOK),
+		.src_events = src_events(),
+	};
+
+	return s;
+}
+
+/*
+ * Did the memory of a registered range go: a page of it unmapped, or no
+ * longer resident (every page was, since each was read into)?
+ */
+static int went(const struct gdrc_mr_info *old)
+{
+	size_t n = old->length / PAGE;
+	unsigned char v[n];
+
+	if (mincore((void *)old->addr, old->length, v))
+		return errno == ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (!(v[i] & 1))
+			return 1;
+	return 0;
+}
+
+/* The memory of old went, and a get since: it was removed by the host
+ * source, and that get (now's, one miss and no hit) registered anew. */
+static void expect_removed(const struct snap *s,
+			   const struct gdrc_mr_info *old,
+			   const struct gdrc_mr_info *now)
+{
+	assert_int_not_equal(now->id, old->id);
+	assert_true(ctx_stat(ctx, GDRC_STAT_INVALIDATIONS) > s->inval);
+	assert_true(ctx_stat(ctx, GDRC_STAT_INV_HOST_HOOK) > s->host_inv);
+	assert_true(src_events() > s->src_events);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), s->misses + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), s->hits);
+}
+
+/* Nothing happened to old's memory, and one get since: a hit on it, no
+ * registration, no invalidation. */
+static void expect_hit(const struct snap *s, const struct gdrc_mr_info *old,
+		       const struct gdrc_mr_info *now)
+{
+	assert_int_equal(now->id, old->id);
+	assert_int_equal(now->lkey, old->lkey);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), s->hits + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), s->misses);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_INVALIDATIONS), s->inval);
+}
+
+/* New anonymous pages at exactly at. */
+static char *map_fixed(void *at, size_t len)
+{
+	char *p = mmap(at, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+
+	assert_ptr_equal(p, at);
+	return p;
+}
+
+/* ====================================================================
+ * Setup: a ring and a context on it, prestate the table's slots
+ * ==================================================================== */
+
+static int setup(void **state)
+{
+	struct gdrc_config cfg = {
+		.field_mask = GDRC_CONFIG_FIELD_IO_URING |
+			      GDRC_CONFIG_FIELD_IO_URING_SLOTS,
+		.ring = &ring,
+		.ring_slots = (uint32_t)(uintptr_t)*state,
+	};
+
+	if (io_uring_queue_init(8, &ring, 0))
+		return -1;
+	if (gdrc_init(&cfg, &ctx) != GDRC_OK) {
+		io_uring_queue_exit(&ring);
+		return -1;
+	}
+	return 0;
+}
+
+/* gdrc_fini leaves the ring without a table, whatever was cached. */
+static int teardown(void **state)
+{
+	int left;
+
+	(void)state;
+	gdrc_fini(ctx);
+	ctx = NULL;
+	left = slots_set();
+	io_uring_queue_exit(&ring);
+	if (left != -1) {
+		print_error("a table is left on the ring (%d slots set)\n",
+			    left);
+		return -1;
+	}
+	return 0;
+}
+
+/* ====================================================================
+ * The control: memory untouched
+ * ==================================================================== */
+
+/* Written by the program between reads but never replaced: every get
+ * after the first is a hit on one slot, no registration again. */
+static void test_uring_stale_untouched_hits_no_register(void **state)
+{
+	char *p = map_at(NULL, LEN);
+	struct gdrc_mr_info first, now;
+	struct snap s;
+
+	(void)state;
+	first = get_read_put(p, LEN, 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), 1);
+	for (int i = 1; i <= 3; i++) {
+		memset(p, i, LEN);
+		assert_false(went(&first));
+		s = snap_take();
+		now = get_read_put(p, LEN, (off_t)(i * PAGE));
+		expect_hit(&s, &first, &now);
+	}
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_INVALIDATIONS), 0);
+	assert_int_equal(slots_set(), 1);
+	munmap(p, LEN);
+}
+
+/* ====================================================================
+ * Mappings replaced
+ * ==================================================================== */
+
+/* (a) munmap, then new pages mmap(MAP_FIXED) at the same address. */
+static void test_uring_stale_munmap_map_fixed_new_slot(void **state)
+{
+	char *p = map_at(NULL, LEN);
+	struct gdrc_mr_info old, now;
+	struct snap s;
+
+	(void)state;
+	old = get_read_put(p, LEN, 0);
+	s = snap_take();
+	assert_int_equal(munmap(p, LEN), 0);
+	map_fixed(p, LEN);
+	assert_true(went(&old));
+	now = get_read_put(p, LEN, LEN);
+	expect_removed(&s, &old, &now);
+	/* The new registration is cached in its turn. */
+	s = snap_take();
+	old = now;
+	now = get_read_put(p, LEN, 2 * LEN);
+	expect_hit(&s, &old, &now);
+	munmap(p, LEN);
+}
+
+/* (a) mmap(MAP_FIXED) straight over a shared mapping of a memfd whose
+ * pages a second mapping keeps: the read after lands in the new pages,
+ * and the old ones, still reachable, see none of it. */
+static void test_uring_stale_map_fixed_over_memfd_old_pages_untouched(
+	void **state)
+{
+	int fd = memfd_create("gdrc-stale", 0);
+	char *p, *keep;
+	struct gdrc_mr_info old, now;
+	struct snap s;
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, LEN), 0);
+	p = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	keep = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(p != MAP_FAILED && keep != MAP_FAILED);
+	old = get_read_put(p, LEN, 0);
+	assert_true(holds_file(keep, LEN, 0)); /* the same pages */
+	s = snap_take();
+	map_fixed(p, LEN);
+	assert_true(went(&old));
+	memset(keep, 0xee, LEN);
+	now = get_read_put(p, LEN, LEN);
+	expect_removed(&s, &old, &now);
+	assert_true(all_bytes(keep, LEN, 0xee));
+	munmap(p, LEN);
+	munmap(keep, LEN);
+	close(fd);
+}
+
+/* The measured hazard itself: a table of one slot, so the registration
+ * after the remap is set in slot 0 again, at the same address and
+ * length (the fdinfo reads the same): only where the bytes land tells
+ * the new pages from the old. */
+static void test_uring_stale_one_slot_reused_after_remap(void **state)
+{
+	char *p = map_at(NULL, LEN);
+	struct gdrc_mr_info old, now;
+	struct snap s;
+
+	(void)state;
+	old = get_read_put(p, LEN, 0);
+	assert_int_equal(old.lkey, 0);
+	s = snap_take();
+	assert_int_equal(munmap(p, LEN), 0);
+	map_fixed(p, LEN);
+	now = get_read_put(p, LEN, LEN);
+	assert_int_equal(now.lkey, 0);
+	expect_removed(&s, &old, &now);
+	assert_int_equal(slots_set(), 1);
+	munmap(p, LEN);
+}
+
+/* A remap while the old registration is held: that slot stays set for
+ * its holder; the get after is a new registration in the other slot,
+ * whose read lands in the new pages; the put of the old clears its
+ * slot. */
+static void test_uring_stale_remap_while_held_new_slot(void **state)
+{
+	char *p = map_at(NULL, LEN);
+	struct gdrc_mr_info old, now;
+	struct gdrc_mr *held, *mr;
+	struct snap s;
+	uintptr_t a;
+	size_t l;
+
+	(void)state;
+	held = get_checked(p, LEN, &old);
+	read_lands(held, p, LEN, 0);
+	s = snap_take();
+	map_fixed(p, LEN);
+	mr = get_checked(p, LEN, &now);
+	assert_int_not_equal(now.lkey, old.lkey);
+	read_lands(mr, p, LEN, LEN);
+	expect_removed(&s, &old, &now);
+	assert_int_equal(table_read(old.lkey, &a, &l), 2);
+	assert_int_equal(a, old.addr);
+	gdrc_mr_put(ctx, held);
+	assert_int_equal(table_read(old.lkey, &a, &l), 1);
+	assert_int_equal(l, 0);
+	gdrc_mr_put(ctx, mr);
+	assert_int_equal(slots_set(), 1);
+	munmap(p, LEN);
+}
+
+/* The table full of cached registrations when one's memory goes: a get
+ * of a third buffer finds a slot (the removed one's, or an evicted
+ * one's), and the remapped buffer's next read lands in its new pages. */
+static void test_uring_stale_full_table_remap_new_slot(void **state)
+{
+	char *a = map_at(NULL, LEN), *b = map_at(NULL, LEN);
+	char *c = map_at(NULL, LEN);
+	struct gdrc_mr_info old, now;
+	struct snap s;
+
+	(void)state;
+	old = get_read_put(a, LEN, 0);
+	get_read_put(b, LEN, LEN);
+	assert_int_equal(slots_set(), 2);
+	s = snap_take();
+	assert_int_equal(munmap(a, LEN), 0);
+	map_fixed(a, LEN);
+	get_read_put(c, LEN, 2 * LEN);
+	assert_true(slots_set() <= 2);
+	now = get_read_put(a, LEN, 3 * LEN);
+	assert_int_not_equal(now.id, old.id);
+	assert_true(ctx_stat(ctx, GDRC_STAT_INVALIDATIONS) > s.inval);
+	assert_true(src_events() > s.src_events);
+	assert_true(slots_set() <= 2);
+	munmap(a, LEN);
+	munmap(b, LEN);
+	munmap(c, LEN);
+}
+
+/* ====================================================================
+ * The heap
+ * ==================================================================== */
+
+/* (b) A block freed and a block of the same size allocated, four times,
+ * as glibc does it (its first free of an mmap'ed block unmaps it and
+ * raises its threshold, so the next comes from the heap; freeing that
+ * and allocating again reuses the same pages): the read lands in the
+ * block the program holds; the counters follow what the memory did. */
+static void test_uring_stale_free_malloc_lands_in_new_block(void **state)
+{
+	char *blk = libc_malloc(LEN);
+	struct gdrc_mr_info old, now;
+	struct snap s;
+
+	(void)state;
+	assert_non_null(blk);
+	old = get_read_put(blk, LEN, 0);
+	for (int i = 1; i <= 4; i++) {
+		int gone;
+		char *was = blk;
+
+		s = snap_take();
+		libc_free(blk);
+		gone = went(&old);
+		blk = libc_malloc(LEN);
+		assert_non_null(blk);
+		now = get_read_put(blk, LEN, (off_t)(i * PAGE * 3));
+		print_message("    round %d: %s, the new block %s\n", i,
+			      gone ? "the memory went" : "the memory stayed",
+			      blk == was ? "at the same address" :
+					   "elsewhere");
+		if (gone)
+			expect_removed(&s, &old, &now);
+		else if (now.addr >= old.addr &&
+			 now.addr + now.length <= old.addr + old.length)
+			expect_hit(&s, &old, &now);
+		old = now;
+	}
+	libc_free(blk);
+}
+
+/* (b) The heap's top trimmed at each free (no mmap'ed blocks, no pad):
+ * the block allocated again is at the same address, on new pages past
+ * what glibc kept. */
+static void test_uring_stale_heap_trimmed_same_address_new_pages(
+	void **state)
+{
+	struct gdrc_mr_info old, now;
+	struct snap s;
+	char *blk, *was;
+	int gone;
+
+	(void)state;
+	libc_mallopt(M_MMAP_THRESHOLD, 64 << 20);
+	libc_mallopt(M_TRIM_THRESHOLD, 0);
+	libc_mallopt(M_TOP_PAD, 0);
+	blk = libc_malloc(LEN);
+	assert_non_null(blk);
+	old = get_read_put(blk, LEN, 0);
+	s = snap_take();
+	libc_free(blk);
+	gone = went(&old);
+	was = blk;
+	blk = libc_malloc(LEN);
+	assert_non_null(blk);
+	now = get_read_put(blk, LEN, 5 * PAGE);
+	print_message("    %s, the new block %s\n",
+		      gone ? "trimmed" : "not trimmed",
+		      blk == was ? "at the same address" : "elsewhere");
+	if (gone)
+		expect_removed(&s, &old, &now);
+	libc_free(blk);
+	libc_mallopt(M_MMAP_THRESHOLD, 128 << 10);
+	libc_mallopt(M_TRIM_THRESHOLD, 128 << 10);
+	libc_mallopt(M_TOP_PAD, 128 << 10);
+}
+
+/* (b) realloc of an mmap'ed block: grown (mremap, moved or in place),
+ * then shrunk in place (its tail unmapped). */
+static void test_uring_stale_realloc_grow_shrink_lands(void **state)
+{
+	struct gdrc_mr_info old, now;
+	struct snap s;
+	char *blk, *was;
+	int gone;
+
+	(void)state;
+	libc_mallopt(M_MMAP_THRESHOLD, 128 << 10);
+	blk = libc_malloc(LEN);
+	assert_non_null(blk);
+	old = get_read_put(blk, LEN, 0);
+	s = snap_take();
+	was = blk;
+	blk = libc_realloc(blk, 3 * LEN);
+	assert_non_null(blk);
+	gone = went(&old);
+	now = get_read_put(blk, 3 * LEN, PAGE);
+	print_message("    grown %s\n", blk == was ? "in place" : "moved");
+	if (gone)
+		expect_removed(&s, &old, &now);
+	old = now;
+	s = snap_take();
+	was = blk;
+	blk = libc_realloc(blk, LEN / 2);
+	assert_non_null(blk);
+	gone = went(&old);
+	now = get_read_put(blk, LEN / 2, 2 * PAGE);
+	print_message("    shrunk %s, %s\n", blk == was ? "in place" : "moved",
+		      gone ? "the tail went" : "nothing went");
+	if (gone)
+		expect_removed(&s, &old, &now);
+	libc_free(blk);
+}
+
+/* ====================================================================
+ * Pages dropped, mappings moved
+ * ==================================================================== */
+
+/* (c) madvise(MADV_DONTNEED) on private anonymous memory: the old pages
+ * are gone, zero pages come on the next touch; the read must land in
+ * what the program reads now. */
+static void test_uring_stale_madvise_dontneed_lands_in_new_pages(
+	void **state)
+{
+	char *p = map_at(NULL, LEN);
+	struct gdrc_mr_info old, now;
+	struct snap s;
+
+	(void)state;
+	old = get_read_put(p, LEN, 0);
+	s = snap_take();
+	assert_int_equal(madvise(p, LEN, MADV_DONTNEED), 0);
+	assert_true(went(&old));
+	assert_true(all_bytes(p, LEN, 0));
+	now = get_read_put(p, LEN, LEN);
+	expect_removed(&s, &old, &now);
+	/* Part of the range only: the whole registration goes. */
+	old = now;
+	s = snap_take();
+	assert_int_equal(madvise(p + LEN / 2, PAGE, MADV_DONTNEED), 0);
+	now = get_read_put(p, LEN, 2 * LEN);
+	expect_removed(&s, &old, &now);
+	munmap(p, LEN);
+}
+
+/* (d) mremap moving the block away (grown, with the page after it
+ * mapped: it cannot grow in place; no MREMAP_FIXED, which UCX 1.13's
+ * UCM refuses), and its old address mapped anew: the read at the old
+ * address lands there, and the moved pages (the old registration's,
+ * still reachable) keep the first read's bytes; the moved block is
+ * registered in its own right. */
+static void test_uring_stale_mremap_moved_old_address_mapped_anew(
+	void **state)
+{
+	char *p = map_at(NULL, LEN + PAGE), *q;
+	struct gdrc_mr_info old, now;
+	struct snap s;
+
+	(void)state;
+	old = get_read_put(p, LEN, 0);
+	s = snap_take();
+	q = mremap(p, LEN, 2 * LEN, MREMAP_MAYMOVE);
+	assert_true(q != MAP_FAILED && q != p);
+	assert_true(went(&old));
+	map_fixed(p, LEN);
+	now = get_read_put(p, LEN, LEN);
+	expect_removed(&s, &old, &now);
+	assert_true(holds_file(q, LEN, 0));
+	now = get_read_put(q, 2 * LEN, 2 * LEN);
+	assert_int_not_equal(now.id, old.id);
+	assert_true(holds_file(p, LEN, LEN));
+	munmap(p, LEN + PAGE);
+	munmap(q, 2 * LEN);
+}
+
+/* ====================================================================
+ * Pages a file loses behind its mapping (known gap, reported)
+ * ==================================================================== */
+
+/*
+ * A shared mapping of a memfd loses its pages without a call on the
+ * mapping: a hole punched in the file (fallocate), or the file truncated
+ * and grown again.  The program's next touch maps new pages; the old
+ * ones stay pinned by the slot.  No host source here sees an fd call
+ * (glibc's hooks patch no fallocate or ftruncate, userfaultfd posts no
+ * event for them, nor does UCM; gdrcache.ko's notifier would): the next
+ * get is a hit on the old slot and the read lands in the old pages.
+ * Found writing this file (2026-11-27) and reported; runs only with
+ * GDRC_TEST_KNOWN_GAPS=1 (it fails there) until the library handles it.
+ */
+static void memfd_loses_pages(int punch)
+{
+	int fd = memfd_create("gdrc-stale-fd", 0);
+	struct gdrc_mr_info old, now;
+	char *p;
+
+	if (!getenv("GDRC_TEST_KNOWN_GAPS")) {
+		print_message("    skip: a known gap, no host source sees "
+			      "%s (GDRC_TEST_KNOWN_GAPS=1 runs it)\n",
+			      punch ? "fallocate(PUNCH_HOLE)" : "ftruncate");
+		skip();
+	}
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, LEN), 0);
+	p = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(p != MAP_FAILED);
+	old = get_read_put(p, LEN, 0);
+	if (punch) {
+		assert_int_equal(fallocate(fd, FALLOC_FL_PUNCH_HOLE |
+						       FALLOC_FL_KEEP_SIZE,
+					   0, LEN),
+				 0);
+	} else {
+		assert_int_equal(ftruncate(fd, 0), 0);
+		assert_int_equal(ftruncate(fd, LEN), 0);
+	}
+	assert_true(went(&old));
+	now = get_read_put(p, LEN, LEN);
+	assert_int_not_equal(now.id, old.id);
+	munmap(p, LEN);
+	close(fd);
+}
+
+static void test_uring_stale_memfd_hole_punched_lands_in_new_pages(
+	void **state)
+{
+	(void)state;
+	memfd_loses_pages(1);
+}
+
+static void test_uring_stale_memfd_truncated_lands_in_new_pages(
+	void **state)
+{
+	(void)state;
+	memfd_loses_pages(0);
+}
+
+/* ====================================================================
+ * Main
+ * ==================================================================== */
+
+static void *libc_sym(const char *name)
+{
+	void *h = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
+	void *p;
+
+	if (!h)
+		return NULL;
+	p = dlvsym(h, name, "GLIBC_2.2.5");
+	dlclose(h);
+	return p;
+}
+
+/* 77 with the reason where this machine or the source named cannot
+ * run the tests; 1 on a broken setup; else 0. */
+static int check_machine(void)
+{
+	static const char *const names[] = { "kmod", "ucm", "glibc", "uffd" };
+	const char *want = getenv("GDRC_TEST_HOST_SOURCE"), *why = NULL;
+	struct io_uring probe;
+	struct gdrc_ctx *c;
+	int ret, s;
+
+	ret = io_uring_queue_init(4, &probe, 0);
+	if (ret) {
+		printf("skip: io_uring refused here: %s\n", strerror(-ret));
+		return 77;
+	}
+	ret = io_uring_register_buffers_sparse(&probe, 4);
+	io_uring_queue_exit(&probe);
+	if (ret) {
+		printf("skip: no sparse buffer tables: %s\n", strerror(-ret));
+		return 77;
+	}
+	if (make_file()) {
+		printf("skip: no O_DIRECT file on /dev/shm: %s\n",
+		       strerror(errno));
+		return 77;
+	}
+	if (gdrc_init(NULL, &c))
+		return 1;
+	ret = gdrc_hooks_status(c, &why);
+	if (ret) {
+		printf("skip: no host event source here (%s)\n",
+		       why ? why : "?");
+		gdrc_fini(c);
+		return 77;
+	}
+	printf("host events: %s\n", why);
+	for (s = 0; s < 4; s++)
+		if (want ? !strcmp(want, names[s]) :
+			   gdrc_source_status(c, (enum gdrc_source)s, NULL,
+					      NULL) == GDRC_OK)
+			break;
+	if (s == 4) {
+		printf("GDRC_TEST_HOST_SOURCE=%s: unknown\n", want);
+		gdrc_fini(c);
+		return 1;
+	}
+	host_src = (enum gdrc_source)s;
+	why = NULL;
+	ret = gdrc_source_status(c, host_src, &why, NULL);
+	gdrc_fini(c);
+	if (ret) {
+		printf("skip: the host source %s does not serve here (%s)\n",
+		       names[s], why ? why : "?");
+		return 77;
+	}
+	libc_malloc = (void *(*)(size_t))libc_sym("malloc");
+	libc_realloc = (void *(*)(void *, size_t))libc_sym("realloc");
+	libc_free = (void (*)(void *))libc_sym("free");
+	libc_mallopt = (int (*)(int, int))libc_sym("mallopt");
+	if (!libc_malloc || !libc_realloc || !libc_free || !libc_mallopt) {
+		printf("glibc's malloc, realloc, free or mallopt not found\n");
+		return 1;
+	}
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(f, slots)                                                          \
+	cmocka_unit_test_prestate_setup_teardown(f, setup, teardown,         \
+						 (void *)(uintptr_t)(slots))
+		T(test_uring_stale_untouched_hits_no_register, 2),
+		T(test_uring_stale_munmap_map_fixed_new_slot, 2),
+		T(test_uring_stale_map_fixed_over_memfd_old_pages_untouched, 2),
+		T(test_uring_stale_one_slot_reused_after_remap, 1),
+		T(test_uring_stale_remap_while_held_new_slot, 2),
+		T(test_uring_stale_full_table_remap_new_slot, 2),
+		T(test_uring_stale_free_malloc_lands_in_new_block, 2),
+		T(test_uring_stale_heap_trimmed_same_address_new_pages, 2),
+		T(test_uring_stale_realloc_grow_shrink_lands, 2),
+		T(test_uring_stale_madvise_dontneed_lands_in_new_pages, 2),
+		T(test_uring_stale_mremap_moved_old_address_mapped_anew, 2),
+		T(test_uring_stale_memfd_hole_punched_lands_in_new_pages, 2),
+		T(test_uring_stale_memfd_truncated_lands_in_new_pages, 2),
+#undef T
+	};
+	int ret = check_machine();
+
+	if (!ret)
+		ret = cmocka_run_group_tests(tests, NULL, NULL);
+	if (file_fd >= 0)
+		close(file_fd);
+	if (file_path[0])
+		unlink(file_path);
+	return ret;
+}
