@@ -100,9 +100,32 @@
  * seeds alone the fuzzer found the first in 25 to 29 s, the second in
  * 14 to 17 s.
  *
+ * io_uring mode (issue 32): an input whose length leaves one byte over
+ * (3n + 1 bytes) runs the same operations on a context bound to a real
+ * ring (one ring for the process, a table of 1 + last byte % 8 slots
+ * registered by each input's context: below GDRC_MAX_REGIONS and HELD,
+ * so a full table evicts and an all-held one refuses).  Checked after
+ * every step, from the ring's fdinfo ("N: 0xADDR/LEN" a slot): each held
+ * registration's slot (its lkey) holds exactly its range, no two
+ * registrations share one, the slots set hold exactly
+ * GDRC_STAT_PINNED_BYTES, lie in the arena, and are at least the cached
+ * regions plus the held ones no longer cached; after each host get, a
+ * READ_FIXED through the slot (from a file of known bytes on /dev/shm,
+ * O_DIRECT) into the request's first or last bytes, zeroed first: the
+ * bytes must land there (a stale slot would put them in pages mapped
+ * there before a remap); GPU and VMM gets are GDRC_ERR_UNSUPPORTED,
+ * *mr_p untouched.  At the end no slot is set, and gdrc_fini leaves the
+ * ring without a table.  Where io_uring or O_DIRECT on /dev/shm is
+ * refused, such inputs run without a ring (said once).  Seeds ring-*.
+ *
  * Build: cmake -DGDRC_FUZZ=ON with clang (tests/fuzz/CMakeLists.txt).
  * Run:   fuzz_cache -max_total_time=60 tests/fuzz/corpus
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* O_DIRECT */
+#endif
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +134,9 @@
 #include <unistd.h>
 
 #include <gdrcache.h>
+#ifdef GDRC_HAVE_URING
+#include <liburing.h>
+#endif
 
 #include "fake_cuda.h"
 
@@ -152,6 +178,222 @@ static uint64_t stat_of(struct gdrc_ctx *ctx, enum gdrc_stat s)
 	CHECK(gdrc_stat_get(ctx, s, &v) == GDRC_OK, "gdrc_stat_get %d", s);
 	return v;
 }
+
+/* ====================================================================
+ * io_uring mode
+ * ==================================================================== */
+
+#define RING_SLOTS_MAX 8
+#define RING_FILE (64UL << 10)
+#define RING_READ_MAX 512
+
+static int ring_mode;       /* this input's context is bound to the ring */
+
+#ifdef GDRC_HAVE_URING
+static unsigned ring_slots; /* its table's size */
+static struct io_uring ring;
+static int ring_state;      /* 0: not tried; 1: ready; -1: refused */
+static int ring_file = -1;  /* RING_FILE bytes of ring_byte, O_DIRECT */
+
+/* The test file's byte at off: never 0, so a zeroed byte the read
+ * missed shows. */
+static uint8_t ring_byte(uint64_t off)
+{
+	return (uint8_t)(1 + off % 251);
+}
+
+/* The process's ring and file, made at the first ring input. */
+static int ring_ready(void)
+{
+	static uint8_t buf[RING_FILE];
+	char path[64];
+	ssize_t n = -1;
+	int ret, fd;
+
+	if (ring_state)
+		return ring_state > 0;
+	ring_state = -1;
+	ret = io_uring_queue_init(4, &ring, 0);
+	if (ret) {
+		fprintf(stderr, "fuzz_cache: io_uring refused (%s): ring "
+				"inputs run without a ring\n", strerror(-ret));
+		return 0;
+	}
+	for (size_t i = 0; i < RING_FILE; i++)
+		buf[i] = ring_byte(i);
+	snprintf(path, sizeof(path), "/dev/shm/gdrc-fuzz-%d", (int)getpid());
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd >= 0) {
+		n = pwrite(fd, buf, RING_FILE, 0);
+		close(fd);
+	}
+	if (n == (ssize_t)RING_FILE)
+		ring_file = open(path, O_RDONLY | O_DIRECT);
+	unlink(path);
+	if (ring_file < 0) {
+		fprintf(stderr, "fuzz_cache: no O_DIRECT file on /dev/shm "
+				"(%s): ring inputs run without a ring\n",
+			strerror(errno));
+		io_uring_queue_exit(&ring);
+		return 0;
+	}
+	ring_state = 1;
+	fprintf(stderr, "fuzz_cache: io_uring: inputs of 3n + 1 bytes run "
+			"on a ring\n");
+	return 1;
+}
+
+/* The ring's table per its fdinfo: each slot's range (length 0: not
+ * set), how many are set, and whether there is a table at all. */
+struct ring_table {
+	int table;
+	unsigned nset;
+	uintptr_t addr[RING_SLOTS_MAX];
+	size_t len[RING_SLOTS_MAX];
+};
+
+static void ring_table_read(struct ring_table *t)
+{
+	static int info_fd = -1; /* the ring's fdinfo, read again at 0 */
+	char buf[4096], *line, *next;
+	ssize_t len;
+
+	memset(t, 0, sizeof(*t));
+	if (info_fd < 0) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d",
+			 ring.ring_fd);
+		info_fd = open(path, O_RDONLY | O_CLOEXEC);
+		CHECK(info_fd >= 0, "open %s", path);
+	}
+	len = pread(info_fd, buf, sizeof(buf) - 1, 0);
+	CHECK(len > 0 && len < (ssize_t)sizeof(buf) - 1, "ring fdinfo: %zd",
+	      len);
+	buf[len] = '\0';
+	for (line = buf; line && *line; line = next) {
+		unsigned i;
+		unsigned long a;
+		size_t l;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (!strncmp(line, "UserBufs:", 9)) {
+			t->table = atoi(line + 9);
+		} else if (t->table && sscanf(line, " %u: 0x%lx/%zu", &i, &a,
+					      &l) == 3) {
+			CHECK(i < RING_SLOTS_MAX, "fdinfo: slot %u", i);
+			t->addr[i] = a;
+			t->len[i] = l;
+			t->nset++;
+		} else if (t->table && line[0] != ' ' && line[0] != '\t') {
+			break;
+		}
+	}
+}
+
+/* After every step: the table against the held registrations and the
+ * counters. */
+static void ring_check(struct gdrc_ctx *ctx, struct gdrc_mr **held)
+{
+	uintptr_t lo = (uintptr_t)arena, hi = lo + ARENA_PAGES * page;
+	uint64_t bytes = 0, rids[HELD];
+	uint32_t keys[HELD];
+	unsigned n = 0, not_cached = 0;
+	struct ring_table t;
+
+	ring_table_read(&t);
+	CHECK(t.table == (int)ring_slots, "the ring's table: %d slots, not %u",
+	      t.table, ring_slots);
+	for (unsigned k = 0; k < ring_slots; k++) {
+		if (!t.len[k])
+			continue;
+		bytes += t.len[k];
+		CHECK(t.addr[k] >= lo && t.addr[k] + t.len[k] <= hi,
+		      "slot %u holds %#lx+%zu, outside the arena", k,
+		      (unsigned long)t.addr[k], t.len[k]);
+	}
+	CHECK(bytes == stat_of(ctx, GDRC_STAT_PINNED_BYTES),
+	      "the slots set hold %llu bytes, pinned_bytes says %llu",
+	      (unsigned long long)bytes,
+	      (unsigned long long)stat_of(ctx, GDRC_STAT_PINNED_BYTES));
+	for (unsigned i = 0; i < HELD; i++) {
+		struct gdrc_mr_info info;
+		int seen = 0;
+
+		if (!held[i])
+			continue;
+		CHECK(gdrc_mr_query(held[i], &info) == GDRC_OK, "query");
+		for (unsigned j = 0; j < n; j++) {
+			if (rids[j] == info.id) {
+				CHECK(keys[j] == info.lkey,
+				      "registration %llu: two lkeys",
+				      (unsigned long long)info.id);
+				seen = 1;
+			} else {
+				CHECK(keys[j] != info.lkey,
+				      "registrations %llu and %llu share "
+				      "slot %u",
+				      (unsigned long long)rids[j],
+				      (unsigned long long)info.id, info.lkey);
+			}
+		}
+		if (seen)
+			continue;
+		CHECK(info.backend == GDRC_BACKEND_IO_URING &&
+			      info.lkey < ring_slots &&
+			      t.addr[info.lkey] == info.addr &&
+			      t.len[info.lkey] == info.length,
+		      "registration %llu (%#lx+%zu) in slot %u, which holds "
+		      "%#lx+%zu",
+		      (unsigned long long)info.id, (unsigned long)info.addr,
+		      info.length, info.lkey,
+		      info.lkey < ring_slots ?
+			      (unsigned long)t.addr[info.lkey] : 0UL,
+		      info.lkey < ring_slots ? t.len[info.lkey] : 0);
+		not_cached += !(info.flags & GDRC_MR_INFO_CACHED);
+		rids[n] = info.id;
+		keys[n++] = info.lkey;
+	}
+	CHECK(t.nset <= ring_slots &&
+		      t.nset >= stat_of(ctx, GDRC_STAT_REGIONS) + not_cached,
+	      "%u slots set: not the %llu cached plus %u held uncached",
+	      t.nset, (unsigned long long)stat_of(ctx, GDRC_STAT_REGIONS),
+	      not_cached);
+}
+
+/* After a host get of [s, e): READ_FIXED through its slot into the
+ * request's first or last bytes (by b), zeroed first; they must land. */
+static void ring_read_check(const struct gdrc_mr_info *info, uintptr_t s,
+			    uintptr_t e, unsigned b)
+{
+	size_t len = e - s < RING_READ_MAX ? e - s : RING_READ_MAX;
+	uint64_t off = (uint64_t)b * 211 % (RING_FILE - RING_READ_MAX);
+	uint8_t *buf = (uint8_t *)(b & 1 ? e - len : s);
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+	struct io_uring_cqe *cqe;
+	int res = -EIO;
+
+	CHECK(sqe, "io_uring_get_sqe");
+	memset(buf, 0, len);
+	io_uring_prep_read_fixed(sqe, ring_file, buf, (unsigned)len,
+				 (off_t)off, (int)info->lkey);
+	if (io_uring_submit(&ring) == 1 && !io_uring_wait_cqe(&ring, &cqe)) {
+		res = cqe->res;
+		io_uring_cqe_seen(&ring, cqe);
+	}
+	CHECK(res == (int)len, "READ_FIXED of %zu bytes through slot %u: %d",
+	      len, info->lkey, res);
+	for (size_t i = 0; i < len; i++)
+		CHECK(buf[i] == ring_byte(off + i),
+		      "stale slot: registration %llu (slot %u, %#lx+%zu) read "
+		      "%zu bytes that did not land at %p",
+		      (unsigned long long)info->id, info->lkey,
+		      (unsigned long)info->addr, info->length, len,
+		      (void *)buf);
+}
+#endif
 
 /* When id first appeared; *fresh (if given): 1 if that is now. */
 static uint64_t born_of(uint64_t id, int *fresh)
@@ -544,7 +786,7 @@ static unsigned misuse_op(struct gdrc_ctx *ctx, struct gdrc_mr **held,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct gdrc_mr *held[HELD] = { 0 };
-	struct gdrc_ctx *ctx;
+	struct gdrc_ctx *ctx = NULL;
 	uint64_t gets = 0, failed = 0, puts = 0, misuses = 0, misuse0;
 	unsigned next = 0;
 
@@ -584,7 +826,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(page_time, 0, sizeof(page_time));
 	nids = 0;
 	clock_now = 1;
-	CHECK(gdrc_init(NULL, &ctx) == GDRC_OK, "gdrc_init");
+	ring_mode = 0;
+#ifdef GDRC_HAVE_URING
+	if (size % 3 == 1 && ring_ready()) {
+		struct gdrc_config cfg = {
+			.field_mask = GDRC_CONFIG_FIELD_IO_URING |
+				      GDRC_CONFIG_FIELD_IO_URING_SLOTS,
+			.ring = &ring,
+		};
+
+		ring_mode = 1;
+		ring_slots = 1 + data[size - 1] % RING_SLOTS_MAX;
+		cfg.ring_slots = ring_slots;
+		CHECK(gdrc_init(&cfg, &ctx) == GDRC_OK, "gdrc_init on a ring");
+	}
+#endif
+	if (!ring_mode)
+		CHECK(gdrc_init(NULL, &ctx) == GDRC_OK, "gdrc_init");
 	misuse0 = stat_of(ctx, GDRC_STAT_MISUSE);
 	if (!said_source) {
 		/* Which host source this run trusts (scripts/fuzz.sh runs
@@ -669,6 +927,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					      (unsigned long long)born, q,
 					      (unsigned long long)page_time[q]);
 			}
+#ifdef GDRC_HAVE_URING
+			if (ring_mode)
+				ring_read_check(&info, s, e, b);
+#endif
 			held[next] = mr;
 			next = (next + 1) % HELD;
 			break;
@@ -714,6 +976,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				puts++;
 			}
 			st = gdrc_mr_get(ctx, (void *)s, len, 0, 0, &mr);
+			if (ring_mode) {
+				CHECK(st == GDRC_ERR_UNSUPPORTED &&
+					      mr == (struct gdrc_mr *)0x1,
+				      "gpu get on a ring's context: status %d",
+				      st);
+				failed++;
+				break;
+			}
 			if (st != GDRC_OK) {
 				CHECK(st == GDRC_ERR_LIMIT ||
 					      st == GDRC_ERR_NO_MEMORY,
@@ -757,6 +1027,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				puts++;
 			}
 			st = gdrc_mr_get(ctx, (void *)s, e - s, 0, 0, &mr);
+			if (ring_mode) {
+				CHECK(st == GDRC_ERR_UNSUPPORTED &&
+					      mr == (struct gdrc_mr *)0x1,
+				      "vmm get on a ring's context: status %d",
+				      st);
+				failed++;
+				break;
+			}
 			if (st != GDRC_OK) {
 				CHECK(hole ? st == GDRC_ERR_UNSUPPORTED :
 					     st == GDRC_ERR_LIMIT ||
@@ -811,6 +1089,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			      "more regions than the limit");
 			break;
 		}
+#ifdef GDRC_HAVE_URING
+		if (ring_mode)
+			ring_check(ctx, held);
+#endif
 	}
 	for (unsigned i = 0; i < HELD; i++)
 		if (held[i])
@@ -853,6 +1135,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		      "invalidate vmm");
 	CHECK(stat_of(ctx, GDRC_STAT_REGIONS) == 0, "regions left");
 	CHECK(stat_of(ctx, GDRC_STAT_PINNED_BYTES) == 0, "bytes left");
+#ifdef GDRC_HAVE_URING
+	if (ring_mode) {
+		struct ring_table t;
+
+		ring_table_read(&t);
+		CHECK(t.table && !t.nset, "%u slots still set at the end",
+		      t.nset);
+	}
+#endif
 	gdrc_fini(ctx);
+#ifdef GDRC_HAVE_URING
+	if (ring_mode) {
+		struct ring_table t;
+
+		ring_table_read(&t);
+		CHECK(!t.table, "a table of %d slots left on the ring after "
+				"gdrc_fini", t.table);
+	}
+#endif
 	return 0;
 }
