@@ -163,9 +163,10 @@ static void oom_release(struct gdrc_cache *c, int device)
 		atomic_fetch_add_explicit(&a->retries, 1, memory_order_relaxed);
 	if (!atomic_flag_test_and_set(&c->oom_warned))
 		gdrc_warn("%s ran out of registrable memory (BAR1, pinned "
-			  "memory or fds): released %u unused registrations "
-			  "of it and retried (stat oom_retries counts these; "
-			  "said once)",
+			  "memory, fds, or the backend's table of slots: an "
+			  "io_uring's): released %u unused registrations of "
+			  "it and retried (stat oom_retries counts these; said "
+			  "once)",
 			  device < 0 ? "host memory" : "a cuda device", n);
 }
 

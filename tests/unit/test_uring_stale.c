@@ -34,9 +34,12 @@
  * ctest runs it once per host event source: GDRC_TEST_HOST_SOURCE names
  * the one that must serve ("glibc"; "uffd" with GDRC_MEM_HOOKS=uffd;
  * "ucm" with libucs preloaded), checked with gdrc_source_status.
- * gdrcache.ko's notifier is the fourth source; only the VM lab has it.
- * Skips (77, with the reason) where io_uring, sparse tables or O_DIRECT
- * on /dev/shm are refused, or the source named does not serve.
+ * gdrcache.ko's notifier is the fourth source, in the VM lab only
+ * (GDRC_TEST_HOST_SOURCE=kmod; its guest's tmpfs reads without O_DIRECT):
+ * not run there yet, as its counters differ from the hooks' (docs/
+ * backends.md, "Storage").
+ * Skips (77, with the reason) where io_uring, sparse tables or a file on
+ * /dev/shm are refused, or the source named does not serve.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -66,7 +69,7 @@
 #define SEED 0x57a1e0f5107c0de5ull
 
 static char file_path[64];
-static int file_fd = -1; /* O_DIRECT */
+static int file_fd = -1; /* O_DIRECT where tmpfs takes it */
 static struct io_uring ring;
 static struct gdrc_ctx *ctx;
 static enum gdrc_source host_src;
@@ -111,6 +114,13 @@ static int make_file(void)
 	if (n != (ssize_t)FILE_SIZE)
 		return -1;
 	file_fd = open(file_path, O_RDONLY | O_DIRECT);
+	/* tmpfs takes O_DIRECT from Linux 6.6 on; before it (the VM lab's
+	 * guest), buffered reads land in the fixed buffer's pages all the
+	 * same, which is all these tests look at. */
+	if (file_fd < 0 && errno == EINVAL) {
+		printf("note: O_DIRECT refused on /dev/shm: buffered reads\n");
+		file_fd = open(file_path, O_RDONLY);
+	}
 	return file_fd < 0 ? -1 : 0;
 }
 
@@ -814,7 +824,7 @@ static int check_machine(void)
 		return 77;
 	}
 	if (make_file()) {
-		printf("skip: no O_DIRECT file on /dev/shm: %s\n",
+		printf("skip: no test file on /dev/shm: %s\n",
 		       strerror(errno));
 		return 77;
 	}
