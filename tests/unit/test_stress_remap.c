@@ -54,6 +54,8 @@
 
 #ifdef GDRC_HAVE_URING
 #include <liburing.h>
+
+#include "uring_fdinfo.h"
 #endif
 
 #define GETTERS 6
@@ -150,32 +152,6 @@ static int uring_setup(void)
 	/* Each getter its own slice of every page, 8-byte words. */
 	slice = page / GETTERS & ~(size_t)7;
 	return 0;
-}
-
-/* Slots set on the ring's table per its fdinfo, -1 without a table. */
-static int uring_slots_set(void)
-{
-	char path[64], line[256];
-	int n = 0, table = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring.ring_fd);
-	f = fopen(path, "r");
-	if (!f)
-		return -2;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned idx;
-
-		if (!strncmp(line, "UserBufs:", 9))
-			table = atoi(line + 9) > 0;
-		else if (table && sscanf(line, " %u: 0x", &idx) == 1 &&
-			 strstr(line, "0x"))
-			n++;
-		else if (table && line[0] != ' ' && line[0] != '\t')
-			break;
-	}
-	fclose(f);
-	return table ? n : -1;
 }
 
 /*
@@ -504,7 +480,7 @@ int main(int argc, char **argv)
 #ifdef GDRC_HAVE_URING
 	if (uring) {
 		uint64_t evicted = 0;
-		int set = uring_slots_set();
+		int set = uring_slots_set(ring.ring_fd);
 
 		gdrc_stat_get(ctx, GDRC_STAT_EVICTIONS, &evicted);
 		printf("on a ring of %u slots: %lu reads through slots "
@@ -516,7 +492,7 @@ int main(int argc, char **argv)
 			FAIL("no read through a slot\n");
 		gdrc_fini(ctx);
 		ctx = NULL;
-		if ((set = uring_slots_set()) != -1)
+		if ((set = uring_slots_set(ring.ring_fd)) != -1)
 			FAIL("the ring has a table after gdrc_fini (%d)\n",
 			     set);
 		io_uring_queue_exit(&ring);

@@ -38,6 +38,8 @@
 
 #include <gdrcache.h>
 
+#include "uring_fdinfo.h"
+
 #define PAGE 4096ul
 #define FILE_SIZE (4ul << 20)
 #define SEED 0x5eed0f10c0ffee00ull
@@ -100,30 +102,13 @@ static int holds_file(const void *buf, size_t len, off_t off)
 	return 1;
 }
 
-/* Slots set on r's table, per its fdinfo ("N: 0xADDR/LEN" lines; unset
- * ones read "<none>"), or -1 when the ring has no table. */
+/* Slots set on r's table (-1: none), per its fdinfo. */
 static int slots_set(const struct io_uring *r)
 {
-	char path[64], line[256];
-	int n = 0, table = 0;
-	FILE *f;
+	int n = uring_slots_set(r->ring_fd);
 
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", r->ring_fd);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		unsigned idx;
-
-		if (!strncmp(line, "UserBufs:", 9))
-			table = atoi(line + 9) > 0;
-		else if (table && sscanf(line, " %u: 0x", &idx) == 1 &&
-			 strstr(line, "0x"))
-			n++;
-		else if (table && line[0] != ' ' && line[0] != '\t')
-			break;
-	}
-	fclose(f);
-	return table ? n : -1;
+	assert_true(n >= -1);
+	return n;
 }
 
 /* Pinned memory of this process in KiB (VmPin). */

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * uring_fdinfo.h - an io_uring's buffer table as the kernel shows it, for
+ * the tests of the io_uring backend: /proc/self/fdinfo/<ring fd> lists
+ * the table after "UserBufs:", one slot a line, "N: 0xADDR/LEN" when set
+ * and "N: <none>" when not.
+ */
+#ifndef GDRC_TEST_URING_FDINFO_H
+#define GDRC_TEST_URING_FDINFO_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * The table of the ring whose fd is ring_fd: the number of slots set, -1
+ * when it has no table, -2 when its fdinfo cannot be read; slot idx's
+ * range in *addr_p, *len_p (0, 0 when unset; NULL: not wanted).
+ */
+static inline int uring_table_read(int ring_fd, unsigned idx,
+				   uintptr_t *addr_p, size_t *len_p)
+{
+	char path[64], line[256];
+	int n = 0, table = 0;
+	FILE *f;
+
+	if (addr_p)
+		*addr_p = 0;
+	if (len_p)
+		*len_p = 0;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring_fd);
+	f = fopen(path, "r");
+	if (!f)
+		return -2;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned i;
+		unsigned long a;
+		size_t l;
+
+		if (!strncmp(line, "UserBufs:", 9)) {
+			table = atoi(line + 9) > 0;
+		} else if (table && sscanf(line, " %u: 0x%lx/%zu", &i, &a,
+					   &l) == 3) {
+			n++;
+			if (i == idx && addr_p && len_p) {
+				*addr_p = a;
+				*len_p = l;
+			}
+		} else if (table && line[0] != ' ' && line[0] != '\t') {
+			break;
+		}
+	}
+	fclose(f);
+	return table ? n : -1;
+}
+
+/* Slots set on ring_fd's table (as uring_table_read). */
+static inline int uring_slots_set(int ring_fd)
+{
+	return uring_table_read(ring_fd, UINT32_MAX, NULL, NULL);
+}
+
+#endif /* GDRC_TEST_URING_FDINFO_H */
