@@ -390,8 +390,8 @@ void gdrc_api_gpu_refusal(const struct gdrc_ctx *ctx, char *buf, size_t len)
 	size_t off = 0;
 
 	buf[0] = '\0';
-	for (int b = GDRC_BACKEND_DMABUF; b <= GDRC_GPU_BACKEND_LAST && off < len;
-	     b++) {
+	for (int b = GDRC_BACKEND_DMABUF;
+	     b <= GDRC_GPU_BACKEND_LAST && off < len; b++) {
 		int n = snprintf(buf + off, len - off, "%s%s: %s",
 				 off ? "; " : "", gdrc_backend_name(b),
 				 ctx->be_why[b]);
