@@ -75,6 +75,8 @@
 
 #include <gdrcache.h>
 
+#include "uring_fdinfo.h"
+
 #include "ctx_stat.h"
 #include "map_pages.h"
 
@@ -178,55 +180,19 @@ static int all_bytes(const void *buf, size_t len, unsigned char c)
 	return 1;
 }
 
-/*
- * The ring's table per its fdinfo ("N: 0xADDR/LEN", "<none>" when
- * unset): the number of slots set (-1: no table), and slot idx's range
- * in *addr_p, *len_p (0, 0 when unset).
- */
+/* The ring's table per its fdinfo (uring_fdinfo.h): the number of slots
+ * set, and slot idx's range in *addr_p, *len_p (0, 0 when unset). */
 static int table_read(unsigned idx, uintptr_t *addr_p, size_t *len_p)
 {
-	char path[64], line[256];
-	int n = 0, table = 0;
-	FILE *f;
+	int n = uring_table_read(ring.ring_fd, idx, addr_p, len_p);
 
-	*addr_p = 0;
-	*len_p = 0;
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring.ring_fd);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		unsigned i;
-		unsigned long a;
-		size_t l;
-
-		if (!strncmp(line, "UserBufs:", 9)) {
-			table = atoi(line + 9) > 0;
-		} else if (table && sscanf(line, " %u: 0x%lx/%zu", &i, &a,
-					   &l) == 3) {
-			/* Unset, as older kernels show it (6.1, the VM
-			 * lab's guest): io_uring's dummy buffer, from -1
-			 * to 0, so "length" 1. */
-			if (a == ~0ul && l == 1)
-				continue;
-			n++;
-			if (i == idx) {
-				*addr_p = a;
-				*len_p = l;
-			}
-		} else if (table && line[0] != ' ' && line[0] != '\t') {
-			break;
-		}
-	}
-	fclose(f);
-	return table ? n : -1;
+	assert_true(n >= -1);
+	return n;
 }
 
 static int slots_set(void)
 {
-	uintptr_t a;
-	size_t l;
-
-	return table_read(UINT32_MAX, &a, &l);
+	return table_read(UINT32_MAX, NULL, NULL);
 }
 
 /* ====================================================================
