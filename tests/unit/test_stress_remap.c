@@ -55,7 +55,7 @@
 #ifdef GDRC_HAVE_URING
 #include <liburing.h>
 
-#include "uring_fdinfo.h"
+#include "uring_test.h"
 #endif
 
 #define GETTERS 6

@@ -38,7 +38,7 @@
 
 #include <gdrcache.h>
 
-#include "uring_fdinfo.h"
+#include "uring_test.h"
 
 #define PAGE 4096ul
 #define FILE_SIZE (4ul << 20)
@@ -754,21 +754,12 @@ int main(void)
 		T(test_uring_slots_knob_sizes_table),
 #undef T
 	};
-	struct io_uring probe;
 	int ret;
 
 	setenv("GDRC_MISUSE", "abort", 1);
-	ret = io_uring_queue_init(4, &probe, 0);
-	if (ret) {
-		printf("skip: io_uring refused here: %s\n", strerror(-ret));
-		return 77;
-	}
-	ret = io_uring_register_buffers_sparse(&probe, 4);
-	io_uring_queue_exit(&probe);
-	if (ret) {
-		printf("skip: no sparse buffer tables: %s\n", strerror(-ret));
-		return 77;
-	}
+	ret = uring_usable();
+	if (ret)
+		return ret;
 	if (make_file()) {
 		printf("skip: no O_DIRECT file on /dev/shm: %s\n",
 		       strerror(errno));

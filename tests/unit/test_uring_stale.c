@@ -75,7 +75,7 @@
 
 #include <gdrcache.h>
 
-#include "uring_fdinfo.h"
+#include "uring_test.h"
 
 #include "ctx_stat.h"
 #include "map_pages.h"
@@ -180,7 +180,7 @@ static int all_bytes(const void *buf, size_t len, unsigned char c)
 	return 1;
 }
 
-/* The ring's table per its fdinfo (uring_fdinfo.h): the number of slots
+/* The ring's table per its fdinfo (uring_test.h): the number of slots
  * set, and slot idx's range in *addr_p, *len_p (0, 0 when unset). */
 static int table_read(unsigned idx, uintptr_t *addr_p, size_t *len_p)
 {
@@ -877,21 +877,12 @@ static int check_machine(void)
 {
 	static const char *const names[] = { "kmod", "ucm", "glibc", "uffd" };
 	const char *want = getenv("GDRC_TEST_HOST_SOURCE"), *why = NULL;
-	struct io_uring probe;
 	struct gdrc_ctx *c;
 	int ret, s;
 
-	ret = io_uring_queue_init(4, &probe, 0);
-	if (ret) {
-		printf("skip: io_uring refused here: %s\n", strerror(-ret));
-		return 77;
-	}
-	ret = io_uring_register_buffers_sparse(&probe, 4);
-	io_uring_queue_exit(&probe);
-	if (ret) {
-		printf("skip: no sparse buffer tables: %s\n", strerror(-ret));
-		return 77;
-	}
+	ret = uring_usable();
+	if (ret)
+		return ret;
 	if (make_file()) {
 		printf("skip: no test file on /dev/shm: %s\n",
 		       strerror(errno));

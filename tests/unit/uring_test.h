@@ -1,17 +1,43 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * uring_fdinfo.h - an io_uring's buffer table as the kernel shows it, for
- * the tests of the io_uring backend: /proc/self/fdinfo/<ring fd> lists
+ * uring_test.h - for the tests of the io_uring backend: whether io_uring
+ * works here, and a ring's buffer table as the kernel shows it
+ * (/proc/self/fdinfo/<ring fd> lists
  * the table after "UserBufs:", one slot a line, "N: 0xADDR/LEN" when set
- * and "N: <none>" when not (before 6.x, "N: 0xffffffffffffffff/1").
+ * and "N: <none>" when not (before 6.x, "N: 0xffffffffffffffff/1")).
  */
-#ifndef GDRC_TEST_URING_FDINFO_H
-#define GDRC_TEST_URING_FDINFO_H
+#ifndef GDRC_TEST_URING_TEST_H
+#define GDRC_TEST_URING_TEST_H
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <liburing.h>
+
+/*
+ * Can a ring with a sparse buffer table be had here?  @return 0; 77 (a
+ * test's skip) after printing why not.
+ */
+static inline int uring_usable(void)
+{
+	struct io_uring probe;
+	int ret;
+
+	ret = io_uring_queue_init(4, &probe, 0);
+	if (ret) {
+		printf("skip: io_uring refused here: %s\n", strerror(-ret));
+		return 77;
+	}
+	ret = io_uring_register_buffers_sparse(&probe, 4);
+	io_uring_queue_exit(&probe);
+	if (ret) {
+		printf("skip: no sparse buffer tables: %s\n", strerror(-ret));
+		return 77;
+	}
+	return 0;
+}
 
 /*
  * The table of the ring whose fd is ring_fd: the number of slots set, -1
@@ -66,4 +92,4 @@ static inline int uring_slots_set(int ring_fd)
 	return uring_table_read(ring_fd, UINT32_MAX, NULL, NULL);
 }
 
-#endif /* GDRC_TEST_URING_FDINFO_H */
+#endif /* GDRC_TEST_URING_TEST_H */
