@@ -142,10 +142,11 @@ static void plan_miss(struct gdrc_cache *c, struct miss_plan *plan,
 
 /*
  * A registration of device's memory ran out (BAR1 space, GPU or pinnable
- * memory, fds, a backend's table of slots): give back the device's unused registrations before the
- * one retry (host memory: every unused one, since the NIC's and the
- * memlock limit's resources are shared by all), this thread's idle
- * handles on them too, and say so the first time.
+ * memory, fds, a backend's table of slots): give back the device's
+ * unused registrations before the one retry (host memory: every unused
+ * one, since the NIC's and the memlock limit's resources are shared by
+ * all), this thread's idle handles on them too, and say so the first
+ * time.
  */
 static void oom_release(struct gdrc_cache *c, int device)
 {
