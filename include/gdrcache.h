@@ -675,7 +675,9 @@ enum gdrc_device_stat {
 /**
  * Read one per-device counter of ctx.  GDRC_DEVICE_HOST counts host
  * memory's registrations (its limits are GDRC_MAX_BYTES and
- * GDRC_MAX_REGIONS, reported here as GDRC_LIMIT_NONE); GDRC_DEVICE_ALL
+ * GDRC_MAX_REGIONS, reported here as GDRC_LIMIT_NONE; with a ring,
+ * GDRC_DEVICE_STAT_MAX_REGIONS reads its table's slots, which bound the
+ * registrations alive, cached or held); GDRC_DEVICE_ALL
  * sums host memory and every device (the limits then read
  * GDRC_LIMIT_NONE).
  * @return GDRC_OK; GDRC_ERR_INVALID_PARAM for a NULL ctx or value_p, an
