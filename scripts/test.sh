@@ -79,10 +79,13 @@ cmake --build "$prefix-tsan" -j"$jobs" --target $tsan_tests >/dev/null
 (cd "$prefix-tsan" && TSAN_OPTIONS=halt_on_error=1 \
 	ctest --output-on-failure -R "^($(echo $tsan_tests $tsan_more | tr ' ' '|'))\$") |
 	tee "$prefix-tsan/ctest.log"
+cp "$prefix-tsan/Testing/Temporary/LastTest.log" "$prefix-tsan/ctest-output.log"
 n=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\).*/\1/p' \
 	"$prefix-tsan/ctest.log")
 [ -n "$n" ] || { echo "TSan: a test failed"; exit 1; }
-passed=$((passed + n))
+s=$(grep -c '^[[:space:]]*[0-9]* - .* (Skipped)$' "$prefix-tsan/ctest.log" || true)
+passed=$((passed + n - s))
+skipped=$((skipped + s))
 
 # valgrind replaces glibc's allocator (the tests of its internal unmaps
 # skip) and refuses the fake driver's 64 GiB reservation (4 GiB here).
@@ -116,7 +119,7 @@ echo "== installed package: pkg-config and find_package consumers ran"
 # Each skipped test with its reason (the last line of its output that
 # says skip), so that a skip that should not happen here is seen.
 echo "== skipped tests and why"
-for suite in plain:test asan:asan valgrind:valgrind; do
+for suite in plain:test asan:asan tsan:tsan valgrind:valgrind; do
 	dir=$prefix-${suite#*:}
 	sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$dir/ctest.log" |
 	while read -r t; do
