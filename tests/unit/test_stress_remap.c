@@ -101,7 +101,6 @@ static struct born born_tab[MAX_IDS];
  * ==================================================================== */
 
 #define URING_FILE (1ul << 20)
-#define URING_SEED 0x0ddba11c0ffee5edull
 
 static int uring;              /* the context registers with a ring */
 #ifdef GDRC_HAVE_URING
@@ -109,43 +108,24 @@ static size_t slice;           /* bytes of a page each getter reads into */
 static atomic_ulong reads;     /* reads through slots checked */
 static struct io_uring ring;
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
-static int file_fd = -1;       /* URING_FILE bytes of uring_word, O_DIRECT */
+static int file_fd = -1;       /* URING_FILE bytes of uring_word */
 static char file_path[64];
-
-static uint64_t uring_word(uint64_t off)
-{
-	return (off * 0x9e3779b97f4a7c15ull) ^ URING_SEED;
-}
 
 /* 0, or 77 with the reason printed. */
 static int uring_setup(void)
 {
-	uint64_t *w = mmap(NULL, URING_FILE, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	int ret, fd;
-	ssize_t n;
+	int ret;
 
 	ret = io_uring_queue_init(8, &ring, 0);
 	if (ret) {
 		printf("skip: io_uring refused here: %s\n", strerror(-ret));
 		return 77;
 	}
-	if (w == MAP_FAILED)
-		return 1;
-	for (size_t i = 0; i < URING_FILE / 8; i++)
-		w[i] = uring_word(i * 8);
-	snprintf(file_path, sizeof(file_path),
-		 "/dev/shm/gdrc-stress-remap-%d", (int)getpid());
-	fd = open(file_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	n = fd < 0 ? -1 : pwrite(fd, w, URING_FILE, 0);
-	munmap(w, URING_FILE);
-	if (fd >= 0)
-		close(fd);
-	if (n == (ssize_t)URING_FILE)
-		file_fd = open(file_path, O_RDONLY | O_DIRECT);
+	file_fd = uring_test_file("stress-remap", URING_FILE, file_path,
+				  sizeof(file_path));
 	unlink(file_path);
 	if (file_fd < 0) {
-		printf("skip: no O_DIRECT file on /dev/shm: %s\n",
+		printf("skip: no test file on /dev/shm: %s\n",
 		       strerror(errno));
 		return 77;
 	}
@@ -166,23 +146,12 @@ static int uring_read_pages(unsigned g, unsigned *seed, uint32_t lkey,
 		uint64_t *buf = (uint64_t *)(arena + q * page + g * slice);
 		uint64_t off = (uint64_t)rand_r(seed) %
 			       ((URING_FILE - slice) / 8) * 8;
-		struct io_uring_sqe *sqe;
-		struct io_uring_cqe *cqe;
-		int res = -EIO;
+		int res;
 
 		memset(buf, 0, slice);
 		pthread_mutex_lock(&ring_lock);
-		sqe = io_uring_get_sqe(&ring);
-		if (sqe) {
-			io_uring_prep_read_fixed(sqe, file_fd, buf,
-						 (unsigned)slice, (off_t)off,
-						 (int)lkey);
-			if (io_uring_submit(&ring) == 1 &&
-			    !io_uring_wait_cqe(&ring, &cqe)) {
-				res = cqe->res;
-				io_uring_cqe_seen(&ring, cqe);
-			}
-		}
+		res = uring_read_fixed(&ring, file_fd, buf, slice, (off_t)off,
+				       (int)lkey);
 		pthread_mutex_unlock(&ring_lock);
 		if (res != (int)slice) {
 			FAIL("READ_FIXED through slot %u into page %u: %d "
@@ -190,9 +159,8 @@ static int uring_read_pages(unsigned g, unsigned *seed, uint32_t lkey,
 			     res < 0 ? strerror(-res) : "short");
 			return (int)q;
 		}
-		for (size_t i = 0; i < slice / 8; i++)
-			if (buf[i] != uring_word(off + i * 8))
-				return (int)q;
+		if (!uring_holds_file(buf, slice, (off_t)off))
+			return (int)q;
 		atomic_fetch_add(&reads, 1);
 	}
 	return -1;

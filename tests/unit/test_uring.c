@@ -42,64 +42,17 @@
 
 #define PAGE 4096ul
 #define FILE_SIZE (4ul << 20)
-#define SEED 0x5eed0f10c0ffee00ull
 
 static char file_path[64];
-static int file_fd = -1; /* O_DIRECT */
+static int file_fd = -1; /* the test file, O_DIRECT where tmpfs takes it */
 static struct io_uring ring;
 
-/* The word the test file holds at offset off. */
-static uint64_t pattern(uint64_t off)
-{
-	return off ^ SEED;
-}
-
-static int make_file(void)
-{
-	uint64_t *w = malloc(FILE_SIZE);
-	int fd;
-
-	snprintf(file_path, sizeof(file_path), "/dev/shm/gdrc-test-uring-%d",
-		 (int)getpid());
-	fd = open(file_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0 || !w)
-		return -1;
-	for (size_t i = 0; i < FILE_SIZE / 8; i++)
-		w[i] = pattern(i * 8);
-	if (pwrite(fd, w, FILE_SIZE, 0) != (ssize_t)FILE_SIZE)
-		return -1;
-	free(w);
-	close(fd);
-	file_fd = open(file_path, O_RDONLY | O_DIRECT);
-	return file_fd < 0 ? -1 : 0;
-}
-
-/* READ_FIXED of len bytes at off into buf through slot idx.  @return the
- * completion's result. */
+/* READ_FIXED of len bytes of the test file at off into buf through slot
+ * idx of r.  @return the completion's result. */
 static int read_fixed(struct io_uring *r, void *buf, size_t len, off_t off,
 		      int idx)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(r);
-	struct io_uring_cqe *cqe;
-	int res;
-
-	io_uring_prep_read_fixed(sqe, file_fd, buf, (unsigned)len, off, idx);
-	if (io_uring_submit(r) != 1 || io_uring_wait_cqe(r, &cqe))
-		return -EIO;
-	res = cqe->res;
-	io_uring_cqe_seen(r, cqe);
-	return res;
-}
-
-/* Did buf receive the file's bytes from off? */
-static int holds_file(const void *buf, size_t len, off_t off)
-{
-	const uint64_t *w = buf;
-
-	for (size_t i = 0; i < len / 8; i++)
-		if (w[i] != pattern((uint64_t)off + i * 8))
-			return 0;
-	return 1;
+	return uring_read_fixed(r, file_fd, buf, len, off, idx);
 }
 
 /* Slots set on r's table (-1: none), per its fdinfo. */
@@ -212,7 +165,7 @@ static void test_uring_get_reads_through_its_slot(void **state)
 	assert_int_equal(read_fixed(&ring, buf, 2 * PAGE, 8192,
 				    (int)gdrc_mr_lkey(mr)),
 			 (int)(2 * PAGE));
-	assert_true(holds_file(buf, 2 * PAGE, 8192));
+	assert_true(uring_holds_file(buf, 2 * PAGE, 8192));
 	/* Past the registered range: the kernel refuses it. */
 	assert_true(read_fixed(&ring, buf, 3 * PAGE, 0,
 			       (int)gdrc_mr_lkey(mr)) < 0);
@@ -280,7 +233,7 @@ static void hit_child(void)
 			    GDRC_OK);
 		CHILD_CHECK(read_fixed(&r, buf, PAGE, PAGE,
 				       (int)gdrc_mr_lkey(mr)) == (int)PAGE);
-		CHILD_CHECK(holds_file(buf, PAGE, PAGE));
+		CHILD_CHECK(uring_holds_file(buf, PAGE, PAGE));
 		gdrc_mr_put(ctx, mr);
 	}
 	CHILD_CHECK(stat_of(ctx, GDRC_STAT_HITS) == 3);
@@ -318,7 +271,7 @@ static void test_uring_uncached_slot_cleared_at_put(void **state)
 	assert_int_equal(read_fixed(&ring, buf, 4 * PAGE, 0,
 				    (int)gdrc_mr_lkey(mr)),
 			 (int)(4 * PAGE));
-	assert_true(holds_file(buf, 4 * PAGE, 0));
+	assert_true(uring_holds_file(buf, 4 * PAGE, 0));
 	gdrc_mr_put(ctx, mr);
 	assert_int_equal(slots_set(&ring), 0);
 	assert_int_equal(stat_of(ctx, GDRC_STAT_MISS_UNCACHED), 1);
@@ -347,7 +300,7 @@ static void test_uring_widened_registration_one_slot(void **state)
 	assert_int_equal(read_fixed(&ring, buf, 3 * PAGE, PAGE,
 				    (int)gdrc_mr_lkey(b)),
 			 (int)(3 * PAGE));
-	assert_true(holds_file(buf, 3 * PAGE, PAGE));
+	assert_true(uring_holds_file(buf, 3 * PAGE, PAGE));
 	gdrc_mr_put(ctx, b);
 	gdrc_fini(ctx);
 	munmap(buf, 4 * PAGE);
@@ -372,7 +325,7 @@ static void test_uring_full_table_evicts_lru(void **state)
 		assert_int_equal(read_fixed(&ring, buf + i * PAGE, PAGE,
 					    i * PAGE, (int)gdrc_mr_lkey(mr)),
 				 (int)PAGE);
-		assert_true(holds_file(buf + i * PAGE, PAGE, i * PAGE));
+		assert_true(uring_holds_file(buf + i * PAGE, PAGE, i * PAGE));
 		gdrc_mr_put(ctx, mr);
 		assert_true(slots_set(&ring) <= 4);
 	}
@@ -644,7 +597,7 @@ static void test_uring_fork_child_refused_parent_intact(void **state)
 	assert_int_equal(read_fixed(&ring, buf, 4 * PAGE, 4 * PAGE,
 				    (int)gdrc_mr_lkey(mr)),
 			 (int)(4 * PAGE));
-	assert_true(holds_file(buf, 4 * PAGE, 4 * PAGE));
+	assert_true(uring_holds_file(buf, 4 * PAGE, 4 * PAGE));
 	gdrc_mr_put(ctx, mr);
 	gdrc_fini(ctx);
 	assert_int_equal(slots_set(&ring), -1);
@@ -760,8 +713,10 @@ int main(void)
 	ret = uring_usable();
 	if (ret)
 		return ret;
-	if (make_file()) {
-		printf("skip: no O_DIRECT file on /dev/shm: %s\n",
+	file_fd = uring_test_file("test-uring", FILE_SIZE, file_path,
+				  sizeof(file_path));
+	if (file_fd < 0) {
+		printf("skip: no test file on /dev/shm: %s\n",
 		       strerror(errno));
 		unlink(file_path);
 		return 77;

@@ -83,7 +83,6 @@
 #define PAGE 4096ul
 #define LEN (1ul << 20)           /* the measured hazard's size */
 #define FILE_SIZE (4ul << 20)
-#define SEED 0x57a1e0f5107c0de5ull
 
 static char file_path[64];
 static int file_fd = -1; /* O_DIRECT where tmpfs takes it */
@@ -103,71 +102,11 @@ static int (*libc_mallopt)(int, int);
  * The file, the reads, the ring's table
  * ==================================================================== */
 
-static uint64_t pattern(uint64_t off)
-{
-	return off * 0x9e3779b97f4a7c15ull ^ SEED;
-}
-
-/* (Its words staged in mapped pages, not malloc's: a free of a large
- * block would move glibc's mmap threshold before the heap cases.) */
-static int make_file(void)
-{
-	uint64_t *w = mmap(NULL, FILE_SIZE, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ssize_t n;
-	int fd;
-
-	if (w == MAP_FAILED)
-		return -1;
-	snprintf(file_path, sizeof(file_path),
-		 "/dev/shm/gdrc-test-uring-stale-%d", (int)getpid());
-	fd = open(file_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	for (size_t i = 0; i < FILE_SIZE / 8; i++)
-		w[i] = pattern(i * 8);
-	n = fd < 0 ? -1 : pwrite(fd, w, FILE_SIZE, 0);
-	munmap(w, FILE_SIZE);
-	if (fd >= 0)
-		close(fd);
-	if (n != (ssize_t)FILE_SIZE)
-		return -1;
-	file_fd = open(file_path, O_RDONLY | O_DIRECT);
-	/* tmpfs takes O_DIRECT from Linux 6.6 on; before it (the VM lab's
-	 * guest), buffered reads land in the fixed buffer's pages all the
-	 * same, which is all these tests look at. */
-	if (file_fd < 0 && errno == EINVAL) {
-		printf("note: O_DIRECT refused on /dev/shm: buffered reads\n");
-		file_fd = open(file_path, O_RDONLY);
-	}
-	return file_fd < 0 ? -1 : 0;
-}
-
 /* READ_FIXED of len bytes of the file at off into buf through slot idx:
  * the completion's result. */
 static int read_fixed(void *buf, size_t len, off_t off, unsigned idx)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
-	struct io_uring_cqe *cqe;
-	int res;
-
-	assert_non_null(sqe);
-	io_uring_prep_read_fixed(sqe, file_fd, buf, (unsigned)len, off,
-				 (int)idx);
-	if (io_uring_submit(&ring) != 1 || io_uring_wait_cqe(&ring, &cqe))
-		return -EIO;
-	res = cqe->res;
-	io_uring_cqe_seen(&ring, cqe);
-	return res;
-}
-
-/* Does buf hold the file's words from off (a multiple of 8)? */
-static int holds_file(const void *buf, size_t len, off_t off)
-{
-	const uint64_t *w = buf;
-
-	for (size_t i = 0; i < len / 8; i++)
-		if (w[i] != pattern((uint64_t)off + i * 8))
-			return 0;
-	return 1;
+	return uring_read_fixed(&ring, file_fd, buf, len, off, (int)idx);
 }
 
 static int all_bytes(const void *buf, size_t len, unsigned char c)
@@ -228,7 +167,7 @@ static void read_lands(struct gdrc_mr *mr, void *p, size_t len, off_t off)
 {
 	memset(p, 0, len);
 	assert_int_equal(read_fixed(p, len, off, gdrc_mr_lkey(mr)), (int)len);
-	if (!holds_file(p, len, off))
+	if (!uring_holds_file(p, len, off))
 		fail_msg("READ_FIXED through slot %u reported %zu bytes, but "
 			 "%p+%zu does not hold them: a stale slot",
 			 gdrc_mr_lkey(mr), len, p, len);
@@ -504,7 +443,7 @@ static void test_uring_stale_map_fixed_over_memfd_old_pages_untouched(
 	keep = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	assert_true(p != MAP_FAILED && keep != MAP_FAILED);
 	old = get_read_put(p, LEN, 0);
-	assert_true(holds_file(keep, LEN, 0)); /* the same pages */
+	assert_true(uring_holds_file(keep, LEN, 0)); /* the same pages */
 	s = snap_take();
 	map_fixed(p, LEN);
 	assert_true(went(&old));
@@ -778,10 +717,10 @@ static void test_uring_stale_mremap_moved_old_address_mapped_anew(
 	map_fixed(p, LEN);
 	now = get_read_put(p, LEN, LEN);
 	expect_removed(&s, &old, &now);
-	assert_true(holds_file(q, LEN, 0));
+	assert_true(uring_holds_file(q, LEN, 0));
 	now = get_read_put(q, 2 * LEN, 2 * LEN);
 	assert_int_not_equal(now.id, old.id);
-	assert_true(holds_file(p, LEN, LEN));
+	assert_true(uring_holds_file(p, LEN, LEN));
 	munmap(p, LEN + PAGE);
 	munmap(q, 2 * LEN);
 }
@@ -883,7 +822,9 @@ static int check_machine(void)
 	ret = uring_usable();
 	if (ret)
 		return ret;
-	if (make_file()) {
+	file_fd = uring_test_file("test-uring-stale", FILE_SIZE, file_path,
+				  sizeof(file_path));
+	if (file_fd < 0) {
 		printf("skip: no test file on /dev/shm: %s\n",
 		       strerror(errno));
 		return 77;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * uring_test.h - for the tests of the io_uring backend: whether io_uring
- * works here, and a ring's buffer table as the kernel shows it
+ * works here; a file of known words to read through a slot, the read,
+ * and the check that the bytes landed; and a ring's buffer table as the
+ * kernel shows it
  * (/proc/self/fdinfo/<ring fd> lists
  * the table after "UserBufs:", one slot a line, "N: 0xADDR/LEN" when set
  * and "N: <none>" when not (before 6.x, "N: 0xffffffffffffffff/1")).
@@ -9,10 +11,14 @@
 #ifndef GDRC_TEST_URING_TEST_H
 #define GDRC_TEST_URING_TEST_H
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <liburing.h>
 
@@ -37,6 +43,80 @@ static inline int uring_usable(void)
 		return 77;
 	}
 	return 0;
+}
+
+/* The word the test file holds at offset off (a multiple of 8): each
+ * offset its own, so that bytes from elsewhere in the file show. */
+static inline uint64_t uring_word(uint64_t off)
+{
+	return off * 0x9e3779b97f4a7c15ull ^ 0x57a1e0f5107c0de5ull;
+}
+
+/*
+ * A file of size bytes of uring_word on /dev/shm, named after tag and the
+ * pid (in path: the caller unlinks it), opened for reading with O_DIRECT;
+ * buffered where tmpfs refuses it (before Linux 6.6: the VM lab's guest),
+ * since a buffered read lands in the fixed buffer's pages all the same.
+ * Its words are staged in mapped pages, not malloc's: a free of a large
+ * block would move glibc's mmap threshold, which some tests rely on.
+ * @return the fd, or -1 with errno.
+ */
+static inline int uring_test_file(const char *tag, size_t size, char *path,
+				  size_t path_len)
+{
+	uint64_t *w = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ssize_t n;
+	int fd;
+
+	snprintf(path, path_len, "/dev/shm/gdrc-%s-%d", tag, (int)getpid());
+	if (w == MAP_FAILED)
+		return -1;
+	for (size_t i = 0; i < size / 8; i++)
+		w[i] = uring_word(i * 8);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	n = fd < 0 ? -1 : pwrite(fd, w, size, 0);
+	munmap(w, size);
+	if (fd >= 0)
+		close(fd);
+	if (n != (ssize_t)size)
+		return -1;
+	fd = open(path, O_RDONLY | O_DIRECT);
+	if (fd < 0 && errno == EINVAL) {
+		printf("note: O_DIRECT refused on /dev/shm: buffered reads\n");
+		fd = open(path, O_RDONLY);
+	}
+	return fd;
+}
+
+/* READ_FIXED of len bytes of file fd at off into buf through slot idx of
+ * ring r, one in flight: the completion's result (-EIO: no submission). */
+static inline int uring_read_fixed(struct io_uring *r, int fd, void *buf,
+				   size_t len, off_t off, int idx)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+	struct io_uring_cqe *cqe;
+	int res;
+
+	if (!sqe)
+		return -EIO;
+	io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)len, off, idx);
+	if (io_uring_submit(r) != 1 || io_uring_wait_cqe(r, &cqe))
+		return -EIO;
+	res = cqe->res;
+	io_uring_cqe_seen(r, cqe);
+	return res;
+}
+
+/* Does buf hold the test file's words from off? */
+static inline int uring_holds_file(const void *buf, size_t len, off_t off)
+{
+	const uint64_t *w = buf;
+
+	for (size_t i = 0; i < len / 8; i++)
+		if (w[i] != uring_word((uint64_t)off + i * 8))
+			return 0;
+	return 1;
 }
 
 /*
