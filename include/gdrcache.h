@@ -129,6 +129,7 @@ typedef enum gdrc_status {
 	GDRC_ERR_FORK = -10,         /* context belongs to the parent process */
 	GDRC_ERR_STALE = -11,        /* gdrc_mr_reget: put it and get again */
 	GDRC_ERR_IO = -12,           /* io_uring refused a registration */
+	GDRC_ERR_CUFILE = -13,       /* cuFile refused a registration */
 } gdrc_status_t;
 
 /**
@@ -148,6 +149,14 @@ GDRC_API const char *gdrc_status_str(gdrc_status_t status);
 #define GDRC_CONFIG_FIELD_MAX_BYTES (1ULL << 2)
 #define GDRC_CONFIG_FIELD_IO_URING (1ULL << 3)
 #define GDRC_CONFIG_FIELD_IO_URING_SLOTS (1ULL << 4)
+#define GDRC_CONFIG_FIELD_CUFILE (1ULL << 5)
+
+/* gdrc_config.cufile: the memory a context registers with cuFile; the
+ * other kind is refused (GDRC_ERR_UNSUPPORTED). */
+#define GDRC_CUFILE_GPU (1u << 0)  /* GPU memory (and CUDA-pinned host
+				    * memory is host memory) */
+#define GDRC_CUFILE_HOST (1u << 1) /* host memory */
+#define GDRC_CUFILE_ALL (GDRC_CUFILE_GPU | GDRC_CUFILE_HOST)
 
 /* The kernel's own bounds on an io_uring buffer table. */
 #define GDRC_IO_URING_SLOTS_MAX 16384u
@@ -176,6 +185,13 @@ struct gdrc_config {
 	struct io_uring *ring;
 	uint32_t ring_slots;  /* table size, 1 to GDRC_IO_URING_SLOTS_MAX;
 			       * unset: GDRC_IO_URING_SLOTS */
+	/* GDRC_CUFILE_* bits: register that memory with GPUDirect Storage
+	 * (cuFileBufRegister of libcufile, loaded at run time, its driver
+	 * opened at gdrc_init); keys 0, gdrc_mr_query gives the
+	 * registered base for cuFileRead and cuFileWrite
+	 * (docs/backends.md, "cuFile").  No PD and no ring with it.  0:
+	 * no cuFile (unless GDRC_BACKEND=cufile, which means both). */
+	uint32_t cufile;
 };
 
 /**
@@ -205,6 +221,13 @@ struct gdrc_config {
  *         GDRC_ERR_BUSY if the ring already has a buffer table;
  *         GDRC_ERR_NO_MEMORY if the kernel could not make the table.
  *         Nothing is left registered on the ring when it fails.
+ *         With GDRC_CONFIG_FIELD_CUFILE and cufile nonzero
+ *         (docs/backends.md, "cuFile"): GDRC_ERR_INVALID_PARAM also for
+ *         unknown bits in cufile, or a PD or a ring given as well; GDRC_ERR_UNSUPPORTED when
+ *         libcufile cannot be loaded (GDRC_CUFILE_LIBRARY: missing,
+ *         none, or lacking an entry point) or GDRC_BACKEND names
+ *         neither auto nor cufile; GDRC_ERR_NO_DEVICE when
+ *         cuFileDriverOpen fails (its status is logged).
  *
  * Thread safe.  The first call installs the process-wide memory hooks.
  */
@@ -257,10 +280,12 @@ enum gdrc_backend {
 	GDRC_BACKEND_KMOD = 4,    /* GPU: pinned by gdrcache.ko; keys 0 */
 	GDRC_BACKEND_IO_URING = 5, /* host: fixed buffers of an io_uring;
 				    * lkey is the buffer index, rkey 0 */
+	GDRC_BACKEND_CUFILE = 6,   /* GPU and host: cuFileBufRegister of
+				    * the range; keys 0 */
 };
 
-/** "none", "verbs", "dmabuf", "peermem", "kmod", "io_uring", or
- * "unknown". */
+/** "none", "verbs", "dmabuf", "peermem", "kmod", "io_uring", "cufile",
+ * or "unknown". */
 GDRC_API const char *gdrc_backend_name(enum gdrc_backend backend);
 
 /**
@@ -351,6 +376,9 @@ GDRC_API gdrc_status_t gdrc_source_status(struct gdrc_ctx *ctx,
  *         GDRC_ERR_NO_MEMORY if memory could not be pinned even after
  *         evicting every unused registration;
  *         GDRC_ERR_VERBS if ibv_reg_mr failed otherwise;
+ *         GDRC_ERR_CUFILE if cuFileBufRegister refused it otherwise
+ *         (its status logged: 5023 when something else registered the
+ *         same base without the cache);
  *         GDRC_ERR_IO if io_uring refused the buffer otherwise (an
  *         unmapped range: EFAULT; docs/backends.md, "Storage");
  *         GDRC_ERR_UNSUPPORTED for managed (unified) memory, a range
@@ -359,7 +387,11 @@ GDRC_API gdrc_status_t gdrc_source_status(struct gdrc_ctx *ctx,
  *         devices, or GPU memory no backend of GDRC_BACKEND can
  *         register (a context with a ring registers host memory only);
  *         with a ring, a range of more than 1 GiB once rounded to pages
- *         (the kernel's bound on one fixed buffer: never split);
+ *         (the kernel's bound on one fixed buffer: never split); in a
+ *         cuFile context, host memory when cufile lacks
+ *         GDRC_CUFILE_HOST, GPU memory when it lacks GDRC_CUFILE_GPU,
+ *         and a range over two VMM mappings (a cuFile buffer lies in
+ *         one);
  *         GDRC_ERR_CUDA if classifying the pointer failed (also when
  *         the VMM memory's device has no context to ask in: none
  *         current and its primary one inactive, which the library does
@@ -467,6 +499,34 @@ GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
 GDRC_API uint32_t gdrc_mr_lkey(const struct gdrc_mr *mr);
 /** @return the remote key of a held registration (0 if mr is NULL). */
 GDRC_API uint32_t gdrc_mr_rkey(const struct gdrc_mr *mr);
+
+/**
+ * Called at a CUDA free in a context that registers with cuFile: start
+ * is the freed allocation's base (end = start + 1), or an unmapped
+ * range's (cuMemUnmap: [start, end)).
+ */
+typedef void (*gdrc_free_fn)(void *arg, uintptr_t start, uintptr_t end);
+
+/**
+ * Have fn called in the thread that frees GPU or CUDA-pinned host memory
+ * (every free the CUDA free hooks see: docs/hooks.md), before the driver
+ * frees it and after the cache released its own unused registrations of
+ * it: a caller that holds registrations of memory it may see freed (a
+ * layer that keeps its program's cuFileBufRegister as a held
+ * registration, as libgdrcache-preload.so does) drops them there with
+ * gdrc_mr_put, and the put deregisters them before the free goes on.
+ * fn runs inside the program's cuMemFree: it may call gdrc_mr_put and
+ * gdrc_mr_query, and must not free GPU memory or wait for a thread
+ * that may be freeing some.  One per context; NULL removes it.
+ *
+ * @return GDRC_OK; GDRC_ERR_UNSUPPORTED if ctx does not register with
+ *         cuFile or the CUDA free hooks do not work here
+ *         (gdrc_source_status of GDRC_SOURCE_CUDA_HOOKS says why);
+ *         GDRC_ERR_INVALID_PARAM for a NULL ctx; GDRC_ERR_FORK.
+ * Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_set_free_fn(struct gdrc_ctx *ctx, gdrc_free_fn fn,
+					void *arg);
 
 /* ====================================================================
  * GPU memory
@@ -738,6 +798,9 @@ enum gdrc_stat {
 				      * there until 2026-11-26) */
 	GDRC_STAT_UFFD_EVENTS,       /* of MEM_EVENTS, those read from
 				      * userfaultfd (GDRC_MEM_HOOKS=uffd) */
+	GDRC_STAT_FREE_DEREGS,       /* cuFile registrations released by a
+				      * CUDA free before the driver freed
+				      * the memory (gdrc_set_free_fn) */
 	GDRC_STAT_COUNT
 };
 

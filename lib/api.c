@@ -57,7 +57,7 @@
 #define GDRC_CONFIG_FIELD_ALL                                                \
 	(GDRC_CONFIG_FIELD_PD | GDRC_CONFIG_FIELD_MAX_REGIONS |              \
 	 GDRC_CONFIG_FIELD_MAX_BYTES | GDRC_CONFIG_FIELD_IO_URING |          \
-	 GDRC_CONFIG_FIELD_IO_URING_SLOTS)
+	 GDRC_CONFIG_FIELD_IO_URING_SLOTS | GDRC_CONFIG_FIELD_CUFILE)
 
 /* Room left at the top of the address space for rounding a range out. */
 #define GDRC_MAX_ROUNDING (64 * 1024)
@@ -616,7 +616,21 @@ static gdrc_status_t ctx_setup(struct gdrc_ctx *ctx,
 		}
 	}
 
-	status = gdrc_api_pick_host(ctx, pd, ring, (uint32_t)slots, &p);
+	if (cfg && (cfg->field_mask & GDRC_CONFIG_FIELD_CUFILE))
+		ctx->cufile_mem = cfg->cufile;
+	if (gdrc_knob_list_at(ctx->knobs.backend, 0) ==
+	    GDRC_KNOB_BACKEND_CUFILE && !ctx->cufile_mem)
+		ctx->cufile_mem = GDRC_CUFILE_ALL;
+	if ((ctx->cufile_mem & ~GDRC_CUFILE_ALL) ||
+	    (ctx->cufile_mem && (pd || ring))) {
+		gdrc_error("gdrc_config: cufile takes GDRC_CUFILE_* bits, and "
+			   "no PD and no ring (got %#x, %s, %s)",
+			   ctx->cufile_mem, pd ? "a PD" : "no PD",
+			   ring ? "a ring" : "no ring");
+		return GDRC_ERR_INVALID_PARAM;
+	}
+	status = gdrc_api_pick_host(ctx, pd, ring, (uint32_t)slots,
+				    ctx->cufile_mem != 0, &p);
 	if (status)
 		return status;
 	p.max_regions = ctx->knobs.max_regions;
@@ -725,6 +739,8 @@ GDRC_API gdrc_status_t gdrc_init(const struct gdrc_config *cfg,
 			goto err_cleanup;
 		}
 	}
+	if (ctx->cufile)
+		gdrc_api_cufile_enlist(ctx);
 	if (ctx->knobs.stats) {
 		static pthread_once_t stats_once = PTHREAD_ONCE_INIT;
 
@@ -763,6 +779,8 @@ GDRC_API void gdrc_fini(struct gdrc_ctx *pub)
 				      memory_order_relaxed);
 	if (ctx->hooks_slot >= 0)
 		gdrc_hooks_unsubscribe(ctx->hooks_slot);
+	/* No CUDA free reaches it from now on (the free path's list). */
+	gdrc_api_cufile_forget(ctx);
 	/* The cleanup takes the cache out of the registry first: no fork
 	 * handler, flush or exit walk reaches it after. */
 	if (forked) {
@@ -802,7 +820,18 @@ static struct gdrc_req_policy req_policy(struct gdrc_ctx *ctx,
 		.tag_check_auto =
 			ctx->knobs.validate == GDRC_KNOB_VALIDATE_AUTO,
 		.whole_alloc_max = ctx->knobs.whole_alloc_max,
+		.reg_align = GDRC_GPU_PAGE_SIZE,
 	};
+
+	if (ctx->cufile) {
+		/* cuFile: one registration per allocation whatever its
+		 * size, exactly the allocation (it refuses a range past its
+		 * end), inside one VMM mapping.  Then no two registrations
+		 * of GPU memory share a base (pin_cufile.c). */
+		pol.whole_alloc_max = UINT64_MAX;
+		pol.reg_align = 1;
+		pol.one_mapping = 1;
+	}
 
 	if (cls->info.mem_type == GDRC_MEM_CUDA &&
 	    cls->info.kind != GDRC_PTR_MANAGED)
@@ -876,6 +905,11 @@ static gdrc_status_t mr_get_miss(struct gdrc_ctx *ctx, uintptr_t start,
 		if (sync_set)
 			gdrc_cache_stat_add(&ctx->cache,
 					    GDRC_STAT_SYNC_MEMOPS_SET, 1);
+		if (status)
+			goto out;
+	}
+	if (ctx->cufile) {
+		status = gdrc_api_cufile_req(ctx, &req);
 		if (status)
 			goto out;
 	}
@@ -1350,6 +1384,23 @@ GDRC_API gdrc_status_t gdrc_cuda_hooks_status(struct gdrc_ctx *pub,
 	if (reason_p)
 		*reason_p = why;
 	return why ? GDRC_ERR_UNSUPPORTED : GDRC_OK;
+}
+
+GDRC_API gdrc_status_t gdrc_set_free_fn(struct gdrc_ctx *pub, gdrc_free_fn fn,
+					void *arg)
+{
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
+
+	if (!ctx)
+		return GDRC_ERR_INVALID_PARAM;
+	if (atomic_load_explicit(&ctx->cache.forked, memory_order_relaxed))
+		return GDRC_ERR_FORK;
+	/* Installed is enough: the self test waits for a context, and
+	 * one that fails later sends every free through the flush. */
+	if (!ctx->cufile || !ctx->cuda_hooks || !gdrc_cuhooks_active())
+		return GDRC_ERR_UNSUPPORTED;
+	gdrc_api_cufile_set_free(ctx, fn, arg);
+	return GDRC_OK;
 }
 
 /* Why a host source other than the one serving ctx is not it, or NULL

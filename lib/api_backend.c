@@ -4,7 +4,8 @@
  *
  * Host memory: fixed buffers of an io_uring with a ring (io_uring; GPU
  * memory is then refused), ibv_reg_mr (verbs) with a protection domain,
- * else none.
+ * else none.  A context that asks for cuFile (gdrc_config.cufile,
+ * GDRC_BACKEND=cufile) registers host and GPU memory with it alone.
  * GPU memory: the GPU backends in GDRC_BACKEND's order (auto: dmabuf,
  * peermem, kmod, none), the first that works here:
  *   dmabuf   a PD; the driver has cuMemGetHandleForAddressRange and every
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "api_int.h"
+#include "cufile/cufile.h"
 #include "gdrc_int.h"
 #include "kchan/kchan.h"
 #include "log/log.h"
@@ -95,8 +97,48 @@ static gdrc_status_t pick_uring(struct gdrc_ctx *ctx, struct io_uring *ring,
 #endif
 }
 
+/* Host (and later GPU) memory with cuFile: libcufile loaded, its driver
+ * opened (a reference per context), an empty base table. */
+static gdrc_status_t pick_cufile(struct gdrc_ctx *ctx,
+				 struct gdrc_cache_params *p)
+{
+	const int b = GDRC_BACKEND_CUFILE;
+	gdrc_status_t status;
+
+	if (ctx->knobs.backend != GDRC_KNOB_BACKEND_AUTO &&
+	    ctx->knobs.backend != GDRC_KNOB_BACKEND_CUFILE) {
+		gdrc_error("a context that registers with cuFile: GDRC_BACKEND "
+			   "must be auto or cufile");
+		why(ctx, b, "GDRC_BACKEND is neither auto nor cufile");
+		return GDRC_ERR_UNSUPPORTED;
+	}
+	status = gdrc_cufile_get(ctx->knobs.cufile_library, &ctx->cufile,
+				 ctx->be_why[b], sizeof(ctx->be_why[b]));
+	if (status)
+		return status;
+	status = gdrc_pin_cufile_open(ctx->cufile, &ctx->cufile_be);
+	if (status) {
+		gdrc_cufile_put(ctx->cufile, 0);
+		ctx->cufile = NULL;
+		return status;
+	}
+	p->ops = &gdrc_pin_cufile_ops;
+	p->be = ctx->cufile_be;
+	/* A registration gone when the free that ends it returns: no
+	 * thread's idle handle may keep it (cache.h, direct_refs). */
+	p->direct_refs = 1;
+	ctx->be_used[b] = 1;
+	why(ctx, GDRC_BACKEND_VERBS, "the context registers with cuFile");
+	why(ctx, GDRC_BACKEND_IO_URING, "the context registers with cuFile");
+	return GDRC_OK;
+}
+
 void gdrc_api_backend_close(struct gdrc_ctx *ctx, int forked)
 {
+	gdrc_pin_cufile_close(ctx->cufile_be, forked);
+	ctx->cufile_be = NULL;
+	gdrc_cufile_put(ctx->cufile, forked);
+	ctx->cufile = NULL;
 #ifdef GDRC_HAVE_URING
 	gdrc_pin_uring_close(ctx->uring, forked);
 #else
@@ -107,7 +149,7 @@ void gdrc_api_backend_close(struct gdrc_ctx *ctx, int forked)
 
 gdrc_status_t gdrc_api_pick_host(struct gdrc_ctx *ctx, struct ibv_pd *pd,
 				 struct io_uring *ring, uint32_t slots,
-				 struct gdrc_cache_params *p)
+				 int cufile, struct gdrc_cache_params *p)
 {
 	uint32_t list = ctx->knobs.backend;
 	int first = gdrc_knob_list_at(list, 0);
@@ -115,6 +157,10 @@ gdrc_status_t gdrc_api_pick_host(struct gdrc_ctx *ctx, struct ibv_pd *pd,
 	for (int b = 0; b < GDRC_BACKENDS; b++)
 		why(ctx, b, "not in GDRC_BACKEND");
 	p->host_max_regions = GDRC_LIMIT_NONE;
+	if (cufile || first == GDRC_KNOB_BACKEND_CUFILE)
+		return pick_cufile(ctx, p);
+	why(ctx, GDRC_BACKEND_CUFILE, "not asked for (gdrc_config.cufile, "
+				      "GDRC_BACKEND=cufile)");
 	if (ring)
 		return pick_uring(ctx, ring, slots, p);
 #ifdef GDRC_HAVE_URING
@@ -173,24 +219,15 @@ static int dmabuf_export(void *arg, uintptr_t addr, size_t len,
 {
 	const struct gdrc_cuda *cu = arg;
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), s, e;
-	int attrs[] = { CU_POINTER_ATTRIBUTE_CONTEXT,
-			CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL };
 	CUdeviceptr base = 0;
 	size_t size = 0;
-	CUcontext owner = NULL;
-	int device = -1, full;
-	void *data[] = { &owner, &device };
+	int full;
 	struct gdrc_cuda_scope scope;
 	CUresult res, res2;
 	int fd = -1;
 
 	*offset_p = 0;
-	res = cu->cuPointerGetAttributes(GDRC_ARRAY_SIZE(attrs), attrs, data,
-					 (CUdeviceptr)addr);
-	if (res == CUDA_SUCCESS && device < 0)
-		res = CUDA_ERROR_INVALID_VALUE;
-	if (res == CUDA_SUCCESS)
-		res = gdrc_cuda_enter(cu, owner, device, &scope);
+	res = gdrc_cuda_enter_mem(cu, addr, &scope);
 	if (res != CUDA_SUCCESS) {
 		gdrc_error("no context to export %#lx+%zu in: %s",
 			   (unsigned long)addr, len, gdrc_cuda_err(cu, res));
@@ -320,6 +357,25 @@ void gdrc_api_pick_gpu(struct gdrc_ctx *ctx, struct ibv_pd *pd,
 	int first = gdrc_knob_list_at(list, 0), order[GDRC_KNOB_LIST_MAX];
 	int n = 0, chosen = -1;
 
+	if (ctx->cufile) {
+		for (int b = GDRC_BACKEND_DMABUF; b <= GDRC_GPU_BACKEND_LAST;
+		     b++)
+			why(ctx, b, "the context registers with cuFile");
+		p->gpu_ops = &gdrc_pin_cufile_ops;
+		p->gpu_be = ctx->cufile_be;
+		if (!ctx->cuda) {
+			/* No GPU memory will be seen: nothing to refuse. */
+			gdrc_debug("cufile: no GPU support (%s): host memory "
+				   "only", ctx->gpu_reason);
+			return;
+		}
+		gdrc_pin_cufile_set_cuda(ctx->cufile_be, ctx->cuda);
+		/* cuFile's own bound on each GPU's pinned memory is the
+		 * per-device byte limit, if it is the lower one. */
+		if (ctx->cufile->max_pinned_bytes < p->gpu_max_bytes)
+			p->gpu_max_bytes = ctx->cufile->max_pinned_bytes;
+		return;
+	}
 	if (ctx->uring) {
 		/* io_uring pins host pages; GPU memory has none. */
 		for (int b = GDRC_BACKEND_DMABUF; b <= GDRC_GPU_BACKEND_LAST;

@@ -22,6 +22,7 @@ static const char *const status_str[] = {
 	[-GDRC_ERR_FORK] = "context belongs to the parent process",
 	[-GDRC_ERR_STALE] = "registration no longer serves this get",
 	[-GDRC_ERR_IO] = "io_uring error",
+	[-GDRC_ERR_CUFILE] = "cufile error",
 };
 
 GDRC_API const char *gdrc_status_str(gdrc_status_t status)
@@ -63,6 +64,7 @@ GDRC_API const char *gdrc_backend_name(enum gdrc_backend backend)
 		[GDRC_BACKEND_PEERMEM] = "peermem",
 		[GDRC_BACKEND_KMOD] = "kmod",
 		[GDRC_BACKEND_IO_URING] = "io_uring",
+		[GDRC_BACKEND_CUFILE] = "cufile",
 	};
 
 	return table_name(names, GDRC_ARRAY_SIZE(names), (unsigned)backend);

@@ -470,6 +470,12 @@ struct gdrc_cache_params {
 	/* GPU registrations must be pinned by the module (the kmod backend:
 	 * the pin is the registration); otherwise it is an extra. */
 	int gpu_kpin_required;
+	/* Every get is a direct reference; no thread keeps a handle.  An
+	 * idle handle keeps its region registered past an invalidation
+	 * until its thread calls again (see "Eviction" above), and a cuFile
+	 * registration must be gone when the free that invalidated it
+	 * returns (the cufile backend). */
+	int direct_refs;
 };
 
 /*
@@ -734,6 +740,11 @@ int gdrc_cache_tls_shard(void);
  * count them under (GDRC_STAT_INV_EXPLICIT, GDRC_STAT_INV_HOST_HOOK). */
 gdrc_status_t gdrc_cache_invalidate(struct gdrc_cache *c, uintptr_t start,
 				    uintptr_t end, int source);
+
+/* Apply the queued events now: what they invalidated and nobody holds
+ * is deregistered before this returns.  Not hook-safe (it locks and
+ * deregisters).  @return GDRC_OK; GDRC_ERR_FORK. */
+gdrc_status_t gdrc_cache_drain_events(struct gdrc_cache *c);
 
 /* Hook-safe: queue an event, cls an enum gdrc_invq_class: unmapped
  * pages (HOST), or freed CUDA allocations (CUDA, see invq.h). */

@@ -662,7 +662,7 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 	struct gdrc_tls_entry *p;
 
 	gdrc_tls_shard();
-	if (t->no_handles)
+	if (t->no_handles || c->p.direct_refs)
 		goto direct;
 	for (int i = 0; i < GDRC_TLS_ENTRIES && !h; i++)
 		if (entry_of(&t->e[i], c, r))
@@ -730,7 +730,7 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 	const struct gdrc_region *seen;
 	unsigned slot;
 
-	if (t->no_handles)
+	if (t->no_handles || c->p.direct_refs)
 		return 1;
 	for (int i = 0; i < GDRC_TLS_SEEN; i++)
 		if (t->seen[i] == r)

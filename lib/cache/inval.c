@@ -177,6 +177,18 @@ gdrc_status_t gdrc_cache_invalidate(struct gdrc_cache *c, uintptr_t start,
 	return GDRC_OK;
 }
 
+gdrc_status_t gdrc_cache_drain_events(struct gdrc_cache *c)
+{
+	struct gdrc_defer d = { 0 };
+
+	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return GDRC_ERR_FORK;
+	gdrc_cache_wrlock(c);
+	gdrc_drain(c, &d);
+	gdrc_cache_unlock_release(c, &d);
+	return GDRC_OK;
+}
+
 GDRC_HOOK_CONTEXT
 void gdrc_cache_post_event(struct gdrc_cache *c, uintptr_t start,
 			   uintptr_t end, int cls)

@@ -89,7 +89,8 @@ static int parse_choice(const char *s, const char *choices)
 
 /*
  * A comma-separated list of distinct choices, at most GDRC_KNOB_LIST_MAX;
- * the first two choices (auto, verbs) only alone.  @return 0 or -1.
+ * those of GDRC_KNOB_LIST_ALONE (auto, verbs, cufile) only alone.
+ * @return 0 or -1.
  */
 static int parse_list(const char *s, const char *choices, uint32_t *v_p)
 {
@@ -107,7 +108,8 @@ static int parse_list(const char *s, const char *choices, uint32_t *v_p)
 		memcpy(word, p, len);
 		word[len] = '\0';
 		idx = parse_choice(word, choices);
-		if (idx < 0 || (seen & (1u << idx)) || (idx < 2 && (n || comma)))
+		if (idx < 0 || (seen & (1u << idx)) ||
+		    ((GDRC_KNOB_LIST_ALONE & (1u << idx)) && (n || comma)))
 			return -1;
 		seen |= 1u << idx;
 		v |= (uint32_t)(idx + 1) << (4 * n);

@@ -35,7 +35,16 @@ enum gdrc_knob_backend {
 	GDRC_KNOB_BACKEND_DMABUF = 4,  /* GPU backends, in a list */
 	GDRC_KNOB_BACKEND_PEERMEM = 5,
 	GDRC_KNOB_BACKEND_KMOD = 6,
+	GDRC_KNOB_BACKEND_CUFILE = 7,  /* GPU and host memory with cuFile;
+					* alone in the list */
 };
+
+/* Choices (bit: choice index) a GDRC_KNOB_LIST value takes only alone:
+ * auto, verbs, cufile. */
+#define GDRC_KNOB_LIST_ALONE                                                \
+	((1u << (GDRC_KNOB_BACKEND_AUTO - 1)) |                              \
+	 (1u << (GDRC_KNOB_BACKEND_VERBS - 1)) |                             \
+	 (1u << (GDRC_KNOB_BACKEND_CUFILE - 1)))
 
 #define GDRC_KNOB_LIST_MAX 4
 
@@ -82,6 +91,8 @@ struct gdrc_knobs {
 	int preload_mr;       /* libgdrcache-preload caches ibv_reg_mr */
 	int misuse;           /* enum gdrc_knob_misuse */
 	uint64_t io_uring_slots; /* a ring's buffer table */
+	char cufile_library[GDRC_KNOB_STR_MAX]; /* "none": no cuFile */
+	int preload_cufile;   /* libgdrcache-preload serves cuFile calls */
 };
 
 enum gdrc_knob_type {
@@ -91,7 +102,8 @@ enum gdrc_knob_type {
 	GDRC_KNOB_LEVEL,  /* a log level name or 0..4 */
 	GDRC_KNOB_STRING, /* any text shorter than GDRC_KNOB_STR_MAX */
 	GDRC_KNOB_LIST,   /* words of choices joined by ',', each at most
-			   * once; "auto", "verbs" only alone (uint32_t,
+			   * once; those of GDRC_KNOB_LIST_ALONE only
+			   * alone (uint32_t,
 			   * 4 bits an entry: choice index + 1) */
 };
 

@@ -36,11 +36,13 @@ static const struct gdrc_knob_desc gdrc_knob_table[] = {
 		  "watched range waits for gdrcache's reader thread; GPU hits "
 		  "are tag checked)"),
 	GDRC_KNOB("GDRC_BACKEND", "auto", GDRC_KNOB_LIST,
-		  "auto|verbs|none|dmabuf|peermem|kmod", backend,
+		  "auto|verbs|none|dmabuf|peermem|kmod|cufile", backend,
 		  "how memory is registered: auto (host memory with ibv_reg_mr "
 		  "when a PD is given; GPU memory by the first of dmabuf, "
 		  "peermem, kmod that works, else tracked only), verbs (auto, "
-		  "but a PD is required), none (track only, keys 0), or a "
+		  "but a PD is required), none (track only, keys 0), cufile "
+		  "(GPU and host memory with GPUDirect Storage's "
+		  "cuFileBufRegister, as gdrc_config.cufile asks), or a "
 		  "list of dmabuf, peermem, kmod, none: the GPU backends to try, "
 		  "in order"),
 	GDRC_KNOB("GDRC_STATS", "0", GDRC_KNOB_BOOL, NULL, stats,
@@ -95,6 +97,17 @@ static const struct gdrc_knob_desc gdrc_knob_table[] = {
 		  "registers on it (1 to 16384, the kernel's most): its "
 		  "registrations alive, cached or in use; the least recently "
 		  "used unused one is evicted when the table is full"),
+	GDRC_KNOB("GDRC_CUFILE_LIBRARY", "libcufile.so.0", GDRC_KNOB_STRING,
+		  NULL, cufile_library,
+		  "the GPUDirect Storage library a context that registers "
+		  "with cuFile loads at run time; none turns the cufile "
+		  "backend off"),
+	GDRC_KNOB("GDRC_PRELOAD_CUFILE", "1", GDRC_KNOB_BOOL, NULL,
+		  preload_cufile,
+		  "libgdrcache-preload.so serves the program's "
+		  "cuFileBufRegister, cuFileBufDeregister, cuFileRead and "
+		  "cuFileWrite from a cache that registers with cuFile; 0 "
+		  "passes them through"),
 };
 
 #endif /* GDRC_CONFIG_TABLE_H */

@@ -118,6 +118,26 @@ CUresult gdrc_cuda_enter(const struct gdrc_cuda *cu, CUcontext owner,
 	return CUDA_SUCCESS;
 }
 
+CUresult gdrc_cuda_enter_mem(const struct gdrc_cuda *cu, uintptr_t addr,
+			     struct gdrc_cuda_scope *s)
+{
+	int attrs[] = { CU_POINTER_ATTRIBUTE_CONTEXT,
+			CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL };
+	CUcontext owner = NULL;
+	int device = -1;
+	void *data[] = { &owner, &device };
+	CUresult res;
+
+	*s = (struct gdrc_cuda_scope){ 0 };
+	res = cu->cuPointerGetAttributes(GDRC_ARRAY_SIZE(attrs), attrs, data,
+					 (CUdeviceptr)addr);
+	if (res == CUDA_SUCCESS && device < 0)
+		res = CUDA_ERROR_INVALID_VALUE;
+	if (res != CUDA_SUCCESS)
+		return res;
+	return gdrc_cuda_enter(cu, owner, device, s);
+}
+
 void gdrc_cuda_leave(const struct gdrc_cuda *cu, struct gdrc_cuda_scope *s)
 {
 	CUcontext popped;

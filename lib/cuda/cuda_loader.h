@@ -89,6 +89,12 @@ CUresult gdrc_cuda_enter(const struct gdrc_cuda *cu, CUcontext owner,
 			 int device, struct gdrc_cuda_scope *s);
 void gdrc_cuda_leave(const struct gdrc_cuda *cu, struct gdrc_cuda_scope *s);
 
+/* gdrc_cuda_enter for the memory at addr: its context and device asked
+ * of the driver first (CONTEXT, DEVICE_ORDINAL).  @return CUDA_SUCCESS,
+ * CUDA_ERROR_INVALID_VALUE for memory of no device, or the driver's. */
+CUresult gdrc_cuda_enter_mem(const struct gdrc_cuda *cu, uintptr_t addr,
+			     struct gdrc_cuda_scope *s);
+
 /* "CUDA_ERROR_..." for res, or "CUresult <n>". */
 const char *gdrc_cuda_err(const struct gdrc_cuda *cu, CUresult res);
 

@@ -218,12 +218,25 @@ void gdrc_hooks_report_src(uintptr_t addr, size_t len, int src)
 }
 
 /* Hook context, from the replacements in cuhooks.c. */
+/* The CUDA free path's second step (gdrc_hooks_set_cuda_sync), or NULL. */
+static _Atomic(gdrc_hooks_sync_fn) hooks_cuda_sync;
+
 GDRC_HOOK_CONTEXT
 void gdrc_hooks_report_cuda(uintptr_t start, uintptr_t end)
 {
+	gdrc_hooks_sync_fn sync;
+
 	atomic_fetch_add_explicit(&hooks_cuda_events, 1,
 				  memory_order_relaxed);
 	hooks_dispatch(start, end, GDRC_HOOKS_SRC_CUDA);
+	sync = atomic_load_explicit(&hooks_cuda_sync, memory_order_acquire);
+	if (sync)
+		sync(start, end);
+}
+
+void gdrc_hooks_set_cuda_sync(gdrc_hooks_sync_fn fn)
+{
+	atomic_store_explicit(&hooks_cuda_sync, fn, memory_order_release);
 }
 
 /* Any context, hook context included: reads a counter. */

@@ -136,6 +136,17 @@ const char *gdrc_uffd_reason(void);
  */
 gdrc_status_t gdrc_cuhooks_install(void *libcuda);
 
+/*
+ * A second step of every CUDA free the hooks see, after the subscribers
+ * queued it and before the driver frees: fn(start, end) runs in the
+ * freeing thread, inside its cuMemFree, and is not hook context (it may
+ * lock, allocate and call cuFile; it must keep errno).  For contexts
+ * whose registrations must be gone before the memory is (the cufile
+ * backend: api_cufile.c).  Set once; NULL: none.
+ */
+typedef void (*gdrc_hooks_sync_fn)(uintptr_t start, uintptr_t end);
+void gdrc_hooks_set_cuda_sync(gdrc_hooks_sync_fn fn);
+
 /* @return 1 once gdrc_cuhooks_install() succeeded. */
 int gdrc_cuhooks_active(void);
 

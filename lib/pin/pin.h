@@ -160,4 +160,31 @@ gdrc_status_t gdrc_pin_uring_open(struct io_uring *ring, uint32_t slots,
 void gdrc_pin_uring_close(struct gdrc_pin_uring *u, int forked);
 #endif
 
+/* The cufile backend (pin_cufile.c): GPU and host memory registered
+ * with cuFileBufRegister.  be: the struct gdrc_pin_cufile below. */
+struct gdrc_cufile;
+struct gdrc_cuda;
+struct gdrc_pin_cufile;
+
+extern const struct gdrc_pin_ops gdrc_pin_cufile_ops;
+
+/* cuFile deregistrations this thread has made (the CUDA free path counts
+ * the ones a free caused: stat free_deregs). */
+extern __thread unsigned long gdrc_pin_cufile_thread_deregs;
+
+/* @return GDRC_OK with *u_p (a table of registered bases, empty), or
+ *         GDRC_ERR_NO_MEMORY. */
+gdrc_status_t gdrc_pin_cufile_open(const struct gdrc_cufile *cf,
+				   struct gdrc_pin_cufile **u_p);
+
+/* The CUDA driver, for GPU memory's own context (NULL: host memory
+ * only).  At init, before any registration. */
+void gdrc_pin_cufile_set_cuda(struct gdrc_pin_cufile *u,
+			      const struct gdrc_cuda *cu);
+
+/* Free the table; every registration must have been released (the cache
+ * did), except in a fork child (forked), whose are the parent's.  NULL
+ * is ignored. */
+void gdrc_pin_cufile_close(struct gdrc_pin_cufile *u, int forked);
+
 #endif /* GDRC_PIN_H */

@@ -31,6 +31,13 @@ static gdrc_status_t req_gpu(const struct gdrc_cuda *cu,
 		if (status)
 			return status;
 		alloc_end = (*segs_p)[nseg - 1].end;
+		if (nseg > 1 && pol->one_mapping) {
+			gdrc_error("%#lx+%lu covers %u VMM mappings: a cuFile "
+				   "buffer lies in one",
+				   (unsigned long)req->start,
+				   (unsigned long)(req->end - req->start), nseg);
+			return GDRC_ERR_UNSUPPORTED;
+		}
 		if (nseg > 1) {
 			req->segs = *segs_p;
 			req->nseg = nseg;
@@ -48,7 +55,7 @@ static gdrc_status_t req_gpu(const struct gdrc_cuda *cu,
 	req->buffer_id = info->buffer_id;
 	req->alloc_start = alloc_start;
 	req->alloc_end = alloc_end;
-	req->reg_align = GDRC_GPU_PAGE_SIZE;
+	req->reg_align = pol->reg_align;
 	req->tag_check = pol->tag_check;
 	req->tag_check_auto = pol->tag_check_auto;
 	if (alloc_end - alloc_start <= pol->whole_alloc_max) {

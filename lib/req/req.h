@@ -28,6 +28,8 @@ struct gdrc_req_policy {
 	int tag_check_auto;       /* ... unless the kernel channel covers the
 				   * registration (GDRC_VALIDATE=auto) */
 	uint64_t whole_alloc_max; /* largest allocation keyed whole */
+	uintptr_t reg_align;      /* GPU registrations round out to this */
+	int one_mapping;          /* refuse a request over two VMM mappings */
 };
 
 /*

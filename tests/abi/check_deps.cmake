@@ -14,7 +14,9 @@
 #   stats   its own headers, gdrc_int.h, log/log.h
 #   config  its own headers, gdrc_int.h, log/log.h
 #   hooks   hooks/*, gdrc_int.h, log/log.h
-#   pin     pin/*, gdrc_int.h, log/log.h
+#   pin     pin/*, gdrc_int.h, log/log.h; cufile/* and cuda/* (the
+#           cufile backend calls libcufile in the memory's own context)
+#   cufile  cufile/*, cuda/cuda_types.h, gdrc_int.h, log/log.h
 #   cache   cache/*, gdrc_int.h, log/log.h, itree/itree.h, pin/pin.h
 #           (never hooks/ or config/)
 #   req     req/*, cache/cache.h (the request type), classify/*, cuda/*,
@@ -43,7 +45,9 @@ set(_allow_itree "^itree/" "^gdrc_int\\.h$")
 set(_allow_stats "^stats/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_config "^config/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_hooks "^hooks/" "^gdrc_int\\.h$" "^log/log\\.h$")
-set(_allow_pin "^pin/" "^gdrc_int\\.h$" "^log/log\\.h$")
+set(_allow_pin "^pin/" "^gdrc_int\\.h$" "^log/log\\.h$" "^cufile/" "^cuda/")
+set(_allow_cufile "^cufile/" "^cuda/cuda_types\\.h$" "^gdrc_int\\.h$"
+	"^log/log\\.h$")
 set(_allow_cache "^cache/" "^gdrc_int\\.h$" "^log/log\\.h$"
 	"^itree/itree\\.h$" "^pin/pin\\.h$")
 set(_allow_cuda "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
@@ -53,7 +57,7 @@ set(_allow_req "^req/" "^cache/cache\\.h$" "^classify/" "^cuda/"
 	"^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_preload "^preload/")
 set(_modules log itree stats config hooks pin cache cuda classify kchan
-	req preload)
+	req preload cufile)
 
 file(GLOB_RECURSE _files RELATIVE "${SRC}" "${SRC}/*.c" "${SRC}/*.h")
 list(SORT _files)

@@ -569,7 +569,7 @@ static void test_backend_status_bad_input(void **state)
 	assert_int_equal(gdrc_backend_status(NULL, GDRC_BACKEND_NONE, &why),
 			 GDRC_ERR_INVALID_PARAM);
 	ctx = ctx_backend(NULL, 0);
-	assert_int_equal(gdrc_backend_status(ctx, (enum gdrc_backend)6, &why),
+	assert_int_equal(gdrc_backend_status(ctx, (enum gdrc_backend)7, &why),
 			 GDRC_ERR_INVALID_PARAM);
 	assert_int_equal(gdrc_backend_status(ctx, (enum gdrc_backend)-1, &why),
 			 GDRC_ERR_INVALID_PARAM);

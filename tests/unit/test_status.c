@@ -54,7 +54,7 @@ static void test_status_every_value_has_string(void **state)
 
 static void test_status_out_of_range_unknown(void **state)
 {
-	static const int bad[] = { 1, 2, -13, -14, -1000, INT_MIN, INT_MAX,
+	static const int bad[] = { 1, 2, -14, -15, -1000, INT_MIN, INT_MAX,
 				   INT_MIN + 1 };
 
 	(void)state;
