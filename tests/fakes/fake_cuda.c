@@ -59,6 +59,14 @@
  * invalidates through a generation number.  mmap and munmap run with the
  * mutex dropped, so a munmap hook that calls back into the driver cannot
  * deadlock.
+ *
+ * A free observer (fake_cuda_set_free_observer; the fake libcufile's)
+ * hears of every allocation about to be freed, by any free entry point,
+ * cuMemUnmap (once per mapping) or fake_cuda_free: before the memory is
+ * released and with the mutex dropped, so it may query the fake.  The
+ * free then looks its allocation up again: a free racing another free
+ * of the same memory may tell the observer twice and fail once.
+ * fake_cuda_reset drops allocations without telling it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -220,6 +228,10 @@ static struct {
 	.ndevices = 1,
 	.next_buffer_id = FAKE_CUDA_FIRST_BUFFER_ID,
 };
+
+/* Told of each allocation about to be freed; guarded by lock, called
+ * without it.  Not cleared by fake_cuda_reset. */
+static void (*free_observer)(CUdeviceptr base, size_t size);
 
 static __thread struct {
 	unsigned gen;
@@ -491,9 +503,12 @@ static long first_ending_above(CUdeviceptr p)
  * all (driver 580).  The physical allocations go too: the allocators
  * release right after unmapping, and the fake keeps no handle unmapped.
  * A reservation of fake_cuda_alloc goes with its mapping, its VA
- * remembered for reuse like any freed allocation's.  Lock held.
+ * remembered for reuse like any freed allocation's.  unmap_range checks
+ * the rules and finds the mappings (indices first..last), unmap_locked
+ * does it.  Lock held.
  */
-static CUresult unmap_locked(CUdeviceptr p, size_t size)
+static CUresult unmap_range(CUdeviceptr p, size_t size, long *first_p,
+			    long *last_p)
 {
 	struct fake_resv *r = resv_lookup(p);
 	long first, last;
@@ -505,6 +520,20 @@ static CUresult unmap_locked(CUdeviceptr p, size_t size)
 	if (last < first || st.allocs[first].start < p ||
 	    st.allocs[last].start + st.allocs[last].span > p + size)
 		return CUDA_ERROR_INVALID_VALUE;
+	*first_p = first;
+	*last_p = last;
+	return CUDA_SUCCESS;
+}
+
+static CUresult unmap_locked(CUdeviceptr p, size_t size)
+{
+	struct fake_resv *r = resv_lookup(p);
+	long first, last;
+	CUresult rc;
+
+	rc = unmap_range(p, size, &first, &last);
+	if (rc)
+		return rc;
 	if (r->implicit) {
 		remember_freed(&st.allocs[first]);
 		remove_resv(r);
@@ -760,10 +789,19 @@ CUdeviceptr fake_cuda_alloc_at(enum fake_cuda_kind kind, size_t size,
 
 int fake_cuda_free(CUdeviceptr p)
 {
+	void (*fn)(CUdeviceptr, size_t);
 	struct fake_alloc *a;
+	size_t span, size;
 	bool host;
-	size_t span;
 	int ret = 0;
+
+	lock_state();
+	a = lookup(p);
+	fn = a && a->start == p ? free_observer : NULL;
+	size = fn ? a->size : 0;
+	unlock_state();
+	if (fn)
+		fn(p, size);
 
 	lock_state();
 	a = lookup(p);
@@ -786,6 +824,34 @@ int fake_cuda_free(CUdeviceptr p)
 	if (host)
 		munmap((void *)(uintptr_t)p, span);
 	return ret;
+}
+
+void fake_cuda_set_free_observer(void (*fn)(CUdeviceptr base, size_t size))
+{
+	lock_state();
+	free_observer = fn;
+	unlock_state();
+}
+
+int fake_cuda_alloc_range(CUdeviceptr p, CUdeviceptr *base, size_t *size,
+			  int *device)
+{
+	struct fake_alloc *a;
+
+	lock_state();
+	a = lookup(p);
+	if (!a) {
+		unlock_state();
+		return -1;
+	}
+	if (base)
+		*base = a->start;
+	if (size)
+		*size = a->size;
+	if (device)
+		*device = a->kind == FAKE_HOST_PINNED ? -1 : a->device;
+	unlock_state();
+	return 0;
 }
 
 CUdeviceptr fake_cuda_vmm_reserve(size_t size)
@@ -1701,12 +1767,40 @@ __attribute__((used)) static CUresult fake_mem_host_unregister(void *p)
 __attribute__((used)) static CUresult fake_mem_unmap(CUdeviceptr p,
 						      size_t size)
 {
+	void (*fn)(CUdeviceptr, size_t) = NULL;
+	struct { CUdeviceptr start; size_t size; } *gone = NULL;
+	long first, last, i;
 	CUresult rc;
 
 	lock_state();
 	rc = enter(FN_cuMemUnmap, true);
-	if (!rc)
+	if (!rc && !free_observer)
 		rc = unmap_locked(p, size);
+	else if (!rc)
+		rc = unmap_range(p, size, &first, &last);
+	if (rc || !free_observer) {
+		unlock_state();
+		return rc;
+	}
+	/* Tell the observer of each mapping, unlocked, then unmap: the
+	 * range is checked again, as anything may have changed. */
+	fn = free_observer;
+	gone = malloc((last - first + 1) * sizeof(*gone));
+	if (!gone) {
+		fprintf(stderr, "fake_cuda: out of memory\n");
+		abort();
+	}
+	for (i = first; i <= last; i++) {
+		gone[i - first].start = st.allocs[i].start;
+		gone[i - first].size = st.allocs[i].size;
+	}
+	unlock_state();
+	for (i = 0; i <= last - first; i++)
+		fn(gone[i].start, gone[i].size);
+	free(gone);
+
+	lock_state();
+	rc = unmap_locked(p, size);
 	unlock_state();
 	return rc;
 }

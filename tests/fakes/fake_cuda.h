@@ -55,6 +55,25 @@ CUdeviceptr fake_cuda_alloc_at(enum fake_cuda_kind kind, size_t size,
 int fake_cuda_free(CUdeviceptr p);
 
 /*
+ * Call fn(base, size) for every allocation about to be freed, with the
+ * allocation's start and size (VMM: the mapping's), by cuMemFree_v2,
+ * cuMemFreeAsync(_ptsz), cuMemFreeHost, cuMemUnmap (once per mapping) or
+ * fake_cuda_free: before the memory is released (fake_cuda_alloc_range
+ * still finds it), never with the fake's mutex held (fn may call
+ * fake_cuda_*), never for a free that is refused.  One observer; NULL
+ * removes it.  fake_cuda_reset keeps it, and frees nothing through it.
+ * The fake libcufile installs its own when loaded.
+ */
+void fake_cuda_set_free_observer(void (*fn)(CUdeviceptr base, size_t size));
+
+/* The allocation (VMM: the mapping) containing p: 0 and its start, size
+ * and device (-1 for FAKE_HOST_PINNED), any of them NULL if not wanted;
+ * -1 if p is in none (a hole, malloc'd or freed memory).  Needs no
+ * context nor cuInit. */
+int fake_cuda_alloc_range(CUdeviceptr p, CUdeviceptr *base, size_t *size,
+			  int *device);
+
+/*
  * VMM as the cuMem allocators use it (PyTorch expandable segments,
  * ncclMemAlloc): one VA reservation, mappings of their own physical
  * allocations put in it, maybe with holes between.  In a mapping

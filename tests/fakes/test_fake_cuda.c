@@ -31,6 +31,7 @@
 
 #define KiB 1024UL
 #define MiB (1024UL * KiB)
+#define P(x) ((void *)(uintptr_t)(x))
 
 /* ====================================================================
  * Helpers
@@ -1396,6 +1397,180 @@ static void test_fake_cuda_ctx_get_device(void **state)
 }
 
 /* ====================================================================
+ * The free observer, fake_cuda_alloc_range
+ * ==================================================================== */
+
+#define MAX_FREED 16
+
+/* What the observer heard, and what the fake said of it then. */
+static struct {
+	int n;
+	CUdeviceptr base[MAX_FREED];
+	size_t size[MAX_FREED];
+	int found[MAX_FREED];	/* fake_cuda_alloc_range still finds it */
+	int same[MAX_FREED];	/* ... and as the same allocation */
+} heard;
+
+static void observe_free(CUdeviceptr base, size_t size)
+{
+	CUdeviceptr b = 0;
+	size_t sz = 0;
+	int i = heard.n++;
+
+	assert_true(i < MAX_FREED);
+	heard.base[i] = base;
+	heard.size[i] = size;
+	/* The fake's mutex is not held: this would deadlock. */
+	heard.found[i] = fake_cuda_alloc_range(base, &b, &sz, NULL) == 0 &&
+			 fake_cuda_buffer_id(base) != 0;
+	heard.same[i] = b == base && sz == size;
+}
+
+static void heard_one(int i, CUdeviceptr base, size_t size)
+{
+	assert_true(i < heard.n);
+	assert_int_equal(heard.base[i], base);
+	assert_int_equal(heard.size[i], size);
+	assert_int_equal(heard.found[i], 1);
+	assert_int_equal(heard.same[i], 1);
+}
+
+static int remove_observer(void **state)
+{
+	(void)state;
+	fake_cuda_set_free_observer(NULL);
+	return 0;
+}
+
+static void test_fake_cuda_free_observer_every_free_before(void **state)
+{
+	CUdeviceptr a, b, pool, host, vmm, dev, r;
+
+	(void)state;
+	memset(&heard, 0, sizeof(heard));
+	a = fake_cuda_alloc(FAKE_DEVICE, MiB, 0);
+	b = fake_cuda_alloc(FAKE_DEVICE, 256, 0);
+	pool = fake_cuda_alloc(FAKE_POOL, 3000, 0);
+	host = fake_cuda_alloc(FAKE_HOST_PINNED, 5000, 0);
+	vmm = fake_cuda_alloc(FAKE_VMM, 3 * MiB, 0);
+	dev = fake_cuda_alloc(FAKE_MANAGED, MiB, 0);
+	r = fake_cuda_vmm_reserve(8 * MiB);
+	assert_true(a && b && pool && host && vmm && dev && r);
+	assert_int_equal(fake_cuda_vmm_map(r, 2 * MiB, 0), 0);
+	assert_int_equal(fake_cuda_vmm_map(r + 4 * MiB, 4 * MiB, 0), 0);
+	fake_cuda_set_free_observer(observe_free);
+
+	/* Refused frees tell nothing. */
+	assert_int_equal(cuMemFree_v2(a + 512), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemFreeHost(P(host + 4096)),
+			 CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemUnmap(r, MiB), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(fake_cuda_free(a + 1), -1);
+	fake_cuda_fail("cuMemFree_v2", CUDA_ERROR_DEINITIALIZED, 1);
+	assert_int_equal(cuMemFree_v2(a), CUDA_ERROR_DEINITIALIZED);
+	assert_int_equal(heard.n, 0);
+
+	assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+	heard_one(0, a, MiB);
+	assert_int_equal(cuMemFreeAsync(b, NULL), CUDA_SUCCESS);
+	heard_one(1, b, 256);
+	assert_int_equal(cuMemFreeAsync_ptsz(pool, NULL), CUDA_SUCCESS);
+	heard_one(2, pool, 3000);
+	assert_int_equal(cuMemFreeHost(P(host)), CUDA_SUCCESS);
+	heard_one(3, host, 5000);
+	/* Once per mapping, the hole between told nothing. */
+	assert_int_equal(cuMemUnmap(r, 8 * MiB), CUDA_SUCCESS);
+	heard_one(4, r, 2 * MiB);
+	heard_one(5, r + 4 * MiB, 4 * MiB);
+	assert_int_equal(fake_cuda_free(vmm), 0);
+	heard_one(6, vmm, 4 * MiB);	/* the mapping, granularity rounded */
+	assert_int_equal(fake_cuda_free(dev), 0);
+	heard_one(7, dev, MiB);
+	assert_int_equal(heard.n, 8);
+	assert_int_equal(fake_cuda_alloc_range(a, NULL, NULL, NULL), -1);
+	assert_int_equal(fake_cuda_alloc_range(r + 4 * MiB, NULL, NULL, NULL),
+			 -1);
+
+	/* A reset keeps the observer and tells it nothing... */
+	a = fake_cuda_alloc(FAKE_DEVICE, MiB, 1);
+	fake_cuda_reset(2);
+	assert_int_equal(heard.n, 8);
+	assert_int_equal(cuInit(0), CUDA_SUCCESS);
+	a = fake_cuda_alloc(FAKE_DEVICE, MiB, 1);
+	assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+	heard_one(8, a, MiB);
+	/* ...and NULL removes it. */
+	fake_cuda_set_free_observer(NULL);
+	a = fake_cuda_alloc(FAKE_DEVICE, MiB, 1);
+	assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+	assert_int_equal(heard.n, 9);
+}
+
+static void test_fake_cuda_alloc_range_allocation_or_mapping(void **state)
+{
+	CUdeviceptr p, s, host, base = 1;
+	struct layout l;
+	size_t size = 2;
+	int device = 3;
+	void *m;
+
+	(void)state;
+	/* No cuInit, no context. */
+	fake_cuda_reset(2);
+	p = fake_cuda_alloc(FAKE_DEVICE, MiB, 1);
+	s = fake_cuda_alloc(FAKE_DEVICE, 256, 0);
+	host = fake_cuda_alloc(FAKE_HOST_PINNED, 5000, 1);
+	assert_true(p && s && host);
+	assert_int_equal(fake_cuda_alloc_range(p + 12345, &base, &size,
+					       &device), 0);
+	assert_int_equal(base, p);
+	assert_int_equal(size, MiB);
+	assert_int_equal(device, 1);
+	assert_int_equal(fake_cuda_alloc_range(s + 255, &base, &size,
+					       &device), 0);
+	assert_int_equal(base, s);
+	assert_int_equal(size, 256);
+	assert_int_equal(device, 0);
+	/* Pinned host memory: device -1. */
+	assert_int_equal(fake_cuda_alloc_range(host + 4999, &base, &size,
+					       &device), 0);
+	assert_int_equal(base, host);
+	assert_int_equal(size, 5000);
+	assert_int_equal(device, -1);
+
+	/* None: the sub-allocation gap, malloc'd memory, freed memory; the
+	 * outputs untouched. */
+	base = 1;
+	size = 2;
+	device = 3;
+	assert_int_equal(fake_cuda_alloc_range(s + 256, &base, &size,
+					       &device), -1);
+	m = malloc(64);
+	assert_non_null(m);
+	assert_int_equal(fake_cuda_alloc_range((uintptr_t)m, &base, &size,
+					       &device), -1);
+	free(m);
+	assert_int_equal(fake_cuda_free(p), 0);
+	assert_int_equal(fake_cuda_alloc_range(p, &base, &size, &device), -1);
+	assert_int_equal(base, 1);
+	assert_int_equal(size, 2);
+	assert_int_equal(device, 3);
+
+	/* VMM: the mapping, not the reservation; a hole is none. */
+	l = make_layout(1);
+	assert_int_equal(fake_cuda_alloc_range(l.b + 5, &base, &size,
+					       &device), 0);
+	assert_int_equal(base, l.b);
+	assert_int_equal(size, 4 * MiB);
+	assert_int_equal(device, 1);
+	assert_int_equal(fake_cuda_alloc_range(l.c + 2 * MiB - 1, &base, NULL,
+					       NULL), 0);
+	assert_int_equal(base, l.c);
+	assert_int_equal(fake_cuda_alloc_range(l.hole, &base, &size, &device),
+			 -1);
+}
+
+/* ====================================================================
  * Reset, threads, dlopen
  * ==================================================================== */
 
@@ -1573,6 +1748,11 @@ int main(void)
 		cmocka_unit_test(test_fake_cuda_ctx_get_device),
 		cmocka_unit_test_setup(
 			test_fake_cuda_reset_drops_state_ids_rise, setup),
+		cmocka_unit_test_setup_teardown(
+			test_fake_cuda_free_observer_every_free_before, setup,
+			remove_observer),
+		cmocka_unit_test(
+			test_fake_cuda_alloc_range_allocation_or_mapping),
 		cmocka_unit_test(test_fake_cuda_threads_consistent),
 		cmocka_unit_test_setup(test_fake_cuda_dlopen_same_instance,
 				       setup),
