@@ -68,7 +68,7 @@ echo "== TSan: the cache, thread and hook tests"
 tsan_tests="test_threads test_parked test_cache test_lru test_index test_alloc_stress test_stress_remap test_uring_stale
 	test_stress_remap_wide
 	test_hooks test_hooks_lost test_cuda_hooks test_detour test_fork test_misuse
-	test_exit test_uffd"
+	test_exit test_uffd test_cufile"
 # The remap stress again on userfaultfd's events: patching nothing, it
 # runs under TSan where the glibc hooks cannot.
 tsan_more="test_stress_remap_uffd test_uring_stale_uffd test_stress_remap_uring test_stress_remap_uring_uffd"

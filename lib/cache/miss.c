@@ -365,6 +365,7 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 		.length = plan->reg_end - plan->reg_start,
 		.access = plan->access,
 		.mem_type = req->mem_type,
+		.id = req->buffer_id,
 	};
 	void *be;
 	const struct gdrc_pin_ops *ops = gdrc_cache_ops_for(c, req->mem_type,

@@ -31,6 +31,8 @@ struct gdrc_pin_reg {
 	size_t length;    /* in: page aligned length */
 	uint32_t access;  /* in: GDRC_ACCESS_*, already normalised */
 	int mem_type;     /* in: enum gdrc_mem_type */
+	uint64_t id;      /* in: the memory's identity (a CUDA allocation's
+			   * BUFFER_ID), 0 for host memory */
 	void *handle;     /* out: backend's object (struct ibv_mr *) */
 	uint32_t lkey;    /* out */
 	uint32_t rkey;    /* out */

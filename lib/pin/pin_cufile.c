@@ -13,15 +13,29 @@
  * cuFile keys a registration by its base pointer and refuses a second one
  * of the same base (CU_FILE_MEMORY_ALREADY_REGISTERED, measured on libcufile
  * 1.15).  The cache can ask for one while an older registration of the
- * same base is still alive: a host range grown over its page (a longer
- * request from the same start), or a cached region replaced while another
- * thread still holds it.  So each base is registered once here and shared:
- * a base table counts the registrations the cache made on it, and a
- * request longer than the registered length re-registers the base with
- * the longer one (cuFile has no resize; between its deregistration and
- * the new registration an I/O on the shorter one in another thread goes
- * through cuFile's bounce buffers, which compatibility mode always uses).
- * The last registration of a base deregisters it.
+ * same base is still alive: two threads missing on one allocation at
+ * once, a host range grown over its page (a longer request from the same
+ * start), or memory freed while a region on it is held and allocated
+ * again at the same address.  So the backend keeps a table of what it
+ * registered with cuFile, by base, each entry with the memory's identity
+ * (a CUDA allocation's BUFFER_ID; 0 for host memory) and the count of
+ * the cache's registrations on it:
+ *   - the same memory again: shared, and a longer request re-registers
+ *     the base with the longer length (cuFile has no resize; between its
+ *     deregistration and the new registration an I/O on the shorter one
+ *     in another thread goes through cuFile's bounce buffers);
+ *   - other memory at the base: either the entry's allocation was freed
+ *     while a region on it was held, or the request's was (classified
+ *     before a free another thread made meanwhile).  The driver says
+ *     which (the BUFFER_ID at the base now).  A stale entry is
+ *     deregistered and kept, marked unregistered, for its users, and
+ *     the new memory gets an entry of its own; a stale request shares
+ *     the current entry, and the cache drops its region at once (the
+ *     free marked it stale) or at its first tag check.  Host memory
+ *     carries no identity: a region on unmapped pages held across the
+ *     unmap shares its registration with the new memory there, which
+ *     matters only where cuFile pins host pages (nvidia-fs).
+ * The last user of a registered entry deregisters it.
  *
  * Locks: u->lock (a leaf) guards the base table and is held across the
  * cuFile calls, so that a base's register and deregister never
@@ -43,11 +57,12 @@
 
 #define CUFILE_BUCKETS 1024u
 
-/* One registered base: what cuFile holds, and how many regions share it. */
+/* One registration made with cuFile, and how many regions share it. */
 struct cufile_base {
 	struct cufile_base *next;
 	uintptr_t base;
-	size_t length;  /* registered with cuFile */
+	size_t length;  /* registered with cuFile; 0: not (any more) */
+	uint64_t id;    /* the memory's identity (gdrc_pin_reg.id) */
 	unsigned users; /* the cache's registrations on it */
 };
 
@@ -68,11 +83,12 @@ static struct cufile_base **bucket_of(struct gdrc_pin_cufile *u,
 	return &u->bucket[(base >> 6 ^ base >> 16) % CUFILE_BUCKETS];
 }
 
+/* The entry cuFile holds base for (at most one is registered). */
 static struct cufile_base *base_find(struct gdrc_pin_cufile *u,
 				     uintptr_t base)
 {
 	for (struct cufile_base *b = *bucket_of(u, base); b; b = b->next)
-		if (b->base == base)
+		if (b->base == base && b->length)
 			return b;
 	return NULL;
 }
@@ -129,6 +145,21 @@ static void cufile_deregister(struct gdrc_pin_cufile *u, uintptr_t base)
 			  (unsigned long)base, gdrc_cufile_err(e));
 }
 
+/* Under u->lock: b and the request name different memory at one base.
+ * @return 1 if the request's is the one gone (b's is at the base now). */
+static int request_stale(struct gdrc_pin_cufile *u,
+			 const struct gdrc_pin_reg *reg,
+			 const struct cufile_base *b)
+{
+	unsigned long long now = 0;
+
+	if (!u->cu || !b->id ||
+	    u->cu->cuPointerGetAttribute(&now, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+					 (CUdeviceptr)reg->addr) != CUDA_SUCCESS)
+		return 0;
+	return now == b->id;
+}
+
 static gdrc_status_t pin_cufile_reg(void *be, struct gdrc_pin_reg *reg)
 {
 	struct gdrc_pin_cufile *u = be;
@@ -140,6 +171,17 @@ static gdrc_status_t pin_cufile_reg(void *be, struct gdrc_pin_reg *reg)
 		return GDRC_ERR_NO_MEMORY;
 	pthread_mutex_lock(&u->lock);
 	b = base_find(u, reg->addr);
+	if (b && b->id != reg->id && !request_stale(u, reg, b)) {
+		/* Registered for memory freed since (a region on it is
+		 * still held): stale, whatever its holder does. */
+		cufile_deregister(u, b->base);
+		b->length = 0;
+		b = NULL;
+	}
+	if (b && b->id != reg->id) {
+		b->users++; /* the current memory's registration */
+		goto served;
+	}
 	if (b && b->length >= reg->length) {
 		b->users++;
 		goto served;
@@ -173,7 +215,7 @@ static gdrc_status_t pin_cufile_reg(void *be, struct gdrc_pin_reg *reg)
 		goto refused;
 	*nb = (struct cufile_base){
 		.next = *bucket_of(u, reg->addr), .base = reg->addr,
-		.length = reg->length, .users = 1,
+		.length = reg->length, .id = reg->id, .users = 1,
 	};
 	*bucket_of(u, reg->addr) = nb;
 	u->bases++;

@@ -118,6 +118,17 @@
  * ring without a table.  Where io_uring or O_DIRECT on /dev/shm is
  * refused, such inputs run without a ring (said once).  Seeds ring-*.
  *
+ * cuFile mode (issue 33): an input of 3n + 2 bytes runs the same
+ * operations on a context that registers with cuFile (GDRC_CUFILE_ALL,
+ * the fake libcufile).  Checked, beyond the above: a GPU registration
+ * is its whole allocation exactly (VMM: its one mapping; a vget over two
+ * mappings or a hole is GDRC_ERR_UNSUPPORTED); after every step each held
+ * registration is registered with cuFile at its base for at least its
+ * length, and in hooks mode no registration outlives its memory unless
+ * it is held (fake_cufile_orphans, at most the held ones invalidated):
+ * every hooked free deregistered the rest before the fake driver freed;
+ * at the end nothing is registered with cuFile.  Seeds cufile-*.
+ *
  * Build: cmake -DGDRC_FUZZ=ON with clang (tests/fuzz/CMakeLists.txt).
  * Run:   fuzz_cache -max_total_time=60 tests/fuzz/corpus
  */
@@ -139,6 +150,7 @@
 #endif
 
 #include "fake_cuda.h"
+#include "fake_cufile.h"
 
 #define ARENA_PAGES 64
 #define HELD 8
@@ -188,6 +200,7 @@ static uint64_t stat_of(struct gdrc_ctx *ctx, enum gdrc_stat s)
 #define RING_READ_MAX 512
 
 static int ring_mode;       /* this input's context is bound to the ring */
+static int cufile_mode;     /* this input's context registers with cuFile */
 
 #ifdef GDRC_HAVE_URING
 static unsigned ring_slots; /* its table's size */
@@ -394,6 +407,40 @@ static void ring_read_check(const struct gdrc_mr_info *info, uintptr_t s,
 		      (void *)buf);
 }
 #endif
+
+/* cuFile mode, after every step: each held registration is registered
+ * with cuFile at its base, at least as long; in hooks mode only held
+ * registrations whose memory went may outlive it. */
+static void cufile_check(struct gdrc_mr **held, int tagged)
+{
+	unsigned inv_held = 0;
+
+	for (unsigned i = 0; i < HELD; i++) {
+		struct gdrc_mr_info info;
+		size_t len = 0;
+		int seen = 0;
+
+		if (!held[i])
+			continue;
+		for (unsigned j = 0; j < i; j++)
+			seen |= held[j] == held[i];
+		CHECK(gdrc_mr_query(held[i], &info) == GDRC_OK, "query");
+		CHECK(info.backend == GDRC_BACKEND_CUFILE &&
+			      fake_cufile_registered((void *)info.addr, &len) &&
+			      len >= info.length,
+		      "held registration %llu (%#lx+%zu, backend %d) is not "
+		      "registered with cuFile (%zu bytes there)",
+		      (unsigned long long)info.id, (unsigned long)info.addr,
+		      info.length, info.backend, len);
+		if (!seen && (info.flags & GDRC_MR_INFO_INVALIDATED))
+			inv_held++;
+	}
+	if (!tagged)
+		CHECK(fake_cufile_orphans() <= inv_held,
+		      "%lu cuFile registrations outlived their memory, %u "
+		      "held ones were invalidated",
+		      fake_cufile_orphans(), inv_held);
+}
 
 /* When id first appeared; *fresh (if given): 1 if that is now. */
 static uint64_t born_of(uint64_t id, int *fresh)
@@ -807,8 +854,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		setenv("GDRC_LOG_LEVEL", "error", 1);
 		setenv("GDRC_WHOLE_ALLOC_MAX", "8M", 1);
 		setenv("GDRC_MISUSE", "warn", 1);
+		setenv("GDRC_CUFILE_LIBRARY", FAKE_CUFILE_PATH, 1);
 	}
 	fake_cuda_reset(1);
+	fake_cufile_reset();
 	CHECK(cuInit(0) == CUDA_SUCCESS, "cuInit");
 	memset(gpu, 0, sizeof(gpu));
 	gpu_lo = gpu_hi = 0;
@@ -827,6 +876,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	nids = 0;
 	clock_now = 1;
 	ring_mode = 0;
+	cufile_mode = size % 3 == 2;
+	if (cufile_mode) {
+		struct gdrc_config cfg = {
+			.field_mask = GDRC_CONFIG_FIELD_CUFILE,
+			.cufile = GDRC_CUFILE_ALL,
+		};
+
+		CHECK(gdrc_init(&cfg, &ctx) == GDRC_OK, "gdrc_init, cuFile");
+	}
 #ifdef GDRC_HAVE_URING
 	if (size % 3 == 1 && ring_ready()) {
 		struct gdrc_config cfg = {
@@ -841,7 +899,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(gdrc_init(&cfg, &ctx) == GDRC_OK, "gdrc_init on a ring");
 	}
 #endif
-	if (!ring_mode)
+	if (!ring_mode && !cufile_mode)
 		CHECK(gdrc_init(NULL, &ctx) == GDRC_OK, "gdrc_init");
 	misuse0 = stat_of(ctx, GDRC_STAT_MISUSE);
 	if (!said_source) {
@@ -1000,6 +1058,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(info.key_addr <= s &&
 				      info.key_addr + info.key_length >= s + len,
 			      "gpu registration does not cover the request");
+			CHECK(!cufile_mode ||
+				      (info.addr == gpu[slot].p &&
+				       info.length == gpu[slot].size),
+			      "cuFile registration %#lx+%zu is not the "
+			      "allocation %#lx+%zu",
+			      (unsigned long)info.addr, info.length,
+			      (unsigned long)gpu[slot].p, gpu[slot].size);
 			held[next] = mr;
 			next = (next + 1) % HELD;
 			break;
@@ -1020,6 +1085,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			vmm_request(a, b, &s, &e);
 			for (unsigned q = vslot_of(s); q <= vslot_of(e - 1); q++)
 				hole |= vhead[q] < 0;
+			/* cuFile: a buffer lies in one mapping. */
+			if (cufile_mode && !hole)
+				hole = vhead[vslot_of(s)] != vhead[vslot_of(e - 1)];
 			gets++;
 			if (held[next]) {
 				gdrc_mr_put(ctx, held[next]);
@@ -1056,7 +1124,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			      (unsigned long)s, (unsigned long)(e - s),
 			      vslot_of(s), vslot_of(e - 1));
 			CHECK(gdrc_mr_query(mr, &info) == GDRC_OK, "query");
-			vmm_check(&info, s, e, tagged);
+			if (cufile_mode) {
+				unsigned h = (unsigned)vhead[vslot_of(s)];
+
+				CHECK(info.addr == vaddr(h) &&
+					      info.length == vlen[h] * VSLOT &&
+					      info.buffer_id ==
+						      fake_cuda_buffer_id(s),
+				      "cuFile vmm registration %#lx+%zu is "
+				      "not the mapping at slot %u",
+				      (unsigned long)info.addr, info.length, h);
+			} else {
+				vmm_check(&info, s, e, tagged);
+			}
 			held[next] = mr;
 			next = (next + 1) % HELD;
 			break;
@@ -1093,6 +1173,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (ring_mode)
 			ring_check(ctx, held);
 #endif
+		if (cufile_mode)
+			cufile_check(held, tagged);
 	}
 	for (unsigned i = 0; i < HELD; i++)
 		if (held[i])
@@ -1145,6 +1227,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 #endif
 	gdrc_fini(ctx);
+	CHECK(!fake_cufile_live() && !fake_cufile_orphans(),
+	      "cuFile registrations left: %lu, orphaned %lu",
+	      fake_cufile_live(), fake_cufile_orphans());
 #ifdef GDRC_HAVE_URING
 	if (ring_mode) {
 		struct ring_table t;

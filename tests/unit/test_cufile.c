@@ -16,7 +16,9 @@
  * witness of "deregistered before the free".
  */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -87,6 +89,13 @@ static struct gdrc_mr_info info_of(const struct gdrc_mr *mr)
 
 	assert_int_equal(gdrc_mr_query(mr, &info), GDRC_OK);
 	return info;
+}
+
+static struct gdrc_ctx *ctx_unused(struct gdrc_ctx *ctx)
+{
+	assert_int_equal(gdrc_release_unused(ctx, GDRC_DEVICE_ALL, NULL),
+			 GDRC_OK);
+	return ctx;
 }
 
 static unsigned long regs(void)
@@ -485,6 +494,102 @@ static void test_cufile_free_after_other_thread(void **state)
 	gdrc_fini(ctx);
 }
 
+/* Threads getting and putting while another frees and allocates again
+ * through the hooked free (what TSan runs): every get gets the
+ * allocation at that address or a documented status, and once every
+ * allocation was got again nothing outlives its memory. */
+#define RACE_ALLOCS 4
+#define RACE_THREADS 3
+
+struct race {
+	struct gdrc_ctx *ctx;
+	CUdeviceptr p[RACE_ALLOCS];
+	atomic_int stop;
+	atomic_ulong gets, stale;
+	/* What a getter saw that it should not have (cmocka's asserts
+	 * belong to the main thread): a status, or -100 for a
+	 * registration of another address. */
+	atomic_int bad;
+};
+
+static void *race_getter(void *arg)
+{
+	struct race *r = arg;
+	unsigned i = 0;
+
+	while (!atomic_load(&r->stop)) {
+		CUdeviceptr p = r->p[i++ % RACE_ALLOCS];
+		struct gdrc_mr *mr;
+		struct gdrc_mr_info info;
+		gdrc_status_t st;
+
+		st = gdrc_mr_get(r->ctx, (void *)(p + 4 * KIB), 4 * KIB, 0,
+				 0, &mr);
+		/* Freed between the read of p and the get: the driver
+		 * does not know it (CUDA), or it keeps being freed (BUSY). */
+		if (st != GDRC_OK) {
+			if (st != GDRC_ERR_CUDA && st != GDRC_ERR_BUSY &&
+			    st != GDRC_ERR_UNSUPPORTED)
+				atomic_store(&r->bad, st);
+			continue;
+		}
+		/* Between a free and the allocation again the address is
+		 * nobody's: the driver calls it host memory, and this
+		 * context registers that too. */
+		if (gdrc_mr_query(mr, &info) != GDRC_OK ||
+		    (info.mem_type == GDRC_MEM_CUDA && info.addr != p))
+			atomic_store(&r->bad, -100);
+		if (info.buffer_id != fake_cuda_buffer_id(p))
+			atomic_fetch_add(&r->stale, 1); /* freed since: ok */
+		atomic_fetch_add(&r->gets, 1);
+		gdrc_mr_put(r->ctx, mr);
+	}
+	return NULL;
+}
+
+static void test_cufile_free_race(void **state)
+{
+	struct race r = { .ctx = ctx_all() };
+	pthread_t th[RACE_THREADS];
+
+	(void)state;
+	for (int i = 0; i < RACE_ALLOCS; i++)
+		r.p[i] = fake_cuda_alloc(FAKE_DEVICE, 1 * MIB, 0);
+	for (int t = 0; t < RACE_THREADS; t++)
+		assert_int_equal(pthread_create(&th[t], NULL, race_getter, &r),
+				 0);
+	for (int k = 0; k < 300; k++) {
+		int i = k % RACE_ALLOCS;
+		unsigned long seen = atomic_load(&r.gets);
+
+		/* Some gets between two frees (on 2 cores the getters may
+		 * otherwise never run before the loop ends). */
+		for (int y = 0; y < 1000 && atomic_load(&r.gets) == seen; y++)
+			sched_yield();
+		assert_int_equal(cuMemFree_v2(r.p[i]), CUDA_SUCCESS);
+		assert_true(fake_cuda_alloc_at(FAKE_DEVICE, 1 * MIB, 0,
+					       r.p[i]) == r.p[i]);
+	}
+	atomic_store(&r.stop, 1);
+	for (int t = 0; t < RACE_THREADS; t++)
+		assert_int_equal(pthread_join(th[t], NULL), 0);
+	assert_int_equal(atomic_load(&r.bad), 0);
+	assert_true(atomic_load(&r.gets) > 0);
+	/* A get that ran between a free's step and the driver's free
+	 * registered memory on its way out (the getters race the free of
+	 * the memory they use: the program's bug); the next get's BUFFER_ID
+	 * check deregisters it.  Registrations held at their free were
+	 * deregistered at their put. */
+	for (int i = 0; i < RACE_ALLOCS; i++)
+		assert_int_equal(get_info(r.ctx, r.p[i], 4 * KIB).buffer_id,
+				 fake_cuda_buffer_id(r.p[i]));
+	assert_int_equal(fake_cufile_orphans(), 0);
+	assert_true(stat_of(ctx_unused(r.ctx), GDRC_STAT_FREE_DEREGS) > 0);
+	gdrc_fini(r.ctx);
+	for (int i = 0; i < RACE_ALLOCS; i++)
+		assert_int_equal(fake_cuda_free(r.p[i]), 0);
+}
+
 /* ---- limits and refusals ---- */
 
 static void test_cufile_pinned_limit(void **state)
@@ -701,6 +806,7 @@ int main(void)
 		T(test_cufile_free_held_with_callback),
 		T(test_cufile_free_held_without_callback),
 		T(test_cufile_free_after_other_thread),
+		T(test_cufile_free_race),
 		T(test_cufile_pinned_limit),
 		T(test_cufile_out_of_pinned_memory),
 		T(test_cufile_refused),
