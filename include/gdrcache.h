@@ -389,9 +389,7 @@ GDRC_API gdrc_status_t gdrc_source_status(struct gdrc_ctx *ctx,
  *         with a ring, a range of more than 1 GiB once rounded to pages
  *         (the kernel's bound on one fixed buffer: never split); in a
  *         cuFile context, host memory when cufile lacks
- *         GDRC_CUFILE_HOST, GPU memory when it lacks GDRC_CUFILE_GPU,
- *         and a range over two VMM mappings (a cuFile buffer lies in
- *         one);
+ *         GDRC_CUFILE_HOST, GPU memory when it lacks GDRC_CUFILE_GPU;
  *         GDRC_ERR_CUDA if classifying the pointer failed (also when
  *         the VMM memory's device has no context to ask in: none
  *         current and its primary one inactive, which the library does

@@ -824,13 +824,12 @@ static struct gdrc_req_policy req_policy(struct gdrc_ctx *ctx,
 	};
 
 	if (ctx->cufile) {
-		/* cuFile: one registration per allocation whatever its
-		 * size, exactly the allocation (it refuses a range past its
-		 * end), inside one VMM mapping.  Then no two registrations
-		 * of GPU memory share a base (pin_cufile.c). */
+		/* cuFile: one registration per allocation (VMM: the run of
+		 * mappings the request covers) whatever its size, exactly
+		 * (it refuses a range past the allocation's end, 64 KiB
+		 * rounding included: tests/gpu/cufile_semantics.c). */
 		pol.whole_alloc_max = UINT64_MAX;
 		pol.reg_align = 1;
-		pol.one_mapping = 1;
 	}
 
 	if (cls->info.mem_type == GDRC_MEM_CUDA &&

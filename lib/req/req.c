@@ -31,13 +31,6 @@ static gdrc_status_t req_gpu(const struct gdrc_cuda *cu,
 		if (status)
 			return status;
 		alloc_end = (*segs_p)[nseg - 1].end;
-		if (nseg > 1 && pol->one_mapping) {
-			gdrc_error("%#lx+%lu covers %u VMM mappings: a cuFile "
-				   "buffer lies in one",
-				   (unsigned long)req->start,
-				   (unsigned long)(req->end - req->start), nseg);
-			return GDRC_ERR_UNSUPPORTED;
-		}
 		if (nseg > 1) {
 			req->segs = *segs_p;
 			req->nseg = nseg;

@@ -29,7 +29,6 @@ struct gdrc_req_policy {
 				   * registration (GDRC_VALIDATE=auto) */
 	uint64_t whole_alloc_max; /* largest allocation keyed whole */
 	uintptr_t reg_align;      /* GPU registrations round out to this */
-	int one_mapping;          /* refuse a request over two VMM mappings */
 };
 
 /*

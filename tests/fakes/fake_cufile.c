@@ -18,8 +18,12 @@
  *     that overlap a registration, or start inside one unaligned, are
  *     registrations of their own (measured), keyed by their base;
  *   - GPU memory is what the fake CUDA knows on a device: the whole
- *     range must lie in one allocation (VMM: one mapping), else
- *     CU_FILE_CUDA_POINTER_RANGE_ERROR.  Host memory (malloc'd, or the
+ *     range must lie in the span the driver gives for its start
+ *     (CU_POINTER_ATTRIBUTE_RANGE_START_ADDR and RANGE_SIZE: the
+ *     allocation, or for VMM memory the whole reservation), else
+ *     CU_FILE_CUDA_POINTER_RANGE_ERROR (measured: past a cudaMalloc's
+ *     end, even rounded up to 64 KiB, 5014; over two adjacent VMM
+ *     mappings of one reservation, accepted; tests/gpu/cufile_semantics.c).  Host memory (malloc'd, or the
  *     fake's pinned FAKE_HOST_PINNED) registers (measured for malloc);
  *   - each GPU's registered bytes are held to max_device_pinned_mem_size
  *     (cufile.json's 32 GiB by default; fake_cufile_set_pinned_limit_kib):
@@ -33,7 +37,9 @@
  *     (not measured);
  *   - cuFileBufDeregister takes the exact base of a registration, live
  *     or orphaned; anything else is FAKE_CUFILE_DEREG_UNKNOWN
- *     (CU_FILE_INVALID_VALUE, as cufile.h says; not measured);
+ *     (CU_FILE_MEMORY_NOT_REGISTERED, 5024, measured for a pointer never
+ *     registered, an interior one and one deregistered already; NULL is
+ *     CU_FILE_INVALID_VALUE, not measured);
  *   - a buffer registration opens the driver if it is closed (the real
  *     library does), and so does a handle registration here (not
  *     measured): implicit opens, counted apart;
@@ -717,6 +723,13 @@ static int buf_register(uintptr_t b, size_t length)
 		return CU_FILE_MEMORY_ALREADY_REGISTERED;
 	if (fake_cuda_alloc_range(b, &abase, &asize, &device))
 		device = -1;
+	/* The driver's span for b: for VMM memory the reservation. */
+	if (device >= 0 &&
+	    (cuPointerGetAttribute(&abase,
+				   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, b) ||
+	     cuPointerGetAttribute(&asize, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+				   b)))
+		return CU_FILE_CUDA_POINTER_INVALID;
 	if (device >= 0 && length > abase + asize - b)
 		return CU_FILE_CUDA_POINTER_RANGE_ERROR;
 	if (device >= 0 && (length > st.pinned_limit ||
@@ -755,7 +768,9 @@ CUfileError_t cuFileBufDeregister(const void *base)
 	lock_state();
 	err = enter(FN_cuFileBufDeregister);
 	r = err || !base ? NULL : reg_find((uintptr_t)base);
-	if (!err && !r)
+	if (!err && !base)
+		err = CU_FILE_INVALID_VALUE;
+	else if (!err && !r)
 		err = FAKE_CUFILE_DEREG_UNKNOWN;
 	if (!err) {
 		reg_remove(r);

@@ -35,9 +35,9 @@
 #define FAKE_CUFILE_PINNED_LIMIT_KIB 33554432UL
 
 /* What cuFileBufDeregister returns for a pointer that starts no
- * registration (NULL, never registered, interior).  cufile.h says
- * CU_FILE_INVALID_VALUE; not measured yet. */
-#define FAKE_CUFILE_DEREG_UNKNOWN CU_FILE_INVALID_VALUE
+ * registration (never registered, interior, deregistered already):
+ * measured with libcufile 1.15.1 (tests/gpu/cufile_semantics.c). */
+#define FAKE_CUFILE_DEREG_UNKNOWN CU_FILE_MEMORY_NOT_REGISTERED
 
 /* Batch: most I/Os one batch holds (cuFileBatchIOSetUp's nr), as
  * max_batch_io_size by default. */

@@ -121,8 +121,9 @@
  * cuFile mode (issue 33): an input of 3n + 2 bytes runs the same
  * operations on a context that registers with cuFile (GDRC_CUFILE_ALL,
  * the fake libcufile).  Checked, beyond the above: a GPU registration
- * is its whole allocation exactly (VMM: its one mapping; a vget over two
- * mappings or a hole is GDRC_ERR_UNSUPPORTED); after every step each held
+ * is its whole allocation exactly (VMM: the mappings the request
+ * touches, each whole; a vget reaching a hole is GDRC_ERR_UNSUPPORTED as
+ * always); after every step each held
  * registration is registered with cuFile at its base for at least its
  * length, and in hooks mode no registration outlives its memory unless
  * it is held (fake_cufile_orphans, at most the held ones invalidated):
@@ -1085,9 +1086,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			vmm_request(a, b, &s, &e);
 			for (unsigned q = vslot_of(s); q <= vslot_of(e - 1); q++)
 				hole |= vhead[q] < 0;
-			/* cuFile: a buffer lies in one mapping. */
-			if (cufile_mode && !hole)
-				hole = vhead[vslot_of(s)] != vhead[vslot_of(e - 1)];
 			gets++;
 			if (held[next]) {
 				gdrc_mr_put(ctx, held[next]);
@@ -1126,14 +1124,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(gdrc_mr_query(mr, &info) == GDRC_OK, "query");
 			if (cufile_mode) {
 				unsigned h = (unsigned)vhead[vslot_of(s)];
+				unsigned t = (unsigned)vhead[vslot_of(e - 1)];
+				uintptr_t end = vaddr(t) + vlen[t] * VSLOT;
 
 				CHECK(info.addr == vaddr(h) &&
-					      info.length == vlen[h] * VSLOT &&
+					      info.length == end - vaddr(h) &&
 					      info.buffer_id ==
 						      fake_cuda_buffer_id(s),
 				      "cuFile vmm registration %#lx+%zu is "
-				      "not the mapping at slot %u",
-				      (unsigned long)info.addr, info.length, h);
+				      "not the mappings of slots %u..%u",
+				      (unsigned long)info.addr, info.length, h,
+				      t);
 			} else {
 				vmm_check(&info, s, e, tagged);
 			}

@@ -752,12 +752,16 @@ static void test_cufile_shared_base(void **state)
 
 /* ---- VMM ---- */
 
-static void test_cufile_vmm_one_mapping(void **state)
+/* VMM: a request in one mapping registers that mapping; one over two
+ * registers both whole, as one cuFile buffer (cuFile takes a range over
+ * adjacent mappings of one reservation); unmapping either deregisters
+ * it before the unmap returns. */
+static void test_cufile_vmm_mappings(void **state)
 {
 	struct gdrc_ctx *ctx = ctx_all();
 	CUdeviceptr va = fake_cuda_vmm_reserve(8 * MIB);
 	struct gdrc_mr_info info;
-	struct gdrc_mr *mr = NULL;
+	size_t len = 0;
 
 	(void)state;
 	assert_true(va != 0);
@@ -766,13 +770,22 @@ static void test_cufile_vmm_one_mapping(void **state)
 	info = get_info(ctx, va + 2 * MIB + 4 * KIB, 4 * KIB);
 	assert_int_equal(info.addr, va + 2 * MIB);
 	assert_int_equal(info.length, 2 * MIB);
-	assert_int_equal(gdrc_mr_get(ctx, (void *)(va + 2 * MIB - 4 * KIB),
-				     8 * KIB, 0, 0, &mr),
+	info = get_info(ctx, va + 2 * MIB - 4 * KIB, 8 * KIB);
+	assert_int_equal(info.addr, va);
+	assert_int_equal(info.length, 4 * MIB);
+	assert_int_equal(info.kind, GDRC_PTR_VMM);
+	assert_int_equal(fake_cufile_registered((void *)va, &len), 1);
+	assert_int_equal(len, 4 * MIB);
+	/* A hole: refused, as for NICs. */
+	assert_int_equal(gdrc_mr_get(ctx, (void *)(va + 4 * MIB - 4 * KIB),
+				     8 * KIB, 0, 0, &(struct gdrc_mr *){ 0 }),
 			 GDRC_ERR_UNSUPPORTED);
-	assert_null(mr);
 	assert_int_equal(cuMemUnmap(va + 2 * MIB, 2 * MIB), CUDA_SUCCESS);
 	assert_int_equal(fake_cufile_orphaned_total(), 0);
 	assert_int_equal(fake_cufile_live(), 0);
+	/* One: the run's registration (B's own went when the run
+	 * subsumed it). */
+	assert_int_equal(stat_of(ctx, GDRC_STAT_FREE_DEREGS), 1);
 	assert_int_equal(cuMemUnmap(va, 2 * MIB), CUDA_SUCCESS);
 	assert_int_equal(fake_cuda_vmm_unreserve(va), 0);
 	gdrc_fini(ctx);
@@ -812,7 +825,7 @@ int main(void)
 		T(test_cufile_refused),
 		T(test_cufile_host_memory),
 		T(test_cufile_shared_base),
-		T(test_cufile_vmm_one_mapping),
+		T(test_cufile_vmm_mappings),
 		T(test_cufile_free_fn_refusals),
 	};
 
