@@ -21,8 +21,10 @@
 #           (never hooks/ or config/)
 #   req     req/*, cache/cache.h (the request type), classify/*, cuda/*,
 #           gdrc_int.h, log/log.h
-#   preload preload/* only (the public header is not a module: it is
-#           a layer over libgdrcache.so.0's public API)
+#   preload preload/*, and the cuFile and CUDA type declarations
+#           (cufile/cufile_types.h, cuda/cuda_types.h: types only; the
+#           public header is not a module: it is a layer over
+#           libgdrcache.so.0's public API)
 #   lib/gdrc_int.h      nothing (it depends on the C library only)
 #   lib/api.c, api_*.c, api_int.h   any header of lib/ (the API layer)
 #   other files of lib/ gdrc_int.h and the headers of one module at most
@@ -55,7 +57,8 @@ set(_allow_classify "^classify/" "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_kchan "^kchan/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_req "^req/" "^cache/cache\\.h$" "^classify/" "^cuda/"
 	"^gdrc_int\\.h$" "^log/log\\.h$")
-set(_allow_preload "^preload/")
+set(_allow_preload "^preload/" "^cufile/cufile_types\\.h$"
+	"^cuda/cuda_types\\.h$")
 set(_modules log itree stats config hooks pin cache cuda classify kchan
 	req preload cufile)
 
