@@ -24,6 +24,13 @@
  * made at the PD's first registration (the CUDA driver is initialised
  * then, when it is installed) and closed by ibv_dealloc_pd.
  *
+ * preload_cufile.c, in the same library, does the same for cuFile
+ * programs (GDRC_PRELOAD_CUFILE=1, the default): their cuFileBufRegister,
+ * cuFileBufDeregister, cuFileRead and cuFileWrite are served from one
+ * context that registers with cuFile, made at the first such call, and
+ * what they leave registered when they free its memory is deregistered
+ * before the free.
+ *
  * Passed through untouched: registrations with access flags the cache
  * does not model (MW_BIND, ZERO_BASED, ON_DEMAND, ...), an iova other
  * than the address, zero lengths, anything the cache refuses (managed
