@@ -66,10 +66,40 @@
  * evictions over the run.  The cache's buffer table has K slots
  * (--cache-slots): fewer than the buffers makes it evict.
  *
+ * GPU memory (--mem cuda): the same sweep and workload, reading the file
+ * with GPUDirect Storage (cuFileRead, cuFile's handle of the O_DIRECT fd)
+ * into cuMemAlloc'd memory of device 0, the modes being
+ *   plain     cuFileRead into unregistered memory: cuFile moves the data
+ *             through its own registered bounce buffers
+ *   once      each buffer registered with cuFileBufRegister before the
+ *             loop
+ *   per-read  cuFileBufRegister before each read, cuFileBufDeregister
+ *             after: what a program without a cache would do
+ *   cache     gdrc_mr_get before the read in a context that registers
+ *             with cuFile (GDRC_CONFIG_FIELD_CUFILE), the read given the
+ *             registered base (gdrc_mr_query) and the offset from it,
+ *             gdrc_mr_put after
+ * Each mode reads into buffers of its own (cuFile refuses a second
+ * registration of a base: one mode's would block another's).  A buffer
+ * is poisoned before a read and copied back and compared after it
+ * (cuMemcpyHtoD, cuMemcpyDtoH; untimed).  The workload's replacement is
+ * cuMemFree and cuMemAlloc of the same size (the driver often gives the
+ * address back); in once mode the buffer is deregistered before its free
+ * and the new one registered, in cache mode the cache deregisters it
+ * inside the free (the CUDA free hooks: its line counts free_deregs).
+ * --cache-slots does not apply.  Nothing CUDA is needed to build it: the
+ * driver (libcuda.so.1, GDRC_CUDA_LIBRARY) and libcufile (libcufile.so.0,
+ * GDRC_CUFILE_LIBRARY) are opened at run time, the files libgdrcache
+ * opens, so it is always built with gdrc-io; without a GPU, libcufile,
+ * cuFile's driver or a file handle cuFile takes (in a container without
+ * /run/udev it needs tests/gpu/udev_entry.sh's entry) it exits 77 and
+ * says which.
+ *
  * Build (installed package):
- *   cc gdrc-io.c $(pkg-config --cflags --libs gdrcache liburing)
+ *   cc gdrc-io.c $(pkg-config --cflags --libs gdrcache liburing) -ldl
  * Run:
  *   gdrc-io -f /dev/shm -s 64K:16M --workload 400
+ *   gdrc-io --mem cuda -f /tmp -s 64K:16M --workload 400
  * Options:
  *   -f PATH    the test file, or a folder to make it in (gdrc-io.XXXXXX);
  *              its file system must take O_DIRECT (default: gdrc-io.dat)
@@ -85,14 +115,18 @@
  *   --workload N     then N reads of the workload above (0: none)
  *   --bufs B         the workload's buffers (16)
  *   --cache-slots K  the cache's buffer table (64)
+ *   --mem M    host (default) or cuda: the buffers are GPU memory read
+ *              with cuFile (above)
  *   --keep     leave the test file
  *   -h, --help the usage line
  * Exit 0 when every byte of every read was right; 1 on a mismatch or a
  * failure; 2 on bad options; 77 when this machine cannot run it (no
  * io_uring, no O_DIRECT on the file's file system, no sparse buffer
- * tables, fixed buffers over RLIMIT_MEMLOCK): the line says why.
+ * tables, fixed buffers over RLIMIT_MEMLOCK; with --mem cuda: no GPU, no
+ * libcufile, cuFile's driver or handle refused): the line says why.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -166,6 +200,12 @@ struct io {
 	char *buf[NBUF];       /* the sweep's, max_size each */
 	struct result res[MODES][MAX_SIZES];
 	FILE *csv;
+	/* --mem cuda: p->gdrc registers with cuFile */
+	int cuda;
+	void *fh;              /* cuFile's handle of fd */
+	char *gbuf[MODES][NBUF]; /* the sweep's, per mode: GPU addresses */
+	uint64_t *stage;       /* max_size: a GPU buffer copied back */
+	uint64_t *poison_img;  /* max_size of poison words */
 };
 
 /* The test file, for the exit handlers. */
@@ -412,6 +452,242 @@ static void check(struct io *p, const char *buf, size_t len, uint64_t off,
 	p->reads++;
 }
 
+/* ---- GPU memory: the CUDA driver and cuFile, opened at run time ----
+ *
+ * The driver's and cuFile's ABI (CUDA 13.0's cuda.h and cufile.h,
+ * libcufile 1.15), the _v2 names where cuda.h maps to them: building
+ * needs no CUDA toolkit. */
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef unsigned long long CUdeviceptr;
+
+struct cf_error {        /* CUfileError_t */
+	int err;             /* CUfileOpError: 0 or 5000 + n */
+	CUresult cu_err;
+};
+
+struct cf_descr {        /* CUfileDescr_t */
+	int type;            /* 1: CU_FILE_HANDLE_TYPE_OPAQUE_FD */
+	union {
+		int fd;
+		void *handle;
+	} handle;
+	const void *fs_ops;
+};
+
+static struct {
+	CUresult (*cuInit)(unsigned flags);
+	CUresult (*cuDeviceGetCount)(int *count);
+	CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
+	CUresult (*cuDeviceGetName)(char *name, int len, CUdevice dev);
+	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+	CUresult (*cuCtxSetCurrent)(CUcontext ctx);
+	CUresult (*cuCtxSynchronize)(void);
+	CUresult (*cuMemAlloc)(CUdeviceptr *p, size_t size);
+	CUresult (*cuMemFree)(CUdeviceptr p);
+	CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void *src, size_t n);
+	CUresult (*cuMemcpyDtoH)(void *dst, CUdeviceptr src, size_t n);
+	CUresult (*cuGetErrorName)(CUresult res, const char **name);
+} cu;
+
+static struct {
+	struct cf_error (*cuFileBufRegister)(const void *base, size_t len,
+					     int flags);
+	struct cf_error (*cuFileBufDeregister)(const void *base);
+	struct cf_error (*cuFileHandleRegister)(void **fh,
+						struct cf_descr *descr);
+	void (*cuFileHandleDeregister)(void *fh);
+	ssize_t (*cuFileRead)(void *fh, void *base, size_t size,
+			      off_t file_offset, off_t base_offset);
+} cf;
+
+struct sym {
+	const char *name;
+	void *slot; /* where the entry point goes */
+};
+
+static const struct sym cu_syms[] = {
+	{ "cuInit", &cu.cuInit },
+	{ "cuDeviceGetCount", &cu.cuDeviceGetCount },
+	{ "cuDeviceGet", &cu.cuDeviceGet },
+	{ "cuDeviceGetName", &cu.cuDeviceGetName },
+	{ "cuDevicePrimaryCtxRetain", &cu.cuDevicePrimaryCtxRetain },
+	{ "cuCtxSetCurrent", &cu.cuCtxSetCurrent },
+	{ "cuCtxSynchronize", &cu.cuCtxSynchronize },
+	{ "cuMemAlloc_v2", &cu.cuMemAlloc },
+	{ "cuMemFree_v2", &cu.cuMemFree },
+	{ "cuMemcpyHtoD_v2", &cu.cuMemcpyHtoD },
+	{ "cuMemcpyDtoH_v2", &cu.cuMemcpyDtoH },
+	{ "cuGetErrorName", &cu.cuGetErrorName },
+}, cf_syms[] = {
+	{ "cuFileBufRegister", &cf.cuFileBufRegister },
+	{ "cuFileBufDeregister", &cf.cuFileBufDeregister },
+	{ "cuFileHandleRegister", &cf.cuFileHandleRegister },
+	{ "cuFileHandleDeregister", &cf.cuFileHandleDeregister },
+	{ "cuFileRead", &cf.cuFileRead },
+};
+
+/* The library's own choice of file, else the default name. */
+static const char *lib_path(const char *env, const char *dflt)
+{
+	const char *v = getenv(env);
+
+	return v && *v ? v : dflt;
+}
+
+/* Open path and fill the entry points (never closed: libgdrcache holds
+ * them too).  @return NULL, or why not. */
+static const char *lib_load(const char *path, const struct sym *syms,
+			    size_t n)
+{
+	static char why[PATH_MAX + 64];
+	void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+
+	if (!h)
+		return dlerror();
+	for (size_t i = 0; i < n; i++) {
+		void *fn = dlsym(h, syms[i].name);
+
+		if (!fn) {
+			snprintf(why, sizeof(why), "%s lacks %s", path,
+				 syms[i].name);
+			return why;
+		}
+		memcpy(syms[i].slot, &fn, sizeof(fn));
+	}
+	return NULL;
+}
+
+static const char *cu_name(CUresult res)
+{
+	static char buf[32];
+	const char *name = NULL;
+
+	if (cu.cuGetErrorName && !cu.cuGetErrorName(res, &name) && name)
+		return name;
+	snprintf(buf, sizeof(buf), "CUresult %d", res);
+	return buf;
+}
+
+static void cu_ok(CUresult res, const char *what)
+{
+	if (res)
+		fail("%s: %s (%d)", what, cu_name(res), res);
+}
+
+static void cf_ok(struct cf_error e, const char *what, const void *buf)
+{
+	if (e.err)
+		fail("%s(%p): cuFile status %d (cu_err %d)", what, buf, e.err,
+		     e.cu_err);
+}
+
+static char *galloc(size_t len)
+{
+	CUdeviceptr d = 0;
+
+	cu_ok(cu.cuMemAlloc(&d, len), "cuMemAlloc");
+	return (char *)(uintptr_t)d;
+}
+
+static void gfree(char *buf)
+{
+	cu_ok(cu.cuMemFree((CUdeviceptr)(uintptr_t)buf), "cuMemFree");
+}
+
+static CUdeviceptr dptr(const char *buf)
+{
+	return (CUdeviceptr)(uintptr_t)buf;
+}
+
+/*
+ * --mem cuda, before the test file: the driver on device 0, libcufile,
+ * and the cache's context that registers GPU memory with cuFile (its
+ * gdrc_init opens cuFile's driver).  Exits 77 where this cannot run.
+ */
+static void cuda_up(struct io *p)
+{
+	const char *cuda = lib_path("GDRC_CUDA_LIBRARY", "libcuda.so.1");
+	const char *cufile = lib_path("GDRC_CUFILE_LIBRARY", "libcufile.so.0");
+	struct gdrc_config cfg = { .field_mask = GDRC_CONFIG_FIELD_CUFILE,
+				   .cufile = GDRC_CUFILE_GPU };
+	const char *why;
+	CUcontext ctx;
+	CUdevice dev;
+	char name[128];
+	gdrc_status_t s;
+	CUresult res;
+	int n = 0;
+
+	if (!strcmp(cuda, "none"))
+		skip("--mem cuda: GDRC_CUDA_LIBRARY=none");
+	why = lib_load(cuda, cu_syms, sizeof(cu_syms) / sizeof(cu_syms[0]));
+	if (why)
+		skip("--mem cuda: no CUDA driver (%s)", why);
+	res = cu.cuInit(0);
+	if (res == 100 || res == 34) /* NO_DEVICE, STUB_LIBRARY */
+		skip("--mem cuda: no GPU (cuInit: %s)", cu_name(res));
+	cu_ok(res, "cuInit");
+	cu_ok(cu.cuDeviceGetCount(&n), "cuDeviceGetCount");
+	if (n < 1)
+		skip("--mem cuda: no GPU (no CUDA device)");
+	cu_ok(cu.cuDeviceGet(&dev, 0), "cuDeviceGet");
+	cu_ok(cu.cuDeviceGetName(name, sizeof(name), dev), "cuDeviceGetName");
+	cu_ok(cu.cuDevicePrimaryCtxRetain(&ctx, dev),
+	      "cuDevicePrimaryCtxRetain");
+	cu_ok(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+	if (!strcmp(cufile, "none"))
+		skip("--mem cuda: GDRC_CUFILE_LIBRARY=none");
+	why = lib_load(cufile, cf_syms, sizeof(cf_syms) / sizeof(cf_syms[0]));
+	if (why)
+		skip("--mem cuda: no libcufile (%s; GDRC_CUFILE_LIBRARY names "
+		     "one)", why);
+	s = gdrc_init(&cfg, &p->gdrc);
+	if (s == GDRC_ERR_NO_DEVICE)
+		skip("--mem cuda: cuFileDriverOpen failed (the library's line "
+		     "above gives its status)");
+	if (s == GDRC_ERR_UNSUPPORTED)
+		skip("--mem cuda: the library cannot register with cuFile "
+		     "here (the line above says why)");
+	if (s != GDRC_OK)
+		fail("gdrc_init of a cuFile context: %s", gdrc_status_str(s));
+	printf("gdrc-io: --mem cuda: %s (device 0), %s\n", name, cufile);
+}
+
+/* After the test file: cuFile's handle of it, and the host buffers
+ * that poison and check GPU memory. */
+static void cuda_handle_up(struct io *p)
+{
+	struct cf_descr d = { .type = 1 };
+	struct cf_error e;
+
+	d.handle.fd = p->fd;
+	e = cf.cuFileHandleRegister(&p->fh, &d);
+	if (e.err == 5027) /* CU_FILE_HANDLE_NOT_REGISTERED */
+		skip("--mem cuda: cuFileHandleRegister(%s): cuFile status "
+		     "5027: cuFile finds no udev entry for the file's disk "
+		     "(in a container without /run/udev, "
+		     "tests/gpu/udev_entry.sh writes one)", file_path);
+	if (e.err)
+		skip("--mem cuda: cuFileHandleRegister(%s): cuFile status %d",
+		     file_path, e.err);
+	p->stage = (uint64_t *)xalloc(p->max_size);
+	p->poison_img = (uint64_t *)xalloc(p->max_size);
+	for (size_t j = 0; j < p->max_size / 8; j++)
+		p->poison_img[j] = poison(p);
+}
+
+static void cuda_down(struct io *p)
+{
+	if (p->fh)
+		cf.cuFileHandleDeregister(p->fh);
+	p->fh = NULL;
+	free(p->poison_img);
+	free(p->stage);
+}
+
 /* ---- io_uring ---- */
 
 /* Set slot of ring's table to buf[0, len); len 0 clears it.  Tag 0: no
@@ -464,11 +740,87 @@ static void read_one(struct io *p, struct io_uring *ring, char *buf,
 }
 
 /* What a read registered in its mode: the fixed buffer index (-1:
- * plain) and what to let go after it. */
+ * plain) and what to let go after it; with --mem cuda, the base cuFile
+ * is given (the cache's registered base, else the buffer). */
 struct reg {
 	struct gdrc_mr *mr;
 	int idx;
+	char *buf;
+	char *base;
 };
+
+/* --mem cuda: register as mode m does, before a read. */
+static void cuda_reg_get(struct io *p, int m, char *buf, size_t len,
+			 struct reg *r)
+{
+	struct gdrc_mr_info info;
+	gdrc_status_t s;
+
+	r->mr = NULL;
+	r->idx = -1;
+	r->buf = r->base = buf;
+	if (m == MODE_PER_READ) {
+		cf_ok(cf.cuFileBufRegister(buf, len, 0), "cuFileBufRegister",
+		      buf);
+	} else if (m == MODE_CACHE) {
+		s = gdrc_mr_get(p->gdrc, buf, len, GDRC_ACCESS_LOCAL_WRITE, 0,
+				&r->mr);
+		if (s == GDRC_OK)
+			s = gdrc_mr_query(r->mr, &info);
+		if (s != GDRC_OK)
+			fail("gdrc_mr_get(%p, %zu): %s", (void *)buf, len,
+			     gdrc_status_str(s));
+		r->base = (char *)info.addr;
+	}
+}
+
+static void cuda_reg_put(struct io *p, int m, struct reg *r)
+{
+	if (m == MODE_PER_READ)
+		cf_ok(cf.cuFileBufDeregister(r->buf), "cuFileBufDeregister",
+		      r->buf);
+	else if (r->mr)
+		gdrc_mr_put(p->gdrc, r->mr);
+}
+
+/* --mem cuda: cuFileRead of len at off into buf, given base, registered
+ * or not, and buf's offset from it. */
+static void cuda_read(struct io *p, const struct reg *r, size_t len,
+		      uint64_t off, const char *what)
+{
+	ssize_t n = cf.cuFileRead(p->fh, r->base, len, (off_t)off,
+				  (off_t)(r->buf - r->base));
+
+	if (n != (ssize_t)len)
+		fail("%s: cuFileRead of %zu bytes at %" PRIu64 " into %p "
+		     "(base %p): %zd%s", what, len, off, (void *)r->buf,
+		     (void *)r->base, n, n < 0 ? " (-cuFile status, or -1: "
+					       "errno)" : " (short)");
+}
+
+/* Poison buf before a read: host memory's words, or GPU memory from the
+ * poison image (synchronized: the copy must land before cuFile's). */
+static void poison_any(struct io *p, char *buf, size_t len)
+{
+	if (!p->cuda) {
+		poison_buf(p, buf, len);
+		return;
+	}
+	cu_ok(cu.cuMemcpyHtoD(dptr(buf), p->poison_img, len), "cuMemcpyHtoD");
+	cu_ok(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+/* check() of buf after a read, GPU memory copied back first. */
+static void check_any(struct io *p, char *buf, size_t len, uint64_t off,
+		      const char *what)
+{
+	if (p->cuda) {
+		cu_ok(cu.cuMemcpyDtoH(p->stage, dptr(buf), len),
+		      "cuMemcpyDtoH");
+		buf = (char *)p->stage;
+	}
+	check(p, buf, len, off, what);
+}
 
 static void reg_get(struct io *p, int m, char *buf, size_t len,
 		    unsigned bi, struct reg *r)
@@ -476,6 +828,10 @@ static void reg_get(struct io *p, int m, char *buf, size_t len,
 	gdrc_status_t s;
 	int ret;
 
+	if (p->cuda) {
+		cuda_reg_get(p, m, buf, len, r);
+		return;
+	}
 	r->mr = NULL;
 	switch (m) {
 	case MODE_PLAIN:
@@ -506,6 +862,10 @@ static void reg_put(struct io *p, int m, struct reg *r)
 {
 	int ret;
 
+	if (p->cuda) {
+		cuda_reg_put(p, m, r);
+		return;
+	}
 	if (m == MODE_PER_READ) {
 		ret = slot_set(&p->own, SLOT_PER_READ, NULL, 0);
 		if (ret != 1)
@@ -531,15 +891,18 @@ static void timed_read(struct io *p, int m, char *buf, size_t len,
 	uint64_t t0, t1, t2, t3;
 	struct reg r;
 
-	poison_buf(p, buf, len);
+	poison_any(p, buf, len);
 	t0 = ticks();
 	reg_get(p, m, buf, len, bi, &r);
 	t1 = ticks();
-	read_one(p, ring_of(p, m), buf, len, off, r.idx, what);
+	if (p->cuda)
+		cuda_read(p, &r, len, off, what);
+	else
+		read_one(p, ring_of(p, m), buf, len, off, r.idx, what);
 	t2 = ticks();
 	reg_put(p, m, &r);
 	t3 = ticks();
-	check(p, buf, len, off, what);
+	check_any(p, buf, len, off, what);
 	*t_p = (double)(t3 - t0);
 	*reg_p = m == MODE_PLAIN || m == MODE_ONCE ?
 			 0 : (double)(t1 - t0 + t3 - t2);
@@ -583,6 +946,13 @@ static void csv_row(struct io *p, const char *mode, size_t len,
 
 /* ---- the sweep ---- */
 
+/* The sweep's buffer i for mode m: the four shared by the modes, or with
+ * --mem cuda the mode's own. */
+static char *buf_of(struct io *p, int m, unsigned i)
+{
+	return p->cuda ? p->gbuf[m][i] : p->buf[i];
+}
+
 /* One turn of mode m at len: W warm-up reads, then N timed ones.  The
  * medians of its reads and of their registering, in ticks: an interrupt
  * or a neighbour taking the CPU lands in one read, not in all. */
@@ -594,7 +964,7 @@ static void measure(struct io *p, int m, size_t len, double *t,
 	for (unsigned k = 0; k < w + n; k++) {
 		double tk, rk;
 
-		timed_read(p, m, p->buf[k % NBUF], len, k % NBUF,
+		timed_read(p, m, buf_of(p, m, k % NBUF), len, k % NBUF,
 			   read_off(p, p->next++, len), mode_names[m], &tk,
 			   &rk);
 		if (k >= w) {
@@ -643,7 +1013,7 @@ static void sweep(struct io *p)
 			r->lo = v[0] / rate;
 			r->hi = v[rounds - 1] / rate;
 			r->reg = median(g + m * rounds, rounds) / rate;
-			r->b2b = reg_b2b(p, m, p->buf[0], len);
+			r->b2b = reg_b2b(p, m, buf_of(p, m, 0), len);
 			csv_row(p, mode_names[m], len, r);
 			at += snprintf(line + at, sizeof(line) - (size_t)at,
 				       "%s %s %.1f", sep, mode_names[m], r->us);
@@ -753,6 +1123,32 @@ static void wl_slot(struct io *p, unsigned slot, void *buf, size_t len)
 		     strerror(ret < 0 ? -ret : EIO));
 }
 
+/* Once mode: register buffer b (slot i of our table; with --mem cuda
+ * cuFileBufRegister), or let it go (set 0). */
+static void wl_once(struct io *p, unsigned i, struct wl_buf *b, int set)
+{
+	if (!p->cuda)
+		wl_slot(p, i, set ? b->p : NULL, set ? b->len : 0);
+	else if (set)
+		cf_ok(cf.cuFileBufRegister(b->p, b->len, 0),
+		      "cuFileBufRegister", b->p);
+	else
+		cf_ok(cf.cuFileBufDeregister(b->p), "cuFileBufDeregister",
+		      b->p);
+}
+
+/* --mem cuda: free b and allocate its size again (the driver often
+ * hands the same address back). */
+static void wl_replace_gpu(struct wl_buf *b, struct wl_count *c)
+{
+	char *old = b->p;
+
+	gfree(old);
+	b->p = galloc(b->len);
+	c->freed++;
+	c->freed_same += b->p == old;
+}
+
 static void wl_pass_up(struct io *p, struct wl_pass *w, int m)
 {
 	unsigned nb = p->wl_bufs, ns = p->nsizes;
@@ -771,12 +1167,16 @@ static void wl_pass_up(struct io *p, struct wl_pass *w, int m)
 
 		b->si = i % ns;
 		b->len = p->sizes[b->si];
-		b->mapped = i % 4 == 3;
-		b->p = b->mapped ? wl_map(b->len, NULL, 0) : xalloc(b->len);
+		b->mapped = !p->cuda && i % 4 == 3;
+		if (p->cuda)
+			b->p = galloc(b->len);
+		else
+			b->p = b->mapped ? wl_map(b->len, NULL, 0) :
+					   xalloc(b->len);
 		if (!b->p)
 			die("mmap");
 		if (m == MODE_ONCE)
-			wl_slot(p, i, b->p, b->len);
+			wl_once(p, i, b, 1);
 	}
 }
 
@@ -784,8 +1184,10 @@ static void wl_pass_down(struct io *p, struct wl_pass *w)
 {
 	for (unsigned i = 0; i < p->wl_bufs; i++) {
 		if (w->m == MODE_ONCE)
-			wl_slot(p, i, NULL, 0);
-		if (w->b[i].mapped)
+			wl_once(p, i, &w->b[i], 0);
+		if (p->cuda)
+			gfree(w->b[i].p);
+		else if (w->b[i].mapped)
 			munmap(w->b[i].p, w->b[i].len);
 		else
 			free(w->b[i].p);
@@ -808,10 +1210,13 @@ static void wl_step(struct io *p, struct wl_pass *w, unsigned k)
 		unsigned v = (unsigned)(xorshift(&w->rnd) % nb);
 
 		if (w->m == MODE_ONCE)
-			wl_slot(p, v, NULL, 0);
-		wl_replace(&w->b[v], &w->c);
+			wl_once(p, v, &w->b[v], 0);
+		if (p->cuda)
+			wl_replace_gpu(&w->b[v], &w->c);
+		else
+			wl_replace(&w->b[v], &w->c);
 		if (w->m == MODE_ONCE)
-			wl_slot(p, v, w->b[v].p, w->b[v].len);
+			wl_once(p, v, &w->b[v], 1);
 	}
 	timed_read(p, w->m, w->b[bi].p, w->b[bi].len, bi,
 		   read_off(p, w->cnt[si], w->b[bi].len), "workload",
@@ -856,10 +1261,10 @@ static uint64_t stat_of(struct io *p, enum gdrc_stat st)
  */
 static void workload(struct io *p)
 {
-	enum { HITS, MISSES, INVAL, EVICT, NSTAT };
+	enum { HITS, MISSES, INVAL, EVICT, FREE_DEREGS, NSTAT };
 	static const enum gdrc_stat ids[NSTAT] = {
 		GDRC_STAT_HITS, GDRC_STAT_MISSES, GDRC_STAT_INVALIDATIONS,
-		GDRC_STAT_EVICTIONS
+		GDRC_STAT_EVICTIONS, GDRC_STAT_FREE_DEREGS
 	};
 	static const char *const rows[MODES] = {
 		[MODE_PLAIN] = "workload-plain", [MODE_ONCE] = "workload-once",
@@ -870,11 +1275,11 @@ static void workload(struct io *p)
 	struct wl_pass w[3], *wc;
 	uint64_t st[NSTAT];
 	size_t lo = SIZE_MAX, hi = 0;
-	char s1[24], s2[24];
+	char s1[24], s2[24], tail[64];
 	double rate;
 	int ret;
 
-	if (p->modes & (1u << MODE_ONCE)) {
+	if (!p->cuda && (p->modes & (1u << MODE_ONCE))) {
 		ret = io_uring_register_buffers_sparse(&p->own, nb);
 		if (ret)
 			fail("a table of %u slots: %s", nb, strerror(-ret));
@@ -935,19 +1340,26 @@ static void workload(struct io *p)
 			       p->res[MODE_ONCE][si].us);
 		printf("\n");
 	}
+	/* GPU memory: the registrations the CUDA frees released (inside
+	 * cuMemFree, before the driver freed). */
+	if (p->cuda)
+		snprintf(tail, sizeof(tail), ", free_deregs %" PRIu64,
+			 st[FREE_DEREGS]);
+	else
+		snprintf(tail, sizeof(tail), " (cache slots %u)", p->slots);
 	printf("workload: %u reads, %u buffers of %s to %s, %u replaced "
 	       "between reads: %u freed and allocated again (%u at the old "
 	       "address), %u mapped anew (%u at the old address); hits %"
 	       PRIu64 ", misses %" PRIu64 ", invalidations %" PRIu64
-	       ", evictions %" PRIu64 " (cache slots %u); data: every byte "
-	       "checked\n", n, nb, size_str(lo, s1, sizeof(s1)),
+	       ", evictions %" PRIu64 "%s; data: every byte checked\n", n,
+	       nb, size_str(lo, s1, sizeof(s1)),
 	       size_str(hi, s2, sizeof(s2)), wc->c.freed + wc->c.mapped,
 	       wc->c.freed, wc->c.freed_same, wc->c.mapped,
 	       wc->c.mapped_same, st[HITS], st[MISSES], st[INVAL],
-	       st[EVICT], p->slots);
+	       st[EVICT], tail);
 	for (unsigned i = 0; i < np; i++)
 		wl_pass_down(p, &w[i]);
-	if (once) {
+	if (once && !p->cuda) {
 		io_uring_unregister_buffers(&p->own);
 		p->own_table = 0;
 	}
@@ -1038,6 +1450,49 @@ static void buffers_down(struct io *p)
 	}
 }
 
+/* --mem cuda: the sweep's buffers, each mode its own, registered for
+ * once mode; and one read first, which says whether cuFile reads this
+ * file at all. */
+static void cuda_buffers_up(struct io *p)
+{
+	char *g = galloc(PAGE);
+	ssize_t n;
+
+	n = cf.cuFileRead(p->fh, g, PAGE, 0, 0);
+	if (n != PAGE)
+		skip("--mem cuda: a first cuFileRead of %s: %zd", file_path,
+		     n);
+	check_any(p, g, PAGE, 0, "first read");
+	gfree(g);
+	for (int m = 0; m < MODES; m++) {
+		if (!(p->modes & (1u << m)))
+			continue;
+		for (int i = 0; i < NBUF; i++) {
+			p->gbuf[m][i] = galloc(p->max_size);
+			if (m == MODE_ONCE)
+				cf_ok(cf.cuFileBufRegister(p->gbuf[m][i],
+							   p->max_size, 0),
+				      "cuFileBufRegister", p->gbuf[m][i]);
+		}
+	}
+}
+
+/* Once mode's deregistered before their free; the cache's go with it. */
+static void cuda_buffers_down(struct io *p)
+{
+	for (int m = 0; m < MODES; m++) {
+		for (int i = 0; i < NBUF; i++) {
+			if (!p->gbuf[m][i])
+				continue;
+			if (m == MODE_ONCE)
+				cf_ok(cf.cuFileBufDeregister(p->gbuf[m][i]),
+				      "cuFileBufDeregister", p->gbuf[m][i]);
+			gfree(p->gbuf[m][i]);
+			p->gbuf[m][i] = NULL;
+		}
+	}
+}
+
 /* ---- options ---- */
 
 static int parse_size(const char *s, char **end, size_t *v_p)
@@ -1117,7 +1572,7 @@ static void usage(FILE *f)
 		"usage: gdrc-io [-f PATH] [-s MIN:MAX|A,B,...] [-n N] [-r N] "
 		"[-w N] [-m MODES] [-o CSV]\n"
 		"               [--workload N] [--bufs B] [--cache-slots K] "
-		"[--keep]\n"
+		"[--mem host|cuda] [--keep]\n"
 		"MODES: plain,once,per-read,cache (all four), or none\n"
 		"the options are described at the top of gdrc-io.c\n");
 }
@@ -1127,7 +1582,8 @@ int main(int argc, char **argv)
 	static const struct option longs[] = {
 		{ "workload", 1, NULL, 'W' }, { "bufs", 1, NULL, 'B' },
 		{ "cache-slots", 1, NULL, 'K' }, { "keep", 0, NULL, 'k' },
-		{ "help", 0, NULL, 'h' }, { 0, 0, 0, 0 }
+		{ "mem", 1, NULL, 'M' }, { "help", 0, NULL, 'h' },
+		{ 0, 0, 0, 0 }
 	};
 	struct io *p = calloc(1, sizeof(*p));
 	const char *path = "gdrc-io.dat", *csv_path = NULL;
@@ -1157,6 +1613,10 @@ int main(int argc, char **argv)
 		case 'B': p->wl_bufs = (unsigned)atoi(optarg); break;
 		case 'K': p->slots = (unsigned)atoi(optarg); break;
 		case 'k': keep_file = 1; break;
+		case 'M':
+			p->cuda = !strcmp(optarg, "cuda");
+			bad |= !p->cuda && strcmp(optarg, "host");
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -1194,12 +1654,20 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
 	signal(SIGPIPE, on_signal);
+	if (p->cuda)
+		cuda_up(p);
 	file_make(p, path);
-	rings_up(p);
-	buffers_up(p);
-	printf("gdrc-io: %s, %" PRIu64 " MiB, O_DIRECT; %u reads x %u "
+	if (p->cuda) {
+		cuda_handle_up(p);
+		cuda_buffers_up(p);
+	} else {
+		rings_up(p);
+		buffers_up(p);
+	}
+	printf("gdrc-io: %s, %" PRIu64 " MiB, O_DIRECT%s; %u reads x %u "
 	       "rounds per mode and size, one in flight\n", file_path,
-	       p->fsize >> 20, p->iters, p->rounds);
+	       p->fsize >> 20, p->cuda ? ", cuFileRead into GPU memory" : "",
+	       p->iters, p->rounds);
 	if (csv_path) {
 		p->csv = fopen(csv_path, "w");
 		if (!p->csv)
@@ -1209,14 +1677,21 @@ int main(int argc, char **argv)
 	}
 	if (p->modes)
 		sweep(p);
-	buffers_down(p);
+	if (p->cuda)
+		cuda_buffers_down(p);
+	else
+		buffers_down(p);
 	if (p->wl_reads)
 		workload(p);
 	if (p->csv && fclose(p->csv))
 		die(csv_path);
+	if (p->cuda)
+		cuda_down(p); /* the handle, while cuFile's driver is open */
 	gdrc_fini(p->gdrc);
-	io_uring_queue_exit(&p->cring);
-	io_uring_queue_exit(&p->own);
+	if (!p->cuda) {
+		io_uring_queue_exit(&p->cring);
+		io_uring_queue_exit(&p->own);
+	}
 	close(p->fd);
 	printf("data: every byte checked (%" PRIu64 " reads)\n", p->reads);
 	free(p);

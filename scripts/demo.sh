@@ -38,11 +38,24 @@
 # plots both costs against size; then the workload again with a cache
 # table of 8 slots for its 16 buffers (evictions).  About 30 s; skipped,
 # with the reason, without liburing, io_uring or O_DIRECT.
+# With a GPU (nvidia-smi sees one), the same into GPU memory with
+# GPUDirect Storage (gdrc-io --mem cuda): cuFileRead into cuMemAlloc'd
+# buffers, unregistered (cuFile's bounce buffers), registered once,
+# cuFileBufRegister + cuFileBufDeregister per read, and through the
+# cache's cufile backend; the workload's buffers are freed with cuMemFree
+# and allocated again, the cache deregistering inside the free; every
+# byte copied back and checked; 10 reads per size, mode and round, 3
+# rounds.  cuFile registers a file only with a udev entry for its disk:
+# on a machine with no /run/udev at all (a container) the demo writes one
+# (tests/gpu/udev_entry.sh, which says what it wrote).  Without a GPU
+# that part says it was skipped and why, as do the parts it cannot run
+# (no libcufile, no cuFile handle for a file system).
 #
 # Usage: scripts/demo.sh [ITERS] (default 10 round trips per size, mode
 # and round; 5 rounds, the modes taking turns)
 # Output: build-demo/ (pingpong-*.csv, pingpong-*.png, pair.log;
-# io-tmpfs.* and io-disk.*: csv, png, log)
+# io-tmpfs.* and io-disk.*: csv, png, log; with a GPU io-cuda-tmpfs.*
+# and io-cuda-disk.*)
 set -euo pipefail
 
 case "${1:-}" in
@@ -208,6 +221,8 @@ done
 # ---- storage: the same question for io_uring, on this machine's kernel
 # (no VM lab: io_uring and O_DIRECT are this kernel's own) ----
 io_iters=20
+io_cuda_iters=10 # cuFile registers in milliseconds: fewer
+io_cuda_rounds=3
 io_sizes=64K:16M
 io_workload=(--workload 400 --bufs 16)
 # One CPU for gdrc-io and its ring's worker threads: on tmpfs io_uring
@@ -216,18 +231,32 @@ io_workload=(--workload 400 --bufs 16)
 # random here.
 io_cpu=$(($(nproc) - 1))
 
-# The table and the plot of one file's run (io-NAME.csv, io-NAME.log).
+# The table and the plot of one file's run (io-NAME.csv, io-NAME.log);
+# MEM: host (io_uring) or cuda (cuFile into GPU memory).
 io_report() {
-	local name=$1 csv=$dir/io-$1.csv log=$dir/io-$1.log
+	local name=$1 mem=${2:-host} csv=$dir/io-$1.csv log=$dir/io-$1.log
+	local rounds_here=$rounds title="O_DIRECT reads through io_uring"
+	[[ $mem == cuda ]] && rounds_here=$io_cuda_rounds &&
+		title="cuFileRead into GPU memory (O_DIRECT file)"
 	echo
-	echo "== io-$name: microseconds per read, medians over $rounds rounds"
+	echo "== io-$name: microseconds per read, medians over $rounds_here rounds"
 	echo "   read: from before its registration to after its release;"
-	echo "   workload: 16 buffers of mixed sizes, some freed and mapped"
-	echo "   again between reads, through the cache, and its reads again"
-	echo "   with buffers registered once (once') and plain ones (plain');"
-	echo "   registering: inside gdrc_mr_get+gdrc_mr_put (cache) or the two"
-	echo "   slot updates (per-read), in the read loop and back to back"
-	awk -F, 'NR > 1 {
+	if [[ $mem == cuda ]]; then
+		echo "   workload: 16 GPU buffers of mixed sizes, some freed and"
+		echo "   allocated again between reads (cuMemFree, cuMemAlloc),"
+		echo "   through the cache, and its reads again with buffers"
+		echo "   registered once (once') and unregistered ones (plain');"
+		echo "   registering: inside gdrc_mr_get+gdrc_mr_query+gdrc_mr_put"
+		echo "   (cache) or cuFileBufRegister+cuFileBufDeregister"
+		echo "   (per-read), in the read loop and back to back"
+	else
+		echo "   workload: 16 buffers of mixed sizes, some freed and mapped"
+		echo "   again between reads, through the cache, and its reads again"
+		echo "   with buffers registered once (once') and plain ones (plain');"
+		echo "   registering: inside gdrc_mr_get+gdrc_mr_put (cache) or the two"
+		echo "   slot updates (per-read), in the read loop and back to back"
+	fi
+	awk -F, -v cuda="$([[ $mem == cuda ]] && echo 1 || echo 0)" 'NR > 1 {
 		t[$1, $2] = $3; g[$1, $2] = $5; b[$1, $2] = $8
 		if (!($2 in seen)) { seen[$2] = 1; s[++n] = $2 }
 	}
@@ -266,6 +295,13 @@ io_report() {
 			       r(b["per-read", z], b["cache", z], "%.0fx")
 		}
 		m = 1048576
+		if (cuda) {
+			printf "at 1M: per-read/cache %s per read, registering %s in the loop, %s back to back\n",
+			       r(t["per-read", m], t["cache", m], "%.2fx"),
+			       r(g["per-read", m], g["cache", m], "%.0fx"),
+			       r(b["per-read", m], b["cache", m], "%.0fx")
+			exit
+		}
 		printf "issue 32, workload/once\047 (target: within 5 %%): %s at 64K, %s at 1M, %s at 16M\n",
 		       wl(65536), wl(m), wl(16 * m)
 		printf "          (against the sweep\047s once: %s, %s, %s)\n",
@@ -281,7 +317,7 @@ io_report() {
 		set terminal png size 900,1000 noenhanced
 		set output "$dir/io-$name.png"
 		set datafile separator ","
-		set multiplot layout 2,1 title "gdrc-io ($name): O_DIRECT reads through io_uring, one in flight"
+		set multiplot layout 2,1 title "gdrc-io ($name): $title, one in flight"
 		set logscale xy
 		set xrange [49152:22369622]
 		set xtics ("64K" 65536, "256K" 262144, "1M" 1048576, \
@@ -319,15 +355,19 @@ io_report() {
 
 # One file: the sweep and the workload, then the report.  FOLDER: where
 # gdrc-io makes its file (removed at exit).  77: it cannot run there.
-io_run() { # NAME FOLDER [gdrc-io options]
-	local name=$1 where=$2 rc=0
-	shift 2
+# MEM: host, or cuda (gdrc-io --mem cuda, fewer reads and rounds).
+io_run() { # NAME FOLDER MEM [gdrc-io options]
+	local name=$1 where=$2 mem=$3 rc=0 what="O_DIRECT reads through io_uring"
+	local opts=(-n "$io_iters" -r "$rounds")
+	shift 3
+	if [[ $mem == cuda ]]; then
+		what="cuFileRead into GPU memory"
+		opts=(--mem cuda -n "$io_cuda_iters" -r "$io_cuda_rounds")
+	fi
 	echo
-	echo "== gdrc-io on $name ($where): O_DIRECT reads through io_uring," \
-		"on CPU $io_cpu"
-	taskset -c "$io_cpu" "$io" -f "$where" -s "$io_sizes" \
-		-n "$io_iters" -r "$rounds" "${io_workload[@]}" \
-		-o "$dir/io-$name.csv" "$@" 2>&1 |
+	echo "== gdrc-io on $name ($where): $what, on CPU $io_cpu"
+	taskset -c "$io_cpu" "$io" -f "$where" -s "$io_sizes" "${opts[@]}" \
+		"${io_workload[@]}" -o "$dir/io-$name.csv" "$@" 2>&1 |
 		tee "$dir/io-$name.log" | awk '!/^workload /' || rc=$?
 	if ((rc == 77)); then
 		echo "demo: storage on $name skipped (the reason is above)"
@@ -337,7 +377,7 @@ io_run() { # NAME FOLDER [gdrc-io options]
 		echo "demo: gdrc-io failed ($rc); log: $dir/io-$name.log" >&2
 		exit "$rc"
 	fi
-	io_report "$name"
+	io_report "$name" "$mem"
 }
 
 echo
@@ -346,8 +386,8 @@ echo "== storage: gdrc-io on this machine's kernel ($(uname -r))"
 if cmake --build "$dir" --target help 2>/dev/null | grep -w gdrc-io >/dev/null; then
 	cmake --build "$dir" -j"$(nproc)" --target gdrc-io >/dev/null
 	io=$dir/examples/gdrc-io
-	io_run tmpfs /dev/shm
-	io_run disk "$dir"
+	io_run tmpfs /dev/shm host
+	io_run disk "$dir" host
 	# A table smaller than the buffers: LRU over buffers taken in turn
 	# evicts before every read.
 	echo
@@ -362,9 +402,33 @@ if cmake --build "$dir" --target help 2>/dev/null | grep -w gdrc-io >/dev/null; 
 	fi
 	grep -E '^workload:|skipped' "$dir/io-evict.log" |
 		sed 's/: /:\n      /; s/; /\n      /g'
+
+	echo
+	echo "== storage into GPU memory: gdrc-io --mem cuda (GPUDirect Storage)"
+	if [[ -z $gpu ]]; then
+		echo "demo: storage into GPU memory skipped: no GPU (nvidia-smi"
+		echo "      sees none)"
+	else
+		# cuFile's handle needs a udev entry for the file's disk.
+		sh "$top/tests/gpu/udev_entry.sh" / /tmp /dev/shm "$dir"
+		# The library opens libcufile.so.0: the toolkit's where the
+		# loader knows none.
+		if [[ -z ${GDRC_CUFILE_LIBRARY:-} ]] &&
+			! ldconfig -p 2>/dev/null | grep -q 'libcufile\.so\.0 '; then
+			for f in /usr/local/cuda/targets/*/lib/libcufile.so.0 \
+				/usr/local/cuda-*/targets/*/lib/libcufile.so.0; do
+				if [[ -e $f ]]; then
+					export GDRC_CUFILE_LIBRARY=$f
+					break
+				fi
+			done
+		fi
+		io_run cuda-tmpfs /dev/shm cuda
+		io_run cuda-disk "$dir" cuda
+	fi
 else
 	echo "demo: storage skipped: gdrc-io was not built (no liburing;"
-	echo "      Debian: liburing-dev)"
+	echo "      Debian: liburing-dev), its GPU memory part with it"
 fi
 
 echo
