@@ -64,6 +64,7 @@ struct cufile_base {
 	size_t length;  /* registered with cuFile; 0: not (any more) */
 	uint64_t id;    /* the memory's identity (gdrc_pin_reg.id) */
 	unsigned users; /* the cache's registrations on it */
+	int gpu;        /* GPU memory: deregistered in its own context */
 };
 
 struct gdrc_pin_cufile {
@@ -134,10 +135,19 @@ static CUfileError_t cufile_register(struct gdrc_pin_cufile *u,
 	return e;
 }
 
-/* Under u->lock. */
-static void cufile_deregister(struct gdrc_pin_cufile *u, uintptr_t base)
+/* Under u->lock.  GPU memory in its own context where it still has one
+ * (memory freed behind the hooks' back has none: then as it is). */
+static void cufile_deregister(struct gdrc_pin_cufile *u,
+			      const struct cufile_base *b)
 {
+	struct gdrc_cuda_scope scope = { 0 };
+	uintptr_t base = b->base;
+	int entered = b->gpu && u->cu &&
+		      gdrc_cuda_enter_mem(u->cu, base, &scope) == CUDA_SUCCESS;
 	CUfileError_t e = u->cf->cuFileBufDeregister((const void *)base);
+
+	if (entered)
+		gdrc_cuda_leave(u->cu, &scope);
 
 	gdrc_pin_cufile_thread_deregs++;
 	if (e.err != CU_FILE_SUCCESS)
@@ -174,7 +184,7 @@ static gdrc_status_t pin_cufile_reg(void *be, struct gdrc_pin_reg *reg)
 	if (b && b->id != reg->id && !request_stale(u, reg, b)) {
 		/* Registered for memory freed since (a region on it is
 		 * still held): stale, whatever its holder does. */
-		cufile_deregister(u, b->base);
+		cufile_deregister(u, b);
 		b->length = 0;
 		b = NULL;
 	}
@@ -190,7 +200,7 @@ static gdrc_status_t pin_cufile_reg(void *be, struct gdrc_pin_reg *reg)
 		/* Longer than what cuFile holds of this base: again, longer
 		 * (the old registration back if cuFile refuses the new). */
 		if (b->length)
-			cufile_deregister(u, b->base);
+			cufile_deregister(u, b);
 		e = cufile_register(u, reg, reg->length);
 		if (e.err != CU_FILE_SUCCESS) {
 			CUfileError_t e2 = cufile_register(u, reg, b->length);
@@ -216,6 +226,7 @@ static gdrc_status_t pin_cufile_reg(void *be, struct gdrc_pin_reg *reg)
 	*nb = (struct cufile_base){
 		.next = *bucket_of(u, reg->addr), .base = reg->addr,
 		.length = reg->length, .id = reg->id, .users = 1,
+		.gpu = reg->mem_type == GDRC_MEM_CUDA,
 	};
 	*bucket_of(u, reg->addr) = nb;
 	u->bases++;
@@ -252,7 +263,7 @@ static void pin_cufile_dereg(void *be, struct gdrc_pin_reg *reg)
 	pthread_mutex_lock(&u->lock);
 	if (!--b->users) {
 		if (b->length)
-			cufile_deregister(u, b->base);
+			cufile_deregister(u, b);
 		for (pp = bucket_of(u, b->base); *pp != b; pp = &(*pp)->next)
 			;
 		*pp = b->next;
