@@ -77,13 +77,22 @@ if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 fi
 (cd "$build" && ctest -LE "vm|kmod" -j4 --timeout 300 \
 	--output-on-failure >"$out/ctest.txt" 2>&1)
+ctest_rc=$?
 grep -E "tests passed|\*\*\*Failed|Failed  |Not Run|Skipped" \
 	"$out/ctest.txt" | tee -a "$sum"
-count=$(grep -Eo '[0-9]+ tests? failed out of [0-9]+' "$out/ctest.txt" |
-	tail -n 1)
-if [[ -n $count ]]; then
-	tests_failed=${count%% *}
-	tests_run=${count##* }
+# "100% tests passed out of N" (newer CMake with nothing failed) or
+# "P% tests passed, F tests failed out of N".
+line=$(grep -E 'tests passed.* out of [0-9]+' "$out/ctest.txt" | tail -n 1)
+if [[ -n $line ]]; then
+	tests_run=${line##* }
+	tests_failed=0
+	if [[ $line =~ ([0-9]+)\ tests?\ failed ]]; then
+		tests_failed=${BASH_REMATCH[1]}
+	fi
+	# A failure ctest did not count (a crash of ctest itself).
+	if ((ctest_rc && !tests_failed)); then
+		tests_failed=1
+	fi
 else
 	echo "ctest printed no result line (see ctest.txt)" | tee -a "$sum"
 	tests_failed=1
