@@ -97,4 +97,24 @@ typedef struct CUfileIOParams {
 } CUfileIOParams_t;
 typedef void *CUfileBatchHandle_t;
 
+/* Batch completions (cuFileBatchIOGetStatus), and the stream of the
+ * asynchronous calls. */
+typedef enum CUfileStatus {
+	CUFILE_WAITING = 0x01,
+	CUFILE_PENDING = 0x02,
+	CUFILE_INVALID = 0x04,
+	CUFILE_CANCELED = 0x08,
+	CUFILE_COMPLETE = 0x10,
+	CUFILE_TIMEOUT = 0x20,
+	CUFILE_FAILED = 0x40,
+} CUfileStatus_t;
+
+typedef struct CUfileIOEvents {
+	void *cookie;
+	CUfileStatus_t status;
+	size_t ret; /* bytes moved, or a negative status */
+} CUfileIOEvents_t;
+
+typedef struct CUstream_st *CUstream;
+
 #endif /* GDRC_CUFILE_TYPES_H */

@@ -46,34 +46,6 @@
 /* I/Os the log keeps (the most recent). */
 #define FAKE_CUFILE_IO_LOG 64
 
-/*
- * Types cufile/cufile_types.h does not declare (yet): the stream of the
- * asynchronous calls and the batch events.  Same layout as cufile.h.
- */
-#ifndef GDRC_CUSTREAM_DECLARED
-#define GDRC_CUSTREAM_DECLARED
-typedef struct CUstream_st *CUstream;
-#endif
-
-#ifndef GDRC_CUFILE_BATCH_EVENTS_DECLARED
-#define GDRC_CUFILE_BATCH_EVENTS_DECLARED
-typedef enum CUfileStatus {
-	CUFILE_WAITING = 0x01,
-	CUFILE_PENDING = 0x02,
-	CUFILE_INVALID = 0x04,
-	CUFILE_CANCELED = 0x08,
-	CUFILE_COMPLETE = 0x10,
-	CUFILE_TIMEOUT = 0x20,
-	CUFILE_FAILED = 0x40,
-} CUfileStatus_t;
-
-typedef struct CUfileIOEvents {
-	void *cookie;
-	CUfileStatus_t status;
-	size_t ret;		/* bytes moved, or a negative status */
-} CUfileIOEvents_t;
-#endif
-
 /* One I/O as the fake did it (cuFileRead, cuFileWrite, the async and
  * batch ones). */
 struct fake_cufile_io {
