@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * api_get.c - gdrc_mr_get, gdrc_mr_reget and gdrc_mr_put: the calls a
+ * communication library makes around every transfer, and what a get does
+ * when the cache cannot answer at once.  Read from the top down; a get
+ * goes through as many of these steps as it needs:
+ *
+ *   1. gdrc_mr_get checks its arguments and the context pointer
+ *      (ctx_open), then asks the fast path (gdrc_cache_get_fast: this
+ *      thread's handles, no lock, no system call).  A hit returns here;
+ *      this is the code every hit runs, kept inline in one function.
+ *   2. mr_get_slow: this thread's parked handles, then, after checking
+ *      that nobody patched over our hooks (gdrc_api_hooks_check) and
+ *      waiting for unmaps still posting their events, the cache's index
+ *      (gdrc_cache_lookup).
+ *   3. mr_get_miss: not cached.  Ask the CUDA driver what the memory is
+ *      (gdrc_classify), turn that and the context's choices into a
+ *      request (req_policy, gdrc_req_from_class; cuFile's rules on top),
+ *      and have the cache register it (gdrc_cache_get_miss).  GPU memory
+ *      with no GPU backend that works is refused (gpu_refused).
+ *
+ * A put is the same in two steps: gdrc_mr_put's fast path, then
+ * mr_put_slow, which checks the context and reports a bad handle as a
+ * misuse (put_misuse).
+ *
+ * Steps 2 and 3 are out of line (GDRC_NOINLINE) on purpose: their frames
+ * would cost every hit register saves.  No lock here; the cache takes its
+ * own (cache.h).  Never called in hook context.  Callers: the program.
+ */
+#include <stdlib.h>
+
+#include "api_int.h"
+#include "cache/cache.h"
+#include "classify/classify.h"
+#include "gdrc_int.h"
+#include "hooks/hooks.h"
+#include "log/log.h"
+#include "req/req.h"
+
+#define GDRC_ACCESS_ALL                                                      \
+	(GDRC_ACCESS_LOCAL_WRITE | GDRC_ACCESS_REMOTE_WRITE |                \
+	 GDRC_ACCESS_REMOTE_READ | GDRC_ACCESS_REMOTE_ATOMIC)
+#define GDRC_GET_ALL (GDRC_GET_UNCACHED)
+
+/* VMM mappings a miss finds without allocating (more: on the heap). */
+#define GDRC_SEG_STACK 8
+
+/* What a registration must allow for access: remote writes and atomics
+ * need local write too (the verbs rule). */
+static inline uint32_t access_needed(uint32_t access)
+{
+	if (access & (GDRC_ACCESS_REMOTE_WRITE | GDRC_ACCESS_REMOTE_ATOMIC))
+		access |= GDRC_ACCESS_LOCAL_WRITE;
+	return access;
+}
+
+/* May a hit trust a host registration without a tag check, that is, are
+ * the frees of its memory being seen right now?  Yes while no unmap is
+ * between its system call and its event (one load) and our patch of
+ * glibc is still in place (gdrc_hooks_probe_ok).  The fast path's
+ * host_ok. */
+static inline int hooks_trusted(void)
+{
+	return gdrc_hooks_idle() && gdrc_hooks_probe_ok();
+}
+
+GDRC_NOINLINE
+static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
+				 uintptr_t end, uint32_t access,
+				 uint32_t flags, struct gdrc_mr **mr_p);
+GDRC_NOINLINE
+static gdrc_status_t mr_get_miss(struct gdrc_ctx *ctx, uintptr_t start,
+				 uintptr_t end, uint32_t access,
+				 uint32_t flags, struct gdrc_mr **mr_p);
+static struct gdrc_req_policy req_policy(struct gdrc_ctx *ctx,
+					 const struct gdrc_class *cls);
+static gdrc_status_t gpu_refused(struct gdrc_ctx *ctx, uintptr_t start);
+GDRC_NOINLINE
+static void mr_put_slow(struct gdrc_ctx *pub, struct gdrc_mr *mr);
+GDRC_NOINLINE
+static void put_misuse(const struct gdrc_mr *mr, int fault);
+
+/* Step 1: the hit path.  Everything a hit runs is here, inline. */
+GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *pub, const void *addr,
+				   size_t len, uint32_t access, uint32_t flags,
+				   struct gdrc_mr **mr_p)
+{
+	uintptr_t start = (uintptr_t)addr, end = start + len;
+	struct gdrc_ctx *ctx;
+	struct gdrc_mr *r;
+
+	if (gdrc_unlikely(!pub || !mr_p || !range_ok(addr, len) ||
+			  (access & ~GDRC_ACCESS_ALL) ||
+			  (flags & ~GDRC_GET_ALL)))
+		return GDRC_ERR_INVALID_PARAM;
+	ctx = ctx_open(pub, __func__);
+	if (gdrc_unlikely(!ctx))
+		return GDRC_ERR_INVALID_PARAM;
+	access = access_needed(access);
+	if (gdrc_likely(!flags)) {
+		r = gdrc_cache_get_fast(&ctx->cache, start, end, access,
+					hooks_trusted);
+		if (gdrc_likely(r != NULL)) {
+			*mr_p = r;
+			return GDRC_OK;
+		}
+	}
+	return mr_get_slow(ctx, start, end, access, flags, mr_p);
+}
+
+/* Step 2: not found by the fast path: this thread's parked handles, the
+ * index, then a miss.  Not inlined: its frame would cost every hit six
+ * register saves. */
+GDRC_NOINLINE
+static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
+				 uintptr_t end, uint32_t access,
+				 uint32_t flags, struct gdrc_mr **mr_p)
+{
+	struct gdrc_mr *r;
+	int ret;
+
+	/* The fast path's second look: this thread's parked handle.  (A
+	 * failed get leaves *mr_p alone.) */
+	if (!flags && (r = gdrc_cache_get_parked(&ctx->cache, start, end,
+						 access, hooks_trusted))) {
+		*mr_p = r;
+		return GDRC_OK;
+	}
+	if (!(flags & GDRC_GET_UNCACHED))
+		gdrc_index_prefetch(&ctx->cache, start);
+	gdrc_api_hooks_check();
+	/* An unmap of these addresses may still be posting its event. */
+	gdrc_hooks_wait_idle();
+	if (!(flags & GDRC_GET_UNCACHED)) {
+		ret = gdrc_cache_lookup(&ctx->cache, start, end, access, mr_p);
+		if (ret)
+			return ret < 0 ? (gdrc_status_t)ret : GDRC_OK;
+	}
+	return mr_get_miss(ctx, start, end, access, flags, mr_p);
+}
+
+/* Step 3: not cached: classify and register.  Not inlined: its frame
+ * (the request, the segments on the stack) would cost every index hit. */
+GDRC_NOINLINE
+static gdrc_status_t mr_get_miss(struct gdrc_ctx *ctx, uintptr_t start,
+				 uintptr_t end, uint32_t access,
+				 uint32_t flags, struct gdrc_mr **mr_p)
+{
+	struct gdrc_cache_req req = {
+		.start = start, .end = end, .access = access, .flags = flags,
+		.mem_type = GDRC_MEM_HOST, .kind = GDRC_PTR_HOST, .device = -1,
+	};
+	struct gdrc_seg seg_buf[GDRC_SEG_STACK], *segs = seg_buf;
+	struct gdrc_class cls;
+	gdrc_status_t status;
+
+	if (ctx->cuda) {
+		struct gdrc_req_policy pol;
+		int sync_set;
+
+		gdrc_cache_stat_add(&ctx->cache, GDRC_STAT_CLASSIFY_CALLS, 1);
+		status = gdrc_classify(ctx->cuda, start, &cls);
+		if (status)
+			return status;
+		if (cls.info.mem_type == GDRC_MEM_CUDA &&
+		    cls.info.kind != GDRC_PTR_MANAGED && ctx->gpu_refused)
+			return gpu_refused(ctx, start);
+		pol = req_policy(ctx, &cls);
+		status = gdrc_req_from_class(ctx->cuda, &cls, &pol, &req,
+					     seg_buf, GDRC_ARRAY_SIZE(seg_buf),
+					     &segs, &sync_set);
+		if (sync_set)
+			gdrc_cache_stat_add(&ctx->cache,
+					    GDRC_STAT_SYNC_MEMOPS_SET, 1);
+		if (status)
+			goto out;
+	}
+	if (ctx->cufile) {
+		status = gdrc_api_cufile_req(ctx, &req);
+		if (status)
+			goto out;
+	}
+	status = gdrc_cache_get_miss(&ctx->cache, &req, mr_p);
+out:
+	if (segs != seg_buf)
+		free(segs);
+	return status;
+}
+
+/*
+ * The context's choices for a miss on the memory cls describes
+ * (struct gdrc_req_policy, req/req.h): when GDRC_VALIDATE asks for a
+ * BUFFER_ID check at every hit of GPU memory, how large an allocation is
+ * registered whole, the rounding.  GDRC_VALIDATE=hooks relies on the
+ * CUDA free hooks instead only once they passed their self test (run
+ * now if no CUDA context was current at gdrc_init).
+ */
+static struct gdrc_req_policy req_policy(struct gdrc_ctx *ctx,
+					 const struct gdrc_class *cls)
+{
+	struct gdrc_req_policy pol = {
+		.tag_check_auto =
+			ctx->knobs.validate == GDRC_KNOB_VALIDATE_AUTO,
+		.whole_alloc_max = ctx->knobs.whole_alloc_max,
+		.reg_align = GDRC_GPU_PAGE_SIZE,
+	};
+
+	if (ctx->cufile) {
+		/* cuFile: one registration per allocation (VMM: the run of
+		 * mappings the request covers) whatever its size, exactly
+		 * (it refuses a range past the allocation's end, 64 KiB
+		 * rounding included: tests/gpu/cufile_semantics.c). */
+		pol.whole_alloc_max = UINT64_MAX;
+		pol.reg_align = 1;
+	}
+
+	if (cls->info.mem_type == GDRC_MEM_CUDA &&
+	    cls->info.kind != GDRC_PTR_MANAGED)
+		pol.tag_check =
+			ctx->knobs.validate != GDRC_KNOB_VALIDATE_HOOKS ||
+			(ctx->cuda_hooks &&
+			 !gdrc_api_cuhooks_ok(ctx->cuda, cls->cu_ctx));
+	return pol;
+}
+
+/* GPU memory with no GPU backend that works: say why, once per call. */
+static gdrc_status_t gpu_refused(struct gdrc_ctx *ctx, uintptr_t start)
+{
+	char why[4 * 200];
+
+	gdrc_api_gpu_refusal(ctx, why, sizeof(why));
+	gdrc_error("%#lx is GPU memory and no GPU backend works: %s",
+		   (unsigned long)start, why);
+	return GDRC_ERR_UNSUPPORTED;
+}
+
+GDRC_API gdrc_status_t gdrc_mr_reget(struct gdrc_ctx *pub,
+				     const struct gdrc_mr *mr,
+				     const void *addr, size_t len,
+				     uint32_t access)
+{
+	uintptr_t start = (uintptr_t)addr;
+	struct gdrc_ctx *ctx;
+
+	if (gdrc_unlikely(!pub || !mr || !range_ok(addr, len) ||
+			  (access & ~GDRC_ACCESS_ALL)))
+		return GDRC_ERR_INVALID_PARAM;
+	ctx = ctx_open(pub, __func__);
+	if (gdrc_unlikely(!ctx))
+		return GDRC_ERR_INVALID_PARAM;
+	access = access_needed(access);
+	return gdrc_cache_reget(&ctx->cache, mr, start, start + len, access,
+				hooks_trusted) ?
+		       GDRC_OK :
+		       GDRC_ERR_STALE;
+}
+
+/* The put's hit path: a live context and a handle the cache takes back
+ * without a lock; everything else goes to mr_put_slow. */
+GDRC_API void gdrc_mr_put(struct gdrc_ctx *pub, struct gdrc_mr *mr)
+{
+	struct gdrc_ctx *ctx;
+
+	if (gdrc_unlikely(!pub || !mr))
+		return;
+	ctx = ctx_of(pub);
+	if (gdrc_likely(ctx)) {
+		/* A direct reference (an index hit that does not repeat) is
+		 * none of this thread's entries: they are not looked over
+		 * for it.  Its magic is on the line its put changes; a
+		 * handle's, on the line its get just wrote. */
+		if (mr->magic == GDRC_MR_SELF_MAGIC) {
+			if (gdrc_cache_put_direct(&ctx->cache, mr))
+				return;
+		} else if (gdrc_likely(gdrc_cache_put_fast(&ctx->cache,
+							   mr))) {
+			return;
+		}
+	}
+	mr_put_slow(pub, mr);
+}
+
+/* gdrc_mr_put past the fast path: the context checked, then the rest. */
+GDRC_NOINLINE
+static void mr_put_slow(struct gdrc_ctx *pub, struct gdrc_mr *mr)
+{
+	struct gdrc_ctx *ctx = ctx_open(pub, "gdrc_mr_put");
+	int fault;
+
+	if (!ctx)
+		return;
+	fault = gdrc_cache_put_slow(&ctx->cache, mr);
+	if (fault)
+		put_misuse(mr, fault);
+}
+
+/* What a put found wrong with mr (enum gdrc_put_fault), said. */
+GDRC_NOINLINE
+static void put_misuse(const struct gdrc_mr *mr, int fault)
+{
+	static const char *const what[] = {
+		[GDRC_PUT_NOT_MR] = MR_NOT_LIVE,
+		[GDRC_PUT_OTHER_CTX] = "belongs to another context",
+		[GDRC_PUT_RELEASED] = "was already let go of: a double put",
+		[GDRC_PUT_TOO_MANY] = "has no get outstanding: a double put",
+	};
+
+	if (fault == GDRC_PUT_NOT_MR)
+		gdrc_api_misuse("gdrc_mr_put", "handle %p %s",
+				(const void *)mr, what[fault]);
+	else
+		gdrc_api_misuse("gdrc_mr_put",
+				"handle %p (registration %llu) %s",
+				(const void *)mr,
+				(unsigned long long)gdrc_mr_region(mr)->id,
+				what[fault]);
+}
