@@ -22,7 +22,7 @@
  *
  * Who calls whom, one way (each file's opening comment says more):
  *
- *   api.c -> cache.c, lookup.c, miss.c, inval.c, handle.c (put), cache.h
+ *   api*.c -> cache.c, lookup.c, miss.c, inval.c, handle.c (put), cache.h
  *   miss.c -> lookup.c, inval.c, lru.c, region.c, handle.c, pool.c,
  *             index.c (prepare), index_sum.c (the plan's walk)
  *   lookup.c -> inval.c, index.c, handle.c, region.c
@@ -49,7 +49,7 @@
  * No allocation, backend call, system call or deregistration happens
  * under cache->lock.
  *
- * Callers: api.c only.
+ * Callers: the API layer (api*.c) only.
  */
 #include <stdlib.h>
 #include <string.h>

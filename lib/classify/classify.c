@@ -19,7 +19,7 @@
  * Locks: classify_lock protects the SYNC_MEMOPS sets and is held across
  * the driver calls that set it, so two threads never both pay for it.
  * Only allocations are remembered, never contexts (see sync_ctx).
- * Callers: api.c.
+ * Callers: the API layer (api_get.c, api_query.c).
  */
 #include <pthread.h>
 #include <stdlib.h>

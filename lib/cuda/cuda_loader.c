@@ -11,7 +11,7 @@
  * support being unloaded (its threads and atexit handlers stay), and a
  * later GDRC_CUDA_LIBRARY naming another file is ignored.
  *
- * Never called from hook context.  Callers: api.c (gdrc_init/fini) and
+ * Never called from hook context.  Callers: the API layer (gdrc_init/fini) and
  * classify/ (through the table).
  */
 #include <dlfcn.h>

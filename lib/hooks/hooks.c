@@ -32,7 +32,7 @@
  * starts it afresh (hooks_atfork_child).  Install runs under
  * pthread_once.  Dispatch takes no lock.
  *
- * Callers: api.c installs and subscribes on the cache's behalf; the
+ * Callers: the API layer (api_sources.c) installs and subscribes on the cache's behalf; the
  * replacement functions in patch_x86_64.c call gdrc_hooks_report().
  */
 #ifndef _GNU_SOURCE

@@ -21,7 +21,7 @@
  * that may be held around a memory call.
  *
  * Depends only on log/ (and only outside hook context).  The cache never
- * includes this header; api.c subscribes on its behalf.
+ * includes this header; the API layer (api_sources.c) subscribes on its behalf.
  */
 #ifndef GDRC_HOOKS_H
 #define GDRC_HOOKS_H

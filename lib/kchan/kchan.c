@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * kchan.c - open /dev/gdrcache, map its generation page, subscribe and
- * unsubscribe ranges.  Called by api.c at init and fini, and by the cache
+ * unsubscribe ranges.  Called by the API layer at init and fini, and by the cache
  * through its params (never under the cache lock).
  */
 #include <errno.h>

@@ -14,7 +14,7 @@
  * event, a base address, find it).
  *
  * Depends on classify/ (the pointer's class, segments, SYNC_MEMOPS),
- * cache/cache.h (the request type only) and log/.  Callers: api.c.
+ * cache/cache.h (the request type only) and log/.  Callers: api_get.c.
  */
 #ifndef GDRC_REQ_H
 #define GDRC_REQ_H
