@@ -121,9 +121,10 @@
  * cuFile mode (issue 33): an input of 3n + 2 bytes runs the same
  * operations on a context that registers with cuFile (GDRC_CUFILE_ALL,
  * the fake libcufile).  Checked, beyond the above: a GPU registration
- * is its whole allocation exactly (VMM: the mappings the request
- * touches, each whole; a vget reaching a hole is GDRC_ERR_UNSUPPORTED as
- * always); after every step each held
+ * is its whole allocation exactly (VMM: a new one the mappings the
+ * request touches, each whole, whatever their size, and every one
+ * registered exactly as keyed; the other VMM checks as above); after
+ * every step each held
  * registration is registered with cuFile at its base for at least its
  * length, and in hooks mode no registration outlives its memory unless
  * it is held (fake_cufile_orphans, at most the held ones invalidated):
@@ -698,7 +699,7 @@ static void vmm_request(unsigned a, unsigned b, uintptr_t *s_p,
 
 /* Check a VMM registration handed out for [s, e). */
 static void vmm_check(const struct gdrc_mr_info *info, uintptr_t s,
-		      uintptr_t e, int tagged)
+		      uintptr_t e, int tagged, uintptr_t whole_max)
 {
 	unsigned p0 = vslot_of(s), p1 = vslot_of(e - 1), k0, k1;
 	uintptr_t ke = info->key_addr + info->key_length;
@@ -742,7 +743,7 @@ static void vmm_check(const struct gdrc_mr_info *info, uintptr_t s,
 		uintptr_t ms = vaddr(h0), me = vaddr(h1 + vlen[h1]);
 		uintptr_t ws = ms, we = me;
 
-		if (me - ms > VMM_WHOLE_MAX) {
+		if (me - ms > whole_max) {
 			ws = s & ~(GPU_PAGE - 1);
 			we = (e + GPU_PAGE - 1) & ~(GPU_PAGE - 1);
 			if (ws < ms)
@@ -1122,22 +1123,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			      (unsigned long)s, (unsigned long)(e - s),
 			      vslot_of(s), vslot_of(e - 1));
 			CHECK(gdrc_mr_query(mr, &info) == GDRC_OK, "query");
-			if (cufile_mode) {
-				unsigned h = (unsigned)vhead[vslot_of(s)];
-				unsigned t = (unsigned)vhead[vslot_of(e - 1)];
-				uintptr_t end = vaddr(t) + vlen[t] * VSLOT;
-
-				CHECK(info.addr == vaddr(h) &&
-					      info.length == end - vaddr(h) &&
-					      info.buffer_id ==
-						      fake_cuda_buffer_id(s),
-				      "cuFile vmm registration %#lx+%zu is "
-				      "not the mappings of slots %u..%u",
-				      (unsigned long)info.addr, info.length, h,
-				      t);
-			} else {
-				vmm_check(&info, s, e, tagged);
-			}
+			/* cuFile: the touched mappings whole whatever
+			 * their size, registered exactly as keyed. */
+			vmm_check(&info, s, e, tagged,
+				  cufile_mode ? UINTPTR_MAX : VMM_WHOLE_MAX);
+			CHECK(!cufile_mode ||
+				      (info.addr == info.key_addr &&
+				       info.length == info.key_length),
+			      "cuFile vmm registration %#lx+%zu is not its "
+			      "key %#lx+%zu",
+			      (unsigned long)info.addr, info.length,
+			      (unsigned long)info.key_addr, info.key_length);
 			held[next] = mr;
 			next = (next + 1) % HELD;
 			break;
