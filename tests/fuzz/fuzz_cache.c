@@ -124,9 +124,10 @@
  * is its whole allocation exactly (VMM: a new one the mappings the
  * request touches, each whole, whatever their size, and every one
  * registered exactly as keyed; the other VMM checks as above); after
- * every step each held
- * registration is registered with cuFile at its base for at least its
- * length, and in hooks mode no registration outlives its memory unless
+ * every step each held registration whose memory is still there is
+ * registered with cuFile at its base for at least its length (one whose
+ * memory went may have lost its cuFile registration to the new memory's
+ * at that base), and in hooks mode no registration outlives its memory unless
  * it is held (fake_cufile_orphans, at most the held ones invalidated):
  * every hooked free deregistered the rest before the fake driver freed;
  * at the end nothing is registered with cuFile.  Seeds cufile-*.
@@ -410,9 +411,10 @@ static void ring_read_check(const struct gdrc_mr_info *info, uintptr_t s,
 }
 #endif
 
-/* cuFile mode, after every step: each held registration is registered
- * with cuFile at its base, at least as long; in hooks mode only held
- * registrations whose memory went may outlive it. */
+/* cuFile mode, after every step: each held registration whose memory is
+ * still there is registered with cuFile at its base, at least as long;
+ * in hooks mode only held registrations whose memory went may outlive
+ * it. */
 static void cufile_check(struct gdrc_mr **held, int tagged)
 {
 	unsigned inv_held = 0;
@@ -427,15 +429,24 @@ static void cufile_check(struct gdrc_mr **held, int tagged)
 		for (unsigned j = 0; j < i; j++)
 			seen |= held[j] == held[i];
 		CHECK(gdrc_mr_query(held[i], &info) == GDRC_OK, "query");
-		CHECK(info.backend == GDRC_BACKEND_CUFILE &&
-			      fake_cufile_registered((void *)info.addr, &len) &&
+		CHECK(info.backend == GDRC_BACKEND_CUFILE,
+		      "held registration %llu of backend %d",
+		      (unsigned long long)info.id, info.backend);
+		/* Memory gone while held: its cuFile registration may
+		 * have been replaced by the new memory's at that base. */
+		if ((info.flags & GDRC_MR_INFO_INVALIDATED) ||
+		    (info.mem_type == GDRC_MEM_CUDA &&
+		     info.buffer_id != fake_cuda_buffer_id(info.addr))) {
+			if (!seen)
+				inv_held++;
+			continue;
+		}
+		CHECK(fake_cufile_registered((void *)info.addr, &len) &&
 			      len >= info.length,
 		      "held registration %llu (%#lx+%zu, backend %d) is not "
 		      "registered with cuFile (%zu bytes there)",
 		      (unsigned long long)info.id, (unsigned long)info.addr,
 		      info.length, info.backend, len);
-		if (!seen && (info.flags & GDRC_MR_INFO_INVALIDATED))
-			inv_held++;
 	}
 	if (!tagged)
 		CHECK(fake_cufile_orphans() <= inv_held,
