@@ -4,7 +4,8 @@
  * caches, creation and destruction, statistics, invariant checks, and
  * this module's part of the fork protocol.
  *
- * What the cache is (cache.h has the types and the fast path):
+ * What the cache is (cache.h has the rules and the calls, types.h the
+ * types, hit.h the fast path):
  *
  *   A region is one registration.  While cached it is in the index
  *   (index.c), on the LRU list (lru.c) and counted against the limits;
@@ -13,8 +14,8 @@
  *   out is a thread's handle on a region (handle.c) or, uncached, the
  *   region's own.
  *
- *   A get tries, in order: the fast path (cache.h: this thread's
- *   remembered handles, no lock, no atomic read-modify-write), the index
+ *   A get tries, in order: the fast path (hit.h: this thread's
+ *   remembered and parked handles, no lock, no atomic read-modify-write), the index
  *   path (lookup.c: read lock), the miss path (miss.c: write lock,
  *   dropped around the registration).  Frees reach the cache as queued
  *   events that the next miss drains before it looks anything up
@@ -22,7 +23,8 @@
  *
  * Who calls whom, one way (each file's opening comment says more):
  *
- *   api*.c -> cache.c, lookup.c, miss.c, inval.c, handle.c (put), cache.h
+ *   api*.c -> cache.c, lookup.c, miss.c, inval.c, handle.c (put, the
+ *             parked table), cache.h, hit.h
  *   miss.c -> lookup.c, inval.c, lru.c, region.c, handle.c, pool.c,
  *             index.c (prepare), index_sum.c (the plan's walk)
  *   lookup.c -> inval.c, index.c, handle.c, region.c
@@ -32,7 +34,8 @@
  *   region.c -> index.c, lru.c (append, unlink, ghosts), handle.c
  *             (this thread's handle on a removed region), pool.c
  *   handle.c -> region.c (drop), pool.c, cache.c (a foreign cache's
- *             handle, through the registry)
+ *             handle, through the registry), shard.c (a first shard)
+ *   shard.c -> handle.c (thread exit)
  *   index.c -> index_sum.c (summaries), itree/
  *   index_sum.c -> itree/ (wide regions)
  *
@@ -45,7 +48,7 @@
  *   cache->slab_lock     pool.c: the pools' lists
  *   invq.lock            invq.c: spinlock, innermost, never held across
  *                        a call
- *   shard_lock           handle.c: a leaf, taken alone
+ *   shard_lock           shard.c: a leaf, taken alone
  * No allocation, backend call, system call or deregistration happens
  * under cache->lock.
  *

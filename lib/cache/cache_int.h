@@ -4,14 +4,17 @@
  * nobody outside the folder sees.
  *
  * One file per concern (the rule of who calls whom is at the top of
- * cache.h); each group below is one file's, in the order the rule goes:
+ * cache.c); each group below is one file's, in the order the rule goes.
+ * The types they share are types.h, the inline hit path hit.h, both
+ * included through cache.h.
  *
  *   pool.c    fixed-size objects carved from chunks freed with the cache
  *   region.c  a region's life: memory, publication, references, release,
  *             membership (index, LRU, counts), what memory it was made for
  *   lru.c     recency, limits and eviction; the miss-cause ghosts
  *   index.c   the lookup structure: which regions cover or overlap a range
- *   handle.c  per-thread handles, remembered entries, stats shards
+ *   handle.c  per-thread handles, remembered entries, parked tables
+ *   shard.c   per-thread stats shards, the thread-exit hook
  *   inval.c   removal of what was freed: queued events, explicit calls
  *   lookup.c  the index path of a hit
  *   miss.c    the miss path: plan, evict, register, insert
@@ -24,7 +27,7 @@
  *                     builds (no NDEBUG) note the holder, so that a
  *                     function that needs the lock can assert it.
  *   cache->slab_lock  mutex: the pools' free lists and chunk lists.
- *   shard_lock        (handle.c) the bitmap of owned stats shards.
+ *   shard_lock        (shard.c) the bitmap of owned stats shards.
  *   cache_registry_lock (cache.c) the registry of live caches.
  */
 #ifndef GDRC_CACHE_INT_H
@@ -220,8 +223,9 @@ void gdrc_tls_count_hit(struct gdrc_cache *c);
 void gdrc_tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
 				 struct gdrc_defer *d);
 void gdrc_tls_drop_invalid(struct gdrc_cache *c);
-void gdrc_tls_fork_child(void);
 void gdrc_tls_forget(const struct gdrc_cache *c);
+/* Thread exit: let go of every remembered and parked handle. */
+void gdrc_tls_drop_all(void);
 
 void gdrc_handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
 			struct gdrc_defer *d);
@@ -232,6 +236,10 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 		       uintptr_t start);
 struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
 			       uint64_t hold);
+
+/* ---- shard.c ---- */
+
+void gdrc_tls_fork_child(void);
 
 /* ---- inval.c ---- */
 

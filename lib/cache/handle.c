@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * handle.c - what a thread holds: its handles on regions, the entries
- * that remember them for the fast path, and its stats shard.
+ * handle.c - what a thread holds: its handles on regions, the four
+ * entries that remember them for the fast path, and its parked table.
  *
  * A handle pins its region while it lives; its owner counts gets and its
  * own puts in "held" with plain stores, anyone else's put goes to the
@@ -11,102 +11,44 @@
  * A put is checked here against what is outstanding (magic, context,
  * state, counts) and refused, changing nothing, when it does not match.
  *
- * An entry the fast path replaces is not let go of but parked, handle
- * and all, in a table of GDRC_TLS_PARKED entries by its region's first
- * page (what it displaces there is let go of), and the fast path looks
- * there when none of its four entries serves (gdrc_cache_get_parked): a
- * thread that takes more buffers in turn than the four hits each
- * without an atomic operation, instead of retiring one handle and
- * claiming another per get.  The table grows (far_judge) when the
- * thread's buffers keep contending for its slots, up to
- * GDRC_TLS_PARKED_MAX; an entry hit twice in a row goes back among the
- * four.  A parked handle is an idle live handle like any other
- * (eviction may take its region); its region leaving the cache is
- * noticed over the thread's next gets the fast path does not serve, by
- * the cache's count of removals (FAR_SWEEP entries a get).
+ * The parked table.  When the fast path needs one of its four entries
+ * for a new handle, the entry it gives up is not let go of: it is
+ * parked, handle and all, in the thread's parked table, in the slot of
+ * its region's first page (whatever was in that slot is let go of).  A
+ * get the four entries do not serve looks there next
+ * (gdrc_cache_get_parked).  So a thread that takes more buffers in turn
+ * than four still hits each one without an atomic operation, instead of
+ * retiring one handle and making another on every get.  The table
+ * starts with GDRC_TLS_PARKED slots and grows when the thread's buffers
+ * keep taking each other's slots, up to GDRC_TLS_PARKED_MAX; it is
+ * switched off for a while when it is seldom hit (parked_review).  An
+ * entry hit twice in a row goes back among the four.  A parked handle
+ * is an idle live handle like any other (eviction may take its region).
+ * When its region leaves the cache, the thread notices over its next
+ * gets that the fast path does not serve: the cache counts its
+ * removals, and each such get looks over PARKED_SWEEP slots for entries
+ * whose region is INVALID (gdrc_tls_drop_invalid).
  *
- * Thread exit (a pthread key destructor, set with the thread's first
- * shard) retires every remembered and parked handle; handles of a cache
+ * Thread exit (shard.c's pthread key destructor) retires every
+ * remembered and parked handle (gdrc_tls_drop_all); handles of a cache
  * destroyed since are skipped through the registry (cache.c).
  *
- * Locks: shard_lock (a leaf) guards the shard bitmap; handles are
- * atomics and take no lock; gdrc_tls_drop_region_locked runs under
- * cache->lock for writing (asserted), the rest under no cache lock.
+ * Locks: handles are atomics and take no lock;
+ * gdrc_tls_drop_region_locked runs under cache->lock for writing
+ * (asserted), the rest under no cache lock.
  * Callers: region.c (drop on removal), lookup.c and miss.c (serve),
- * inval.c, lru.c (busy), cache.c.
+ * inval.c, lru.c (busy), cache.c, shard.c (thread exit).
  */
 #include <stdlib.h>
 
 #include "cache_int.h"
 
 /* ====================================================================
- * Per-thread stats shards and the thread-exit hook
+ * Stats shards (the first assignment and the exit hook: shard.c)
  * ==================================================================== */
 
-static pthread_mutex_t shard_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t shard_used; /* bitmap of owned shards; under shard_lock */
-static pthread_key_t shard_key;
-static pthread_once_t shard_once = PTHREAD_ONCE_INIT;
-
-static void tls_drop_all(void);
-
-/*
- * Thread exit (pthread key destructor): let go of every handle, free
- * the shard.  Destructors of other keys may still call the library
- * after this one: from now on the thread keeps no handle (nothing would
- * let it go) and counts in the shared shard.
- */
-static void shard_release(void *arg)
-{
-	int shard = (int)(intptr_t)arg - 1;
-
-	gdrc_tls_cur.no_handles = 1;
-	gdrc_tls_cur.shard = GDRC_SHARDS;
-	tls_drop_all();
-	if (shard >= GDRC_SHARDS)
-		return;
-	pthread_mutex_lock(&shard_lock);
-	shard_used &= ~(1ULL << shard);
-	pthread_mutex_unlock(&shard_lock);
-}
-
-static int shard_key_failed; /* set once, under shard_once */
-
-static void shard_key_create(void)
-{
-	if (pthread_key_create(&shard_key, shard_release)) {
-		shard_used = ~0ULL; /* share one shard */
-		shard_key_failed = 1;
-	}
-}
-
-int gdrc_cache_tls_shard(void)
-{
-	int shard = GDRC_SHARDS;
-
-	pthread_once(&shard_once, shard_key_create);
-	pthread_mutex_lock(&shard_lock);
-	if (shard_used != ~0ULL) {
-		shard = __builtin_ctzll(~shard_used);
-		shard_used |= 1ULL << shard;
-	}
-	pthread_mutex_unlock(&shard_lock);
-	/* Without the exit hook, handles this thread kept would never be
-	 * let go: it keeps none. */
-	if (shard_key_failed ||
-	    pthread_setspecific(shard_key, (void *)(intptr_t)(shard + 1))) {
-		if (shard < GDRC_SHARDS) {
-			pthread_mutex_lock(&shard_lock);
-			shard_used &= ~(1ULL << shard);
-			pthread_mutex_unlock(&shard_lock);
-		}
-		shard = GDRC_SHARDS;
-		gdrc_tls_cur.no_handles = 1;
-	}
-	gdrc_tls_cur.shard = shard;
-	return shard;
-}
-
+/* This thread's shard, given on its first call (shard.c).  Defined here,
+ * where most of its callers are, so that they inline the check. */
 int gdrc_tls_shard(void)
 {
 	int shard = gdrc_tls_cur.shard;
@@ -236,6 +178,10 @@ int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr)
 	return GDRC_PUT_OK;
 }
 
+/* ====================================================================
+ * A thread's entries: the four, and the parked table
+ * ==================================================================== */
+
 /* Empty entry e (its handle, if any, is the caller's to deal with). */
 static void entry_clear(struct gdrc_tls_entry *e)
 {
@@ -270,23 +216,27 @@ static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 	gdrc_cache_retire_foreign(uid, h);
 }
 
-/* Every FAR_JUDGE looks at the parked entries, fewer than an eighth of
- * them hits: the table grows, or the next FAR_SKIP gets the four entries
- * do not serve neither look there nor make handles to park (far_judge).
- * A pattern over many more buffers than the table can hold (random pages
- * of a hundred thousand registrations) would otherwise pay for lines of
- * it that its other lines keep out of the CPU's cache.  A table that
- * grew is not judged for FAR_FILL windows: its buffers take it in over
- * about two rounds (a handle is made on a buffer's second index hit). */
-#define FAR_JUDGE 256
-#define FAR_SKIP 4096
-#define FAR_FILL(far) (3 * (far)->size / FAR_JUDGE)
+/*
+ * The parked table is reviewed every PARKED_REVIEW lookups in it
+ * (parked_review).  If fewer than an eighth of them hit, it is not
+ * earning its keep: it grows, or it is switched off for the next
+ * PARKED_OFF gets the four entries do not serve (no lookup in it, no
+ * handle made to park).  Without that, a pattern over many more buffers
+ * than the table holds (random pages of a hundred thousand
+ * registrations) would pay for table lines that keep evicting each other
+ * from the CPU's cache.  A table that just grew skips PARKED_FILL
+ * reviews: its buffers need about two rounds to fill it (a handle is
+ * made on a buffer's second index hit).
+ */
+#define PARKED_REVIEW 256
+#define PARKED_OFF 4096
+#define PARKED_FILL(tab) (3 * (tab)->size / PARKED_REVIEW)
 /* A parked entry unused for this many gets the four entries did not
  * serve is cold: a handle may be made to take its slot. */
-#define FAR_COLD(far) (4 * (far)->size)
+#define PARKED_COLD(tab) (4 * (tab)->size)
 /* Entries one get looks over for invalid ones (gdrc_tls_drop_invalid):
  * a table this small is looked over at once. */
-#define FAR_SWEEP 256
+#define PARKED_SWEEP 256
 
 /* The slot of a table of size entries for a region starting at start. */
 static unsigned slot_of(uintptr_t start, unsigned size)
@@ -295,40 +245,40 @@ static unsigned slot_of(uintptr_t start, unsigned size)
 }
 
 /* The parked entry where an entry for a region starting at start goes. */
-static unsigned far_slot(const struct gdrc_tls *t, uintptr_t start)
+static unsigned parked_slot(const struct gdrc_tls *t, uintptr_t start)
 {
-	return slot_of(start, t->far->size);
+	return slot_of(start, t->parked->size);
 }
 
-static struct gdrc_tls_entry *parked_at(const struct gdrc_tls *t,
+static struct gdrc_tls_entry *parked_entry(const struct gdrc_tls *t,
 					uintptr_t start)
 {
-	return &t->far->parked[far_slot(t, start)];
+	return &t->parked->e[parked_slot(t, start)];
 }
 
-/* A far table of size entries, empty; NULL without memory. */
-static struct gdrc_tls_far *far_new(unsigned size)
+/* A parked table of size entries, empty; NULL without memory. */
+static struct gdrc_tls_parked *parked_new(unsigned size)
 {
-	struct gdrc_tls_far *far =
-		calloc(1, sizeof(*far) + size * (sizeof(far->parked[0]) +
-						 sizeof(far->seen[0])));
+	struct gdrc_tls_parked *tab =
+		calloc(1, sizeof(*tab) + size * (sizeof(tab->e[0]) +
+						 sizeof(tab->seen[0])));
 
-	if (far) {
-		far->size = size;
-		far->seen = (const struct gdrc_region **)&far->parked[size];
+	if (tab) {
+		tab->size = size;
+		tab->seen = (const struct gdrc_region **)&tab->e[size];
 	}
-	return far;
+	return tab;
 }
 
-/* This thread's far table, made now if need be (outside any cache lock);
+/* This thread's parked table, made now if need be (outside any cache lock);
  * NULL without memory. */
-static struct gdrc_tls_far *tls_far(void)
+static struct gdrc_tls_parked *parked_table(void)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 
-	if (!t->far)
-		t->far = far_new(GDRC_TLS_PARKED);
-	return t->far;
+	if (!t->parked)
+		t->parked = parked_new(GDRC_TLS_PARKED);
+	return t->parked;
 }
 
 /* Is e this thread's entry of c for r? */
@@ -353,8 +303,8 @@ void gdrc_tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
 		if (entry_of(&t->e[i], c, r))
 			entry_retire(c, &t->e[i], d);
-	if (t->far) {
-		struct gdrc_tls_entry *p = parked_at(t, r->start);
+	if (t->parked) {
+		struct gdrc_tls_entry *p = parked_entry(t, r->start);
 
 		if (entry_of(p, c, r))
 			entry_retire(c, p, d);
@@ -362,23 +312,23 @@ void gdrc_tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
 }
 
 /* Thread exit: let go of every remembered and parked handle. */
-static void tls_drop_all(void)
+void gdrc_tls_drop_all(void)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_tls_far *far = t->far;
+	struct gdrc_tls_parked *tab = t->parked;
 
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
 		tls_entry_drop(NULL, &t->e[i]);
-	if (!far)
+	if (!tab)
 		return;
-	for (unsigned i = 0; i < far->size; i++)
-		tls_entry_drop(NULL, &far->parked[i]);
+	for (unsigned i = 0; i < tab->size; i++)
+		tls_entry_drop(NULL, &tab->e[i]);
 	t->parked_last = NULL;
-	t->far = NULL;
-	free(far);
+	t->parked = NULL;
+	free(tab);
 }
 
-/* The far table's summary bit for a cache's entries (0 for none). */
+/* The parked table's summary bit for a cache's entries (0 for none). */
 static uint64_t uid_bit(uint64_t uid)
 {
 	return uid ? 1ULL << (uid % 64) : 0;
@@ -400,7 +350,7 @@ static int entry_invalid(const struct gdrc_tls_entry *e,
  * so nothing is looked at while c has removed none since the last look
  * (the count is read first: a removal it does not show is looked for
  * again next time).  The parked table is looked over only if it may
- * hold entries of c, FAR_SWEEP entries a call from where the last call
+ * hold entries of c, PARKED_SWEEP entries a call from where the last call
  * stopped: a look at a large table takes several gets, and covers the
  * removals counted when it began.  A get for another cache begins a
  * look of its own there (the first one's cache begins anew when it
@@ -411,7 +361,7 @@ static int entry_invalid(const struct gdrc_tls_entry *e,
 void gdrc_tls_drop_invalid(struct gdrc_cache *c)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_tls_far *far = t->far;
+	struct gdrc_tls_parked *tab = t->parked;
 	uint64_t gen = atomic_load_explicit(&c->removals,
 					    memory_order_acquire);
 
@@ -420,26 +370,26 @@ void gdrc_tls_drop_invalid(struct gdrc_cache *c)
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
 		if (entry_invalid(&t->e[i], c))
 			tls_entry_drop(c, &t->e[i]);
-	if (far && (far->uids & uid_bit(c->uid))) {
-		if (far->sweep_uid != c->uid || !far->sweep_left) {
-			far->sweep_uid = c->uid;
-			far->sweep_gen = gen;
-			far->sweep_left = far->size;
-			far->sweep_uids = 0;
+	if (tab && (tab->uids & uid_bit(c->uid))) {
+		if (tab->sweep_uid != c->uid || !tab->sweep_left) {
+			tab->sweep_uid = c->uid;
+			tab->sweep_gen = gen;
+			tab->sweep_left = tab->size;
+			tab->sweep_uids = 0;
 		}
-		for (unsigned n = 0; n < FAR_SWEEP && far->sweep_left;
-		     n++, far->sweep_left--) {
-			struct gdrc_tls_entry *p = &far->parked[far->sweep_pos];
+		for (unsigned n = 0; n < PARKED_SWEEP && tab->sweep_left;
+		     n++, tab->sweep_left--) {
+			struct gdrc_tls_entry *p = &tab->e[tab->sweep_pos];
 
-			far->sweep_pos = (far->sweep_pos + 1) & (far->size - 1);
+			tab->sweep_pos = (tab->sweep_pos + 1) & (tab->size - 1);
 			if (entry_invalid(p, c))
 				tls_entry_drop(c, p);
-			far->sweep_uids |= uid_bit(p->uid);
+			tab->sweep_uids |= uid_bit(p->uid);
 		}
-		if (far->sweep_left)
+		if (tab->sweep_left)
 			return;
-		far->uids = far->sweep_uids;
-		gen = far->sweep_gen;
+		tab->uids = tab->sweep_uids;
+		gen = tab->sweep_gen;
 	}
 	t->swept_uid = c->uid;
 	t->swept_gen = gen;
@@ -455,16 +405,16 @@ static void tls_park(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	struct gdrc_tls_entry *p;
 
-	if (!tls_far()) {
+	if (!parked_table()) {
 		tls_entry_drop(c, e);
 		return;
 	}
-	p = parked_at(t, e->start);
+	p = parked_entry(t, e->start);
 	tls_entry_drop(c, p);
 	*p = *e;
-	p->last = t->far_clock;
-	t->far->uids |= uid_bit(p->uid);
-	t->far->sweep_uids |= uid_bit(p->uid); /* a look under way */
+	p->last = t->parked_clock;
+	t->parked->uids |= uid_bit(p->uid);
+	t->parked->sweep_uids |= uid_bit(p->uid); /* a look under way */
 	entry_clear(e);
 }
 
@@ -521,69 +471,72 @@ static struct gdrc_handle *tls_unpark(struct gdrc_cache *c,
  * to their slots there (one that finds its slot taken is let go of);
  * without memory, leave it.  Outside any cache lock.
  */
-static void far_grow(struct gdrc_cache *c)
+static void parked_grow(struct gdrc_cache *c)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_tls_far *old = t->far, *far = far_new(old->size * 8);
+	struct gdrc_tls_parked *old = t->parked;
+	struct gdrc_tls_parked *tab = parked_new(old->size * 8);
 
-	if (!far)
+	if (!tab)
 		return;
 	for (unsigned i = 0; i < old->size; i++) {
-		struct gdrc_tls_entry *e = &old->parked[i], *p;
+		struct gdrc_tls_entry *e = &old->e[i], *p;
 
 		if (!e->uid)
 			continue;
-		p = &far->parked[slot_of(e->start, far->size)];
+		p = &tab->e[slot_of(e->start, tab->size)];
 		if (p->uid) {
 			tls_entry_drop(c, e);
 			continue;
 		}
 		*p = *e;
-		far->uids |= uid_bit(p->uid);
+		tab->uids |= uid_bit(p->uid);
 	}
-	t->far = far;
+	t->parked = tab;
 	t->parked_last = NULL;
 	t->swept_uid = 0; /* look over it anew */
-	t->far_fill = FAR_FILL(far);
+	t->parked_fill = PARKED_FILL(tab);
 	free(old);
 }
 
 /*
- * Every FAR_JUDGE looks at the parked table: fewer than an eighth of
- * them hits, and the table is not filling after it grew.  If half of
- * them found the request's slot held for another region, the thread
- * takes more buffers in turn than the table holds: it grows, up to
- * GDRC_TLS_PARKED_MAX.  Else the next FAR_SKIP gets leave it alone.
- * Not under a limit of bytes: a parked handle keeps its registration
- * pinned after an eviction until its thread looks again (an idle thread
- * could hold what another thread's miss needs), so such a context keeps
- * that to GDRC_TLS_PARKED a thread.
+ * The review, every PARKED_REVIEW lookups in the parked table.  It acts
+ * only when fewer than an eighth of them hit and the table is not still
+ * filling after it grew.  Then, if half of the lookups found their slot
+ * held for another region, the thread takes more buffers in turn than
+ * the table holds, and the table grows eightfold, up to
+ * GDRC_TLS_PARKED_MAX; otherwise the next PARKED_OFF gets skip it.
+ * It never grows under a limit of bytes: a parked handle keeps its
+ * registration pinned after an eviction until its thread looks again
+ * (an idle thread could hold what another thread's miss needs), so
+ * there a thread parks at most GDRC_TLS_PARKED.
  */
-static void far_judge(struct gdrc_cache *c, struct gdrc_tls *t)
+static void parked_review(struct gdrc_cache *c, struct gdrc_tls *t)
 {
-	if (t->far_fill) {
-		t->far_fill--;
-	} else if (t->far_hits < FAR_JUDGE / 8) {
-		if (t->far_taken >= FAR_JUDGE / 2 &&
-		    t->far->size < GDRC_TLS_PARKED_MAX &&
+	if (t->parked_fill) {
+		t->parked_fill--;
+	} else if (t->parked_hits < PARKED_REVIEW / 8) {
+		if (t->parked_clashes >= PARKED_REVIEW / 2 &&
+		    t->parked->size < GDRC_TLS_PARKED_MAX &&
 		    c->p.max_bytes == GDRC_LIMIT_NONE &&
 		    c->p.gpu_max_bytes == GDRC_LIMIT_NONE)
-			far_grow(c);
+			parked_grow(c);
 		else
-			t->far_skip = FAR_SKIP;
+			t->parked_off = PARKED_OFF;
 	}
-	t->far_tries = 0;
-	t->far_hits = 0;
-	t->far_taken = 0;
+	t->parked_looks = 0;
+	t->parked_hits = 0;
+	t->parked_clashes = 0;
 }
 
 /*
- * The fast path's second look (cache.h's gdrc_cache_get_parked, past its
- * early exits), when none of the four entries
- * served: this thread's parked entry for the request's page, with the
- * same checks and the same plain count in its handle; the entry stays
- * where it is, and the put that follows finds it as t->parked_last.
- * Judged by its hits (far_judge).
+ * A get the four entries did not serve, looked up in this thread's
+ * parked table (hit.h's gdrc_cache_get_parked calls this once it knows
+ * the table is there and switched on).  The entry in the slot of the
+ * request's first page is checked and counted as a fast hit is.  It
+ * stays parked, and the put that follows finds it as t->parked_last;
+ * if the parked table's last hit was this entry too, it moves back
+ * among the four.  Every lookup counts towards the table's review (parked_review).
  */
 struct gdrc_mr *gdrc_cache_get_parked_at(struct gdrc_cache *c,
 					 uintptr_t start, uintptr_t end,
@@ -595,15 +548,15 @@ struct gdrc_mr *gdrc_cache_get_parked_at(struct gdrc_cache *c,
 	struct gdrc_handle *h;
 	_Atomic uint64_t *count;
 
-	if (++t->far_tries == FAR_JUDGE)
-		far_judge(c, t);
-	p = parked_at(t, start);
+	if (++t->parked_looks == PARKED_REVIEW)
+		parked_review(c, t);
+	p = parked_entry(t, start);
 	if (!gdrc_tls_covers(p, c, start, end, access))
 		return NULL;
 	count = gdrc_cache_hit_ok(c, p->r, t, start, end, host_ok);
 	if (!count)
 		return NULL;
-	t->far_hits++;
+	t->parked_hits++;
 	gdrc_cache_hit_count(c, p->r, t, count);
 	if (t->parked_last == p) {
 		/* Its second get in a row: back among the four, where the
@@ -612,12 +565,16 @@ struct gdrc_mr *gdrc_cache_get_parked_at(struct gdrc_cache *c,
 		t->parked_last = NULL;
 	} else {
 		h = p->h;
-		p->last = t->far_clock;
+		p->last = t->parked_clock;
 		t->parked_last = p;
 	}
 	gdrc_owned_add(&h->held, 1);
 	return &h->pub;
 }
+
+/* ====================================================================
+ * Serving a region through a handle, and which hits deserve one
+ * ==================================================================== */
 
 /* A released handle of r to reuse, claimed; or NULL. */
 static struct gdrc_handle *handle_reuse(struct gdrc_region *r)
@@ -667,8 +624,8 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 	for (int i = 0; i < GDRC_TLS_ENTRIES && !h; i++)
 		if (entry_of(&t->e[i], c, r))
 			h = t->e[i].h;
-	if (!h && t->far) {
-		p = parked_at(t, r->start);
+	if (!h && t->parked) {
+		p = parked_entry(t, r->start);
 		if (entry_of(p, c, r))
 			h = tls_unpark(c, p);
 	}
@@ -704,21 +661,25 @@ direct:
 }
 
 /*
- * How an index hit on r should hold it (before it is taken, so that a
- * hit costs one atomic).  A thread that will get r again soon is best
- * served through a handle, which the fast path then finds; one that
- * walks many regions once each (a random access pattern over more
- * regions than its GDRC_TLS_ENTRIES) would make and retire a handle per
- * get, several atomics each, and evict the handles that do repeat.  So
- * a handle is made when the thread has one on r already (remembered or
- * parked), or hit r through the index among its last GDRC_TLS_SEEN index
- * hits (the second get of a buffer reaches the fast path from the third
- * on), or hit r through the index before and r's parking slot is free
- * or holds an entry unused for FAR_COLD gets (buffers taken in turn,
- * more than the fast path remembers, are then all parked and hit
- * without an atomic from their third round on, and a handle made never
- * displaces a parked one in use).  Otherwise a direct
- * reference is served.  Compares r's address only.
+ * How an index hit on r should hold it: through a handle, or as a direct
+ * reference.  Decided before r is taken, so that the hit costs one
+ * atomic operation.
+ *
+ * A handle pays off when the thread gets r again soon: the fast path
+ * then finds it.  For a thread that walks many regions once each (random
+ * access over more regions than its four entries), a handle per get
+ * would cost several atomics to make and retire, and would push out the
+ * handles that do repeat.  So a handle is made only when
+ *   - the thread has one on r already (among the four, or parked);
+ *   - r is among its last GDRC_TLS_SEEN index hits (a buffer's second
+ *     get makes the handle, its third hits the fast path);
+ *   - or the parked table saw r hit through the index before, and r's
+ *     slot there is free or holds an entry unused for PARKED_COLD gets.
+ *     Buffers taken in turn, more than four, then all end up parked and
+ *     hit without an atomic from their third round on, and a new handle
+ *     never displaces a parked one still in use.
+ * Otherwise a direct reference is served.  Only r's address is compared
+ * (r is not held yet: its fields may not be read).
  * @return REGION_PIN_ONE (serve with gdrc_serve) or 1 (a reference,
  *         served with gdrc_serve_direct).
  */
@@ -738,21 +699,21 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
 		if (entry_of(&t->e[i], c, r))
 			return REGION_PIN_ONE;
-	if (!t->far || t->far_skip)
+	if (!t->parked || t->parked_off)
 		return 1;
 	/* By the request's first page: r's own fields may not be read yet.
 	 * (A region of several pages got from a later one is parked and
 	 * seen where its first page says, and served directly here.) */
-	slot = far_slot(t, start);
-	p = &t->far->parked[slot];
-	seen = t->far->seen[slot];
+	slot = parked_slot(t, start);
+	p = &t->parked->e[slot];
+	seen = t->parked->seen[slot];
 	if (entry_of(p, c, r) ||
-	    ((!p->uid || t->far_clock - p->last > FAR_COLD(t->far)) &&
+	    ((!p->uid || t->parked_clock - p->last > PARKED_COLD(t->parked)) &&
 	     seen == r))
 		return REGION_PIN_ONE;
 	/* Its slot remembers another region: this thread's buffers
-	 * contend for the table's slots (far_judge). */
-	t->far_taken += seen && seen != r;
+	 * contend for the table's slots (parked_review). */
+	t->parked_clashes += seen && seen != r;
 	return 1;
 }
 
@@ -769,8 +730,8 @@ struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
 	/* The table is freed by the exit hook, set with the shard; a thread
 	 * without one (or whose hook ran) keeps no handle and no table. */
 	gdrc_tls_shard();
-	if (!t->no_handles && !t->far_skip && tls_far())
-		t->far->seen[far_slot(t, r->start)] = r;
+	if (!t->no_handles && !t->parked_off && parked_table())
+		t->parked->seen[parked_slot(t, r->start)] = r;
 	return gdrc_serve_direct(r);
 }
 
@@ -796,13 +757,6 @@ int gdrc_handles_busy(struct gdrc_region *r)
 	return 0;
 }
 
-/* A fork child: another thread may have held shard_lock at the fork
- * (taking or giving back a shard); its bitmap is one word, whole. */
-void gdrc_tls_fork_child(void)
-{
-	pthread_mutex_init(&shard_lock, NULL);
-}
-
 /* A fork child: forget (let go of nothing) this thread's entries of c. */
 void gdrc_tls_forget(const struct gdrc_cache *c)
 {
@@ -811,7 +765,7 @@ void gdrc_tls_forget(const struct gdrc_cache *c)
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
 		if (t->e[i].uid == c->uid)
 			t->e[i].uid = 0;
-	for (unsigned i = 0; t->far && i < t->far->size; i++)
-		if (t->far->parked[i].uid == c->uid)
-			t->far->parked[i].uid = 0;
+	for (unsigned i = 0; t->parked && i < t->parked->size; i++)
+		if (t->parked->e[i].uid == c->uid)
+			t->parked->e[i].uid = 0;
 }

@@ -28,7 +28,7 @@
 /*
  * Walks may not change the index: collect, then remove.  A collected
  * region leaves the LRU list at once, and its LRU link makes the list
- * (a region has no other link to spare: cache.h).
+ * (a region has no other link to spare: types.h).
  */
 void gdrc_collect_push(struct gdrc_collect *col, struct gdrc_region *r)
 {

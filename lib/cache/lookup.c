@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * lookup.c - a hit that the fast path (cache.h) could not serve: the
+ * lookup.c - a hit that the fast path (hit.h) could not serve: the
  * index path.
  *
  *   1. A queued event sends the get to the miss path, which drains the

@@ -4,7 +4,7 @@
  *
  * cache->tick advances at each insertion (under the write lock); a hit,
  * fast or through the index, stamps its region with the current tick
- * (gdrc_region_stamp, cache.h: a store only when it moved).  The list
+ * (gdrc_region_stamp, hit.h: a store only when it moved).  The list
  * is kept sorted by each region's stamp as of its last placement (enq);
  * the evictor walks from the head and moves regions whose stamp moved
  * on to their sorted place (lazy promotion), so eviction order is exact

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * test_fastpath.c - the order of the fast path's loads (cache.h,
+ * test_fastpath.c - the order of the fast path's loads (hit.h,
  * gdrc_cache_get_fast) against another thread's unmap, made
  * deterministic.  The fast path asks host_ok before anything else it
  * reads about an untagged registration; the callbacks here play the

@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * hit.h - the hit path: the code a get or a put runs when this thread
+ * already holds a handle on a cached region that covers the request.
+ * All of it is inline in the API layer's gdrc_mr_get, gdrc_mr_reget and
+ * gdrc_mr_put (api_get.c): no lock, no system call, no atomic
+ * read-modify-write, no write to a line another thread writes.
+ *
+ * Read it from the top down:
+ *
+ *   gdrc_cache_get_fast     a get: look in this thread's four entries
+ *                           (the one that served the last get first),
+ *                           check the region, count the get.
+ *   gdrc_cache_get_parked   a get the four did not serve: look in this
+ *                           thread's parked table (the rest of it is out
+ *                           of line, handle.c: gdrc_cache_get_parked_at).
+ *   gdrc_cache_reget        a get served by an mr the caller holds.
+ *   gdrc_cache_put_fast     a put of a handle this thread remembers.
+ *   gdrc_cache_put          a put, fast or not.
+ *
+ * then what they call: the checks a hit makes on its region
+ * (gdrc_cache_hit_ok: the hooks, a queued event, INVALID, the kernel's
+ * word, the BUFFER_ID), how an entry is matched (gdrc_tls_covers,
+ * gdrc_tls_holding), and how a hit is counted (gdrc_cache_hit_count).
+ * Why it is safe to do without a lock is cache.h's opening comment
+ * ("fast path", "Handles"); the types are in types.h.
+ *
+ * Included by cache.h, at its end (this code reads struct gdrc_cache).
+ */
+#ifndef GDRC_CACHE_HIT_H
+#define GDRC_CACHE_HIT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cache/cache.h"
+#include "cache/types.h"
+#include "gdrc_int.h"
+
+/* What the calls below use, defined further down. */
+static inline __attribute__((always_inline)) int
+gdrc_tls_covers(const struct gdrc_tls_entry *e, const struct gdrc_cache *c,
+		uintptr_t start, uintptr_t end, uint32_t access);
+static inline __attribute__((always_inline)) struct gdrc_tls_entry *
+gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
+		 const struct gdrc_mr *mr);
+static inline __attribute__((always_inline)) _Atomic uint64_t *
+gdrc_cache_hit_ok(struct gdrc_cache *c, struct gdrc_region *r,
+		  const struct gdrc_tls *t, uintptr_t start, uintptr_t end,
+		  int (*host_ok)(void));
+static inline __attribute__((always_inline)) int
+gdrc_region_live(const struct gdrc_cache *c, const struct gdrc_region *r);
+static inline __attribute__((always_inline)) void
+gdrc_cache_hit_count(struct gdrc_cache *c, struct gdrc_region *r,
+		     const struct gdrc_tls *t, _Atomic uint64_t *count);
+static inline void gdrc_shard_inc(_Atomic uint64_t *v, int shard);
+static inline void gdrc_owned_add(_Atomic uint64_t *v, uint64_t n);
+
+/* ====================================================================
+ * The calls
+ * ==================================================================== */
+
+/*
+ * A get of [start, end) with access: served if one of this thread's four
+ * remembered entries covers it and its region passes gdrc_cache_hit_ok.
+ * The entry that served the last get is tried first, then the others
+ * from the one after it.  (A fork child never gets here: its entries
+ * were forgotten.)
+ * @return the handle, its get counted; or NULL (go slow).
+ */
+static inline __attribute__((always_inline)) struct gdrc_mr *
+gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		    uint32_t access, int (*host_ok)(void))
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_entry *e = &t->e[t->mru];
+	_Atomic uint64_t *count;
+
+	if (gdrc_unlikely(!gdrc_tls_covers(e, c, start, end, access))) {
+		/* The others from the one after it: ranges taken in turn
+		 * are found at the first of them. */
+		unsigned i = t->mru;
+
+		for (int k = 1;; k++) {
+			if (k == GDRC_TLS_ENTRIES)
+				return NULL;
+			i = (i + 1) % GDRC_TLS_ENTRIES;
+			if (gdrc_tls_covers(&t->e[i], c, start, end, access))
+				break;
+		}
+		t->mru = i;
+		e = &t->e[i];
+	}
+	count = gdrc_cache_hit_ok(c, e->r, t, start, end, host_ok);
+	if (!count)
+		return NULL;
+	gdrc_owned_add(&e->h->held, 1);
+	gdrc_cache_hit_count(c, e->r, t, count);
+	return &e->h->pub;
+}
+
+/* The parked table's lookup, out of line (handle.c).  @return as
+ * gdrc_cache_get_fast. */
+struct gdrc_mr *gdrc_cache_get_parked_at(struct gdrc_cache *c,
+					 uintptr_t start, uintptr_t end,
+					 uint32_t access,
+					 int (*host_ok)(void));
+
+/*
+ * A get that gdrc_cache_get_fast did not serve: look for it in this
+ * thread's parked table.  Only the quick refusals are inline: a thread
+ * with no parked table, and one whose table is switched off for its next
+ * parked_off gets (its gets seldom hit there), return at once.  The
+ * table lookup itself is out of line.  Keeping these two cases inline
+ * matters for the gets that go on to the index: the fewer instructions
+ * before the index, the more of its memory loads overlap
+ * (gdrc_index_prefetch).  @return as gdrc_cache_get_fast.
+ */
+static inline struct gdrc_mr *
+gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		      uint32_t access, int (*host_ok)(void))
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	if (!t->parked)
+		return NULL;
+	t->parked_clock++;
+	if (t->parked_off) {
+		t->parked_off--;
+		return NULL;
+	}
+	return gdrc_cache_get_parked_at(c, start, end, access, host_ok);
+}
+
+/* gdrc_cache_reget's checks for a region that needs more than a host
+ * hit's (a BUFFER_ID to query, a kernel word), out of line so that the
+ * host case makes no call.  (lookup.c) */
+int gdrc_cache_reget_checked(struct gdrc_cache *c, struct gdrc_region *r,
+			     const struct gdrc_tls *t, uintptr_t start,
+			     uintptr_t end, int (*host_ok)(void));
+
+/*
+ * A get of [start, end) with access served by mr, which this thread
+ * already holds, without taking another reference: mr must be one of
+ * this thread's remembered handles of c, cover the request, and pass a
+ * fast hit's checks.  Those are gdrc_cache_hit_ok's, written out here
+ * for a host region without a kernel word, because the preload's
+ * register-after-deregister runs every instruction of it.  Counted as a
+ * hit.
+ * @return 1 served; 0 not (the caller puts mr and gets anew).
+ */
+static inline __attribute__((always_inline)) int
+gdrc_cache_reget(struct gdrc_cache *c, const struct gdrc_mr *mr,
+		 uintptr_t start, uintptr_t end, uint32_t access,
+		 int (*host_ok)(void))
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_entry *e = gdrc_tls_holding(t, c, mr);
+	struct gdrc_region *r;
+
+	if (!e || start < e->start || end > e->end || (access & ~e->access))
+		return 0;
+	r = e->r;
+	if (gdrc_unlikely(r->tag_check || r->kslot >= 0))
+		return gdrc_cache_reget_checked(c, r, t, start, end, host_ok);
+	/* gdrc_cache_hit_ok's order, and its proof. */
+	if (!host_ok() || !gdrc_region_live(c, r))
+		return 0;
+	gdrc_cache_hit_count(c, r, t, &c->shards[t->shard].hits);
+	return 1;
+}
+
+/*
+ * A put of mr, which the caller says came from c.  Done here only when
+ * mr is a handle in one of this thread's live entries of c: then it is
+ * two plain stores, and mr's region is not read.  Everything else is
+ * left to gdrc_cache_put_slow: a direct reference, another thread's
+ * handle, a retired one, the wrong cache, a fork child (whose entries
+ * were forgotten).  The entry is matched by comparing its handle's
+ * address with mr, so nothing of mr is read before the match, and a
+ * free entry (h NULL) never matches.
+ * A put with no get outstanding (held no more than remote: the owner's
+ * count is exact, and remote counts only other threads' puts of gets
+ * still outstanding) is a double put: left to the slow path too, which
+ * finds it again and changes nothing.
+ * @return 1 put; 0 not done here.
+ */
+static inline __attribute__((always_inline)) int
+gdrc_cache_put_fast(struct gdrc_cache *c, struct gdrc_mr *mr)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_entry *e = gdrc_tls_holding(t, c, mr);
+	struct gdrc_handle *h;
+	uint64_t held;
+
+	/* A live entry implies the thread has its shard (tls_install). */
+	if (!e)
+		return 0;
+	h = e->h;
+	held = atomic_load_explicit(&h->held, memory_order_relaxed);
+	if (gdrc_unlikely(held <= atomic_load_explicit(&h->remote,
+						       memory_order_relaxed)))
+		return 0;
+	gdrc_shard_inc(&c->shards[t->shard].puts, t->shard);
+	atomic_store_explicit(&h->held, held - 1, memory_order_relaxed);
+	return 1;
+}
+
+/* A put, fast or not.  @return GDRC_PUT_OK, or the fault found. */
+static inline int gdrc_cache_put(struct gdrc_cache *c, struct gdrc_mr *mr)
+{
+	return gdrc_cache_put_fast(c, mr) ? GDRC_PUT_OK :
+					    gdrc_cache_put_slow(c, mr);
+}
+
+/* ====================================================================
+ * What a hit checks on its region
+ * ==================================================================== */
+
+/* Does GPU region r still hold its allocation?  (See tag_query.) */
+static inline int gdrc_region_tag_ok(const struct gdrc_cache *c,
+				     const struct gdrc_region *r)
+{
+	unsigned long long tag = 0;
+
+	return c->p.tag_query(&tag, c->p.tag_what, r->start) == 0 &&
+	       tag == r->buffer_id;
+}
+
+/* Did the kernel see any of r's further GPU pins (kpins) revoked? */
+int gdrc_cache_kmore_stale(const struct gdrc_cache *c,
+			   const struct gdrc_region *r);
+
+/* Did the kernel see r's memory go?  One word per pin: a registration
+ * over several VMM mappings holds one pin per mapping (nvidia_p2p pins
+ * one allocation), and any of them revoked ends it. */
+static inline int gdrc_region_kstale(const struct gdrc_cache *c,
+				     const struct gdrc_region *r)
+{
+	return r->kslot >= 0 &&
+	       (c->p.kgen[r->kslot] ||
+		(gdrc_unlikely(r->kmore_any) && gdrc_cache_kmore_stale(c, r)));
+}
+
+/* Do the segments of r (REGION_TAG_MANY) that [start, end) touches
+ * still hold their mappings?  A binary search for the first, then
+ * gdrc_segs_check. */
+int gdrc_cache_segs_ok(const struct gdrc_cache *c,
+		       const struct gdrc_region *r, uintptr_t start,
+		       uintptr_t end);
+
+/*
+ * Query the BUFFER_ID of segment g and each after it until one ends at
+ * or past end.  The request lies inside its region's key, so inside its
+ * segments: the walk never leaves the array, and needs no count.
+ */
+static inline int gdrc_segs_check(const struct gdrc_cache *c,
+				  const struct gdrc_seg *g, uintptr_t end)
+{
+	for (;;) {
+		unsigned long long tag = 0;
+
+		if (c->p.tag_query(&tag, c->p.tag_what, g->start) ||
+		    tag != g->buffer_id)
+			return 0;
+		if (g->end >= end)
+			return 1;
+		g++;
+	}
+}
+
+/* The same for REGION_TAG_SEGS, inline: the first segment touched is
+ * found by a walk from the first. */
+static inline int gdrc_region_segs_walk(const struct gdrc_cache *c,
+					const struct gdrc_region *r,
+					uintptr_t start, uintptr_t end)
+{
+	const struct gdrc_seg *g = r->ext->segs;
+
+	while (g->end <= start)
+		g++;
+	return gdrc_segs_check(c, g, end);
+}
+
+/* Does r still hold its memory where [start, end) touches it? */
+static inline int gdrc_region_tags_ok(const struct gdrc_cache *c,
+				      const struct gdrc_region *r,
+				      uintptr_t start, uintptr_t end)
+{
+	if (gdrc_likely(r->tag_check == REGION_TAG_ONE))
+		return gdrc_region_tag_ok(c, r);
+	if (r->tag_check == REGION_TAG_SEGS)
+		return gdrc_region_segs_walk(c, r, start, end);
+	return gdrc_cache_segs_ok(c, r, start, end);
+}
+
+/*
+ * No event queued, then r not INVALID: the two words every fast hit
+ * reads after the hooks (gdrc_cache_hit_ok says why in this order).  Our
+ * pin keeps r registered; INVALID says it left the cache, and the slow
+ * path lets go of the handle.
+ */
+static inline __attribute__((always_inline)) int
+gdrc_region_live(const struct gdrc_cache *c, const struct gdrc_region *r)
+{
+	return !atomic_load_explicit(&c->invq.pending, memory_order_acquire) &&
+	       !(atomic_load_explicit(&r->word, memory_order_acquire) &
+		 REGION_INVALID);
+}
+
+/*
+ * The checks of a fast hit on r for [start, end), by this thread (whose
+ * shard t->shard is set).
+ * host_ok: whether the free interception can be trusted right now (the
+ * hooks intact and no unmap between its system call and its event); it
+ * is asked only for a region without a tag check.  A tag-checked region
+ * does not need it: the BUFFER_ID of each segment the request touches
+ * answers for that memory whatever a hook has or has not posted yet.
+ * It still goes slow while an event is queued, so that what the CUDA
+ * hooks saw (a segment the request does not touch unmapped, say)
+ * removes it in every GDRC_VALIDATE mode; that is one load of a line
+ * this get reads anyway.
+ * @return the shard counter to count the hit in, or NULL (go slow).
+ */
+static inline __attribute__((always_inline)) _Atomic uint64_t *
+gdrc_cache_hit_ok(struct gdrc_cache *c, struct gdrc_region *r,
+		  const struct gdrc_tls *t, uintptr_t start, uintptr_t end,
+		  int (*host_ok)(void))
+{
+	struct gdrc_shard *s;
+
+	/* Without a tag check, trust the hooks: no unmap in its window,
+	 * then no event queued.  The order is the proof.  An unmap counts
+	 * itself busy until its event is queued, so seeing it idle first
+	 * means pending shows its event; a drain marks r INVALID before it
+	 * clears pending, so seeing pending clear means the word below
+	 * shows the mark.  Read the other way round, an event queued (or a
+	 * drain finished) between two loads served a registration of
+	 * memory that was already unmapped. */
+	if ((!r->tag_check && !host_ok()) || !gdrc_region_live(c, r))
+		return NULL;
+	if (gdrc_region_kstale(c, r))
+		return NULL; /* the kernel saw it go: slow path */
+	s = &c->shards[t->shard];
+	if (!r->tag_check)
+		return &s->hits;
+	if (!gdrc_region_tags_ok(c, r, start, end)) {
+		gdrc_shard_inc(&s->tag_checks, t->shard);
+		return NULL; /* the slow path drops it */
+	}
+	return &s->tag_hits;
+}
+
+/* ====================================================================
+ * How an entry is matched
+ * ==================================================================== */
+
+/* Does entry e serve a get of [start, end) with access from c? */
+static inline __attribute__((always_inline)) int
+gdrc_tls_covers(const struct gdrc_tls_entry *e, const struct gdrc_cache *c,
+		uintptr_t start, uintptr_t end, uint32_t access)
+{
+	return e->uid == c->uid && start >= e->start && end <= e->end &&
+	       !(access & ~e->access);
+}
+
+/* Is e this thread's entry of c holding handle mr?  Compared with mr
+ * itself (&h->pub): nothing of mr is read, and a free entry (h NULL) or
+ * a direct reference never matches. */
+static inline __attribute__((always_inline)) int
+gdrc_tls_holds(const struct gdrc_tls_entry *e, const struct gdrc_cache *c,
+	       const struct gdrc_mr *mr)
+{
+	return (const struct gdrc_mr *)e->h == mr && e->uid == c->uid;
+}
+
+/*
+ * This thread's entry of c for handle mr, or NULL.  Tried in the order a
+ * put most likely finds it: the entry the last fast get served (a put or
+ * reget follows its get), then the other three, then the parked entry
+ * the last parked hit served.
+ */
+static inline __attribute__((always_inline)) struct gdrc_tls_entry *
+gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
+		 const struct gdrc_mr *mr)
+{
+	struct gdrc_tls_entry *e = &t->e[t->mru];
+
+	if (gdrc_likely(gdrc_tls_holds(e, c, mr)))
+		return e;
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		if (gdrc_tls_holds(&t->e[i], c, mr))
+			return &t->e[i];
+	e = t->parked_last; /* NULL, or in this thread's parked table */
+	if (e && gdrc_tls_holds(e, c, mr))
+		return e;
+	return NULL;
+}
+
+/* ====================================================================
+ * How a hit is counted
+ * ==================================================================== */
+
+/* Stamp r with the current LRU tick (a store only when it moved): what
+ * every hit, fast or through the index, writes for recency. */
+static inline __attribute__((always_inline)) void
+gdrc_region_stamp(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	uint32_t tick = (uint32_t)atomic_load_explicit(&c->tick,
+						       memory_order_relaxed);
+
+	if (atomic_load_explicit(&r->stamp, memory_order_relaxed) != tick)
+		atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
+}
+
+/* A hit on r: its LRU stamp, and the counter. */
+static inline __attribute__((always_inline)) void
+gdrc_cache_hit_count(struct gdrc_cache *c, struct gdrc_region *r,
+		     const struct gdrc_tls *t, _Atomic uint64_t *count)
+{
+	gdrc_region_stamp(c, r);
+	gdrc_shard_inc(count, t->shard);
+}
+
+/* One more in counter v of shard: a plain increment in the shard this
+ * thread owns, an atomic one in the shared last shard. */
+static inline void gdrc_shard_inc(_Atomic uint64_t *v, int shard)
+{
+	if (gdrc_likely(shard < GDRC_SHARDS))
+		atomic_store_explicit(v,
+				      atomic_load_explicit(
+					      v, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(v, 1, memory_order_relaxed);
+}
+
+/* A plain increment of a counter only this thread writes. */
+static inline void gdrc_owned_add(_Atomic uint64_t *v, uint64_t n)
+{
+	atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) +
+				      n, memory_order_relaxed);
+}
+
+#endif /* GDRC_CACHE_HIT_H */
