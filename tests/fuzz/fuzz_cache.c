@@ -89,9 +89,9 @@
  *
  * Mutants these ops must catch: a tag check of only the first mapping
  * a hit touches, in either of the cache's per-mapping checks (a `break`
- * after the first iteration of gdrc_cache_segs_ok in lib/cache/cache.c,
+ * after the first iteration of gdrc_cache_segs_ok in lib/cache/region.c,
  * used past REGION_SEGS_WALK = 8 mappings; `return 1` after the first
- * query in gdrc_region_segs_walk, cache.h, for 2..8).  In always mode:
+ * query in gdrc_region_segs_walk, hit.h, for 2..8).  In always mode:
  * vget over mappings A and B (or ten one-slot mappings), B unmapped
  * behind the hooks and mapped again (vremap), vget over A and B again
  * is served the old registration (a stale hit), or a vget reaching into
