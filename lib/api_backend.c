@@ -59,6 +59,13 @@ static void why(struct gdrc_ctx *ctx, int backend, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The same reason for every GPU backend (DMABUF..GDRC_GPU_BACKEND_LAST). */
+static void why_gpu(struct gdrc_ctx *ctx, const char *reason)
+{
+	for (int b = GDRC_BACKEND_DMABUF; b <= GDRC_GPU_BACKEND_LAST; b++)
+		why(ctx, b, "%s", reason);
+}
+
 /* Host memory as fixed buffers of ring's table. */
 static gdrc_status_t pick_uring(struct gdrc_ctx *ctx, struct io_uring *ring,
 				uint32_t slots, struct gdrc_cache_params *p)
@@ -358,11 +365,16 @@ void gdrc_api_pick_gpu(struct gdrc_ctx *ctx, struct ibv_pd *pd,
 	int n = 0, chosen = -1;
 
 	if (ctx->cufile) {
-		for (int b = GDRC_BACKEND_DMABUF; b <= GDRC_GPU_BACKEND_LAST;
-		     b++)
-			why(ctx, b, "the context registers with cuFile");
 		p->gpu_ops = &gdrc_pin_cufile_ops;
 		p->gpu_be = ctx->cufile_be;
+		if (!(ctx->cufile_mem & GDRC_CUFILE_GPU)) {
+			/* Refused before classifying touches the memory. */
+			why_gpu(ctx, "the context registers host memory only "
+				     "with cuFile (gdrc_config.cufile)");
+			ctx->gpu_refused = 1;
+			return;
+		}
+		why_gpu(ctx, "the context registers with cuFile");
 		if (!ctx->cuda) {
 			/* No GPU memory will be seen: nothing to refuse. */
 			gdrc_debug("cufile: no GPU support (%s): host memory "
@@ -378,19 +390,15 @@ void gdrc_api_pick_gpu(struct gdrc_ctx *ctx, struct ibv_pd *pd,
 	}
 	if (ctx->uring) {
 		/* io_uring pins host pages; GPU memory has none. */
-		for (int b = GDRC_BACKEND_DMABUF; b <= GDRC_GPU_BACKEND_LAST;
-		     b++)
-			why(ctx, b, "the context registers host memory with "
-				    "io_uring only");
+		why_gpu(ctx, "the context registers host memory with io_uring "
+			     "only");
 		ctx->gpu_refused = 1;
 		p->gpu_ops = &gdrc_pin_none_ops;
 		return;
 	}
 	if (first == GDRC_KNOB_BACKEND_NONE && !gdrc_knob_list_at(list, 1)) {
 		p->gpu_ops = &gdrc_pin_none_ops;
-		for (int b = GDRC_BACKEND_DMABUF; b <= GDRC_GPU_BACKEND_LAST;
-		     b++)
-			why(ctx, b, "GDRC_BACKEND=none");
+		why_gpu(ctx, "GDRC_BACKEND=none");
 		return;
 	}
 	if (first == GDRC_KNOB_BACKEND_AUTO ||

@@ -135,14 +135,13 @@ void gdrc_api_cufile_set_free(struct gdrc_ctx *ctx, gdrc_free_fn fn,
 gdrc_status_t gdrc_api_cufile_req(struct gdrc_ctx *ctx,
 				  struct gdrc_cache_req *req)
 {
-	int gpu = req->mem_type == GDRC_MEM_CUDA;
-	uint32_t want = gpu ? GDRC_CUFILE_GPU : GDRC_CUFILE_HOST;
-
-	if (!(ctx->cufile_mem & want)) {
-		gdrc_error("%#lx is %s memory, and this context registers only "
-			   "%s memory with cuFile (gdrc_config.cufile)",
-			   (unsigned long)req->start, gpu ? "GPU" : "host",
-			   gpu ? "host" : "GPU");
+	/* GPU memory in a host-only context never gets here: it is
+	 * refused before classifying (gpu_refused, api_backend.c). */
+	if (req->mem_type == GDRC_MEM_HOST &&
+	    !(ctx->cufile_mem & GDRC_CUFILE_HOST)) {
+		gdrc_error("%#lx is host memory, and this context registers "
+			   "only GPU memory with cuFile (gdrc_config.cufile)",
+			   (unsigned long)req->start);
 		return GDRC_ERR_UNSUPPORTED;
 	}
 	req->access = GDRC_ACCESS_LOCAL_WRITE | GDRC_ACCESS_REMOTE_WRITE |

@@ -262,9 +262,10 @@ void gdrc_api_cufile_forget(struct gdrc_ctx *ctx);
 void gdrc_api_cufile_set_free(struct gdrc_ctx *ctx, gdrc_free_fn fn,
 			      void *arg);
 
-/* A miss's request in a cuFile context: the memory kind it registers
- * (GDRC_ERR_UNSUPPORTED for the other, logged), every access right (a
- * cuFile registration has none to differ in). */
+/* A miss's request in a cuFile context: host memory refused where the
+ * context registers GPU memory only (GDRC_ERR_UNSUPPORTED, logged; the
+ * other way round is gpu_refused), every access right (a cuFile
+ * registration has none to differ in). */
 gdrc_status_t gdrc_api_cufile_req(struct gdrc_ctx *ctx,
 				  struct gdrc_cache_req *req);
 

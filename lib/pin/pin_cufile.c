@@ -109,28 +109,39 @@ static gdrc_status_t cufile_status(CUfileError_t e)
 	}
 }
 
+/* GPU memory's own context made current for a cuFile call on it (the
+ * caller's may be another device's: cuFile then refuses, 5011, measured
+ * on two H200s).  @return CUDA_SUCCESS, also for host memory or without
+ * a driver (nothing entered); else why not.  Either way *scope is one
+ * gdrc_cuda_leave undoes (a failed enter leaves nothing to undo). */
+static CUresult cufile_enter(const struct gdrc_pin_cufile *u, int gpu,
+			     uintptr_t addr, struct gdrc_cuda_scope *scope)
+{
+	*scope = (struct gdrc_cuda_scope){ 0 };
+	return gpu && u->cu ? gdrc_cuda_enter_mem(u->cu, addr, scope) :
+			      CUDA_SUCCESS;
+}
+
 /* Under u->lock: cuFileBufRegister in the memory's context. */
 static CUfileError_t cufile_register(struct gdrc_pin_cufile *u,
 				     const struct gdrc_pin_reg *reg,
 				     size_t length)
 {
-	struct gdrc_cuda_scope scope = { 0 };
+	struct gdrc_cuda_scope scope;
 	CUfileError_t e;
 	CUresult res;
 
-	if (reg->mem_type == GDRC_MEM_CUDA && u->cu) {
-		res = gdrc_cuda_enter_mem(u->cu, reg->addr, &scope);
-		if (res != CUDA_SUCCESS) {
-			gdrc_error("no context to register %#lx+%zu with "
-				   "cuFile in: %s",
-				   (unsigned long)reg->addr, length,
-				   gdrc_cuda_err(u->cu, res));
-			return (CUfileError_t){ CU_FILE_CUDA_DRIVER_ERROR,
-						res };
-		}
+	res = cufile_enter(u, reg->mem_type == GDRC_MEM_CUDA, reg->addr,
+			   &scope);
+	if (res != CUDA_SUCCESS) {
+		gdrc_error("no context to register %#lx+%zu with cuFile in: "
+			   "%s",
+			   (unsigned long)reg->addr, length,
+			   gdrc_cuda_err(u->cu, res));
+		return (CUfileError_t){ CU_FILE_CUDA_DRIVER_ERROR, res };
 	}
 	e = u->cf->cuFileBufRegister((const void *)reg->addr, length, 0);
-	if (reg->mem_type == GDRC_MEM_CUDA && u->cu)
+	if (u->cu)
 		gdrc_cuda_leave(u->cu, &scope);
 	return e;
 }
@@ -140,13 +151,13 @@ static CUfileError_t cufile_register(struct gdrc_pin_cufile *u,
 static void cufile_deregister(struct gdrc_pin_cufile *u,
 			      const struct cufile_base *b)
 {
-	struct gdrc_cuda_scope scope = { 0 };
+	struct gdrc_cuda_scope scope;
 	uintptr_t base = b->base;
-	int entered = b->gpu && u->cu &&
-		      gdrc_cuda_enter_mem(u->cu, base, &scope) == CUDA_SUCCESS;
-	CUfileError_t e = u->cf->cuFileBufDeregister((const void *)base);
+	CUfileError_t e;
 
-	if (entered)
+	(void)cufile_enter(u, b->gpu, base, &scope);
+	e = u->cf->cuFileBufDeregister((const void *)base);
+	if (u->cu)
 		gdrc_cuda_leave(u->cu, &scope);
 
 	gdrc_pin_cufile_thread_deregs++;
@@ -206,13 +217,13 @@ static gdrc_status_t pin_cufile_reg(void *be, struct gdrc_pin_reg *reg)
 			CUfileError_t e2 = cufile_register(u, reg, b->length);
 
 			if (e2.err != CU_FILE_SUCCESS) {
-				b->length = 0; /* nothing to deregister */
 				gdrc_error("cuFile: %#lx+%zu could not be "
 					   "registered again (%s): its "
 					   "registrations go through "
 					   "cuFile's bounce buffers",
 					   (unsigned long)b->base, b->length,
 					   gdrc_cufile_err(e2));
+				b->length = 0; /* nothing to deregister */
 			}
 			goto refused;
 		}

@@ -174,17 +174,25 @@ static PRELOAD_TLS int tls_inside;
  * Real cuFile.
  * ------------------------------------------------------------------ */
 
+/* The four entry points as handle (RTLD_NEXT, or a library's) gives
+ * them.  @return 1 if all four were found. */
+static int cf_resolve_in(void *handle)
+{
+	real.buf_register = dlsym(handle, "cuFileBufRegister");
+	real.buf_deregister = dlsym(handle, "cuFileBufDeregister");
+	real.read = dlsym(handle, "cuFileRead");
+	real.write = dlsym(handle, "cuFileWrite");
+	return real.buf_register && real.buf_deregister && real.read &&
+	       real.write;
+}
+
 static void cf_resolve(void)
 {
 	char path[PATH_MAX];
 	void *h = NULL;
+	int found;
 
-	real.buf_register = dlsym(RTLD_NEXT, "cuFileBufRegister");
-	real.buf_deregister = dlsym(RTLD_NEXT, "cuFileBufDeregister");
-	real.read = dlsym(RTLD_NEXT, "cuFileRead");
-	real.write = dlsym(RTLD_NEXT, "cuFileWrite");
-	if (real.buf_register && real.buf_deregister && real.read &&
-	    real.write)
+	if (cf_resolve_in(RTLD_NEXT))
 		return;
 	/* A libcufile loaded in a local scope (a dlopen'd library's
 	 * dependency, as a Python extension's) is not next in the global
@@ -192,19 +200,11 @@ static void cf_resolve(void)
 	if (!gdrc_knob_value("GDRC_CUFILE_LIBRARY", path, sizeof(path)) &&
 	    strcmp(path, "none"))
 		h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-	if (h) {
-		real.buf_register = dlsym(h, "cuFileBufRegister");
-		real.buf_deregister = dlsym(h, "cuFileBufDeregister");
-		real.read = dlsym(h, "cuFileRead");
-		real.write = dlsym(h, "cuFileWrite");
+	found = h && cf_resolve_in(h);
+	if (h)
 		dlclose(h); /* it stays: loaded before, by someone else */
-	}
-	gdrc_log_printf(GDRC_LOG_DEBUG,
-			"preload: cuFile entry points %s",
-			real.buf_register && real.buf_deregister &&
-					real.read && real.write ?
-				"found" :
-				"missing: cuFile calls fail");
+	gdrc_log_printf(GDRC_LOG_DEBUG, "preload: cuFile entry points %s",
+			found ? "found" : "missing: cuFile calls fail");
 }
 
 static CUfileError_t real_register(const void *p, size_t len, int flags)

@@ -701,6 +701,8 @@ static void test_cufile_host_memory(void **state)
 	assert_int_equal(gdrc_mr_get(host, (void *)d, 1000, 0, 0, &mr),
 			 GDRC_ERR_UNSUPPORTED);
 	assert_null(mr);
+	/* Refused before anything touched the allocation. */
+	assert_int_equal(fake_cuda_sync_memops_count(d), 0);
 	assert_int_equal(fake_cufile_live(), 0);
 	info = get_info(all, (uintptr_t)buf + 100, 1000);
 	assert_int_equal(info.backend, GDRC_BACKEND_CUFILE);
