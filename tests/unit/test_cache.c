@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "ctx_stat.h"
+#include "libc_sym.h"
 
 #include "map_pages.h"
 
@@ -43,21 +44,15 @@ static void *(*libc_malloc)(size_t);
 static void (*libc_free)(void *);
 static int (*libc_malloc_trim)(size_t);
 
-static void *libc_sym(const char *name)
-{
-	void *h = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
-	void *p = h ? dlvsym(h, name, "GLIBC_2.2.5") : NULL;
-
-	assert_non_null(p);
-	return p;
-}
-
 static int group_setup(void **state)
 {
 	(void)state;
 	libc_malloc = (void *(*)(size_t))libc_sym("malloc");
 	libc_free = (void (*)(void *))libc_sym("free");
 	libc_malloc_trim = (int (*)(size_t))libc_sym("malloc_trim");
+	assert_non_null(libc_malloc);
+	assert_non_null(libc_free);
+	assert_non_null(libc_malloc_trim);
 	return 0;
 }
 

@@ -39,6 +39,7 @@
 #include "gdrc_int.h"
 #include "hooks/hooks.h"
 #include "hooks/hooks_int.h"
+#include "libc_sym.h"
 
 #define REC_MAX 4096
 
@@ -143,18 +144,6 @@ static uintptr_t align_down(uintptr_t v)
 static uintptr_t align_up(uintptr_t v)
 {
 	return (v + page - 1) & ~(uintptr_t)(page - 1);
-}
-
-static void *libc_sym(const char *name)
-{
-	void *h = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
-	void *p;
-
-	if (!h)
-		return NULL;
-	p = dlvsym(h, name, "GLIBC_2.2.5");
-	dlclose(h);
-	return p;
 }
 
 static int group_setup(void **state)

@@ -78,6 +78,7 @@
 #include "uring_test.h"
 
 #include "ctx_stat.h"
+#include "libc_sym.h"
 #include "map_pages.h"
 
 #define PAGE 4096ul
@@ -797,18 +798,6 @@ static void test_uring_stale_memfd_truncated_lands_in_new_pages(
 /* ====================================================================
  * Main
  * ==================================================================== */
-
-static void *libc_sym(const char *name)
-{
-	void *h = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
-	void *p;
-
-	if (!h)
-		return NULL;
-	p = dlvsym(h, name, "GLIBC_2.2.5");
-	dlclose(h);
-	return p;
-}
 
 /* 77 with the reason where this machine or the source named cannot
  * run the tests; 1 on a broken setup; else 0. */
