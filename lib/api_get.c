@@ -59,7 +59,7 @@ static inline uint32_t access_needed(uint32_t access)
  * between its system call and its event (one load) and our patch of
  * glibc is still in place (gdrc_hooks_probe_ok).  The fast path's
  * host_ok. */
-static inline int hooks_trusted(void)
+static inline __attribute__((always_inline)) int hooks_trusted(void)
 {
 	return gdrc_hooks_idle() && gdrc_hooks_probe_ok();
 }

@@ -8,7 +8,7 @@
  * types, hit.h the fast path):
  *
  *   A region is one registration.  While cached it is in the index
- *   (index.c), on the LRU list (lru.c) and counted against the limits;
+ *   (index.c), on the clock (lru.c) and counted against the limits;
  *   its life, from publication to the release by whichever thread drops
  *   its last reference or pin, is region.c's.  What gdrc_mr_get hands
  *   out is a thread's handle on a region (handle.c) or, uncached, the
@@ -31,7 +31,7 @@
  *   inval.c -> index_sum.c (overlap), region.c, lru.c (a collected
  *             region off the list)
  *   lru.c -> region.c, handle.c (busy)
- *   region.c -> index.c, lru.c (append, unlink, ghosts), handle.c
+ *   region.c -> index.c, lru.c (list, unlist, ghosts), handle.c
  *             (this thread's handle on a removed region), pool.c
  *   handle.c -> region.c (drop), pool.c, cache.c (a foreign cache's
  *             handle, through the registry), shard.c (a first shard)
@@ -44,7 +44,7 @@
  *                        handles may belong to a destroyed cache; only
  *                        code holding this lock and finding the uid may
  *                        touch them)
- *   cache->lock          rwlock: index, LRU, counts, ghosts, inflight
+ *   cache->lock          rwlock: index, clock, counts, ghosts, inflight
  *   cache->slab_lock     pool.c: the pools' lists
  *   invq.lock            invq.c: spinlock, innermost, never held across
  *                        a call
@@ -294,8 +294,19 @@ static int check_segments(const struct gdrc_region *r)
 	return 0;
 }
 
+/* gdrc_cache_check's look at a pool object: a cached GPU region's
+ * segments. */
+static void check_segments_fn(void *obj, void *arg)
+{
+	const struct gdrc_region *r = obj;
+	int *ret = arg;
+
+	if (r->listed && check_segments(r))
+		*ret = -7;
+}
+
 /*
- * Codes: -1, -2 the index (index.c), -3 to -6 the LRU list (lru.c), -7 a
+ * Codes: -1, -2 the index (index.c), -5 and -6 the clock (lru.c), -7 a
  * cached GPU region's segments do not make up its allocation.  Caller
  * holds the lock (either mode: check_or_die holds it for writing) or
  * owns the cache.
@@ -306,10 +317,11 @@ int gdrc_cache_check(struct gdrc_cache *c)
 
 	if (!ret)
 		ret = gdrc_lru_check(c);
-	for (const struct gdrc_region *r = c->lru_head; r && !ret;
-	     r = r->lru_next)
-		if (check_segments(r))
-			ret = -7;
+	if (!ret) {
+		gdrc_slab_lock(c);
+		gdrc_pool_each(&c->regions, check_segments_fn, &ret);
+		gdrc_slab_unlock(c);
+	}
 	return ret;
 }
 

@@ -4,10 +4,10 @@
  * counts, eviction and invalidation.
  *
  * Regions (struct gdrc_region, one per registration) live in the index
- * (index.c; overlaps allowed), and on an LRU list, both under the cache's
- * rwlock.  What gdrc_mr_get hands out (struct gdrc_mr, the public opaque
- * type) is either a region's own handle (a direct reference on the
- * region) or a thread's handle on it:
+ * (index.c; overlaps allowed), and on the replacement's clock (lru.c),
+ * both under the cache's rwlock.  What gdrc_mr_get hands out (struct
+ * gdrc_mr, the public opaque type) is either a region's own handle (a
+ * direct reference on the region) or a thread's handle on it:
  *
  *   fast path   each thread remembers its handles on its last
  *               GDRC_TLS_ENTRIES regions (range, access, handle).  A get
@@ -229,7 +229,6 @@ struct gdrc_cache {
 					* pointer it handed out, 0 once
 					* finished): in the line every call
 					* reads first */
-	_Atomic uint64_t tick;         /* LRU clock, see lru_* */
 	struct gdrc_invq invq;         /* pending: read by fast hits */
 	_Atomic int forked;            /* set in a fork child */
 	_Atomic int cache_host;        /* from p.cache_host; may drop to 0 */
@@ -242,8 +241,8 @@ struct gdrc_cache {
 	const void *lock_writer;       /* debug builds: &gdrc_tls_cur of the
 					* thread holding lock for writing */
 	struct gdrc_index ix;          /* cached regions (index.c) */
-	struct gdrc_region *lru_head;  /* least recent first */
-	struct gdrc_region *lru_tail;
+	struct gdrc_pool_pos hand;     /* the clock hand: the next region
+					* the evictor looks at (lru.c) */
 	uint64_t nregions;             /* in the index */
 	_Atomic uint64_t removals;     /* regions removed, ever: a thread's
 					* parked handles need a look when it
@@ -421,7 +420,7 @@ struct gdrc_seg gdrc_cache_seg_of(const struct gdrc_region *r,
 /* Snapshot of every counter, indexed by enum gdrc_stat. */
 void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values);
 
-/* Check index, LRU and segments.  @return 0 or a negative code. */
+/* Check index, clock and segments.  @return 0 or a negative code. */
 int gdrc_cache_check(struct gdrc_cache *c);
 
 /* The inline hit path: it reads struct gdrc_cache, defined above. */

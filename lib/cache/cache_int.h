@@ -10,7 +10,7 @@
  *
  *   pool.c    fixed-size objects carved from chunks freed with the cache
  *   region.c  a region's life: memory, publication, references, release,
- *             membership (index, LRU, counts), what memory it was made for
+ *             membership (index, clock, counts), what memory it was made for
  *   lru.c     recency, limits and eviction; the miss-cause ghosts
  *   index.c   the lookup structure: which regions cover or overlap a range
  *   handle.c  per-thread handles, remembered entries, parked tables
@@ -21,7 +21,7 @@
  *   cache.c   the front door: registry, creation, stats, checks, fork
  *
  * Locks (see cache.h for the order):
- *   cache->lock       rwlock: the index, the LRU list, counts, ghosts,
+ *   cache->lock       rwlock: the index, the clock, counts, ghosts,
  *                     inflight, reservations.  Taken through
  *                     gdrc_cache_wrlock/_rdlock/_unlock, which in debug
  *                     builds (no NDEBUG) note the holder, so that a
@@ -85,7 +85,7 @@ static inline void gdrc_cache_unlock(struct gdrc_cache *c)
 
 /* Work that must wait until cache->lock is dropped. */
 struct gdrc_defer {
-	struct gdrc_region *dead; /* regions to release, linked by lru_next */
+	struct gdrc_region *dead; /* regions to release, linked by link */
 };
 
 /* A registration in progress (on cache->inflight, under cache->lock). */
@@ -122,6 +122,16 @@ void gdrc_pool_put_locked(struct gdrc_cache *c, struct gdrc_pool *pool,
 void gdrc_pool_each(struct gdrc_pool *pool, void (*fn)(void *obj, void *arg),
 		    void *arg);
 void gdrc_pool_free_chunks(struct gdrc_pool *pool);
+/* Objects a pool has handed out so far, free ones included (takes
+ * slab_lock). */
+size_t gdrc_pool_count(struct gdrc_cache *c, struct gdrc_pool *pool);
+/* The object at pos, pos moved to the next one, round the pool's
+ * handed-out objects in chunk order and back to the first; NULL if it
+ * has none.  Each object is one the pool handed out at some time (free,
+ * or in use: the caller tells which by its fields, under its own lock).
+ * Takes slab_lock at a chunk's end. */
+void *gdrc_pool_walk(struct gdrc_cache *c, struct gdrc_pool *pool,
+		     struct gdrc_pool_pos *pos);
 void gdrc_slab_lock(struct gdrc_cache *c);
 void gdrc_slab_unlock(struct gdrc_cache *c);
 
@@ -162,9 +172,8 @@ int gdrc_same_segments(const struct gdrc_region *r,
 
 /* ---- lru.c ---- */
 
-void gdrc_lru_append(struct gdrc_cache *c, struct gdrc_region *r,
-		     uint64_t tick);
-void gdrc_lru_unlink(struct gdrc_cache *c, struct gdrc_region *r);
+void gdrc_lru_list(struct gdrc_cache *c, struct gdrc_region *r);
+void gdrc_lru_unlist(struct gdrc_cache *c, struct gdrc_region *r);
 void gdrc_ghost_add(struct gdrc_cache *c, struct gdrc_region *r, int cause);
 int gdrc_ghost_cause(struct gdrc_cache *c, uintptr_t start, uintptr_t end);
 int gdrc_evict(struct gdrc_cache *c, uint64_t regions, uint64_t bytes,
@@ -245,7 +254,7 @@ void gdrc_tls_fork_child(void);
 
 /* Walks may not change the index: collect, then remove. */
 struct gdrc_collect {
-	struct gdrc_region *list; /* off the LRU, linked by lru_next */
+	struct gdrc_region *list; /* off the clock, linked by link */
 	uintptr_t start;      /* subsume only: the new region's range */
 	uintptr_t end;
 	uint32_t access;

@@ -217,7 +217,7 @@ static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 }
 
 /*
- * The parked table is reviewed every PARKED_REVIEW lookups in it
+ * The parked table is reviewed every GDRC_PARKED_REVIEW lookups in it
  * (parked_review).  If fewer than an eighth of them hit, it is not
  * earning its keep: it grows, or it is switched off for the next
  * PARKED_OFF gets the four entries do not serve (no lookup in it, no
@@ -228,9 +228,8 @@ static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
  * reviews: its buffers need about two rounds to fill it (a handle is
  * made on a buffer's second index hit).
  */
-#define PARKED_REVIEW 256
 #define PARKED_OFF 4096
-#define PARKED_FILL(tab) (3 * (tab)->size / PARKED_REVIEW)
+#define PARKED_FILL(tab) (3 * (tab)->size / GDRC_PARKED_REVIEW)
 /* A parked entry unused for this many gets the four entries did not
  * serve is cold: a handle may be made to take its slot. */
 #define PARKED_COLD(tab) (4 * (tab)->size)
@@ -238,16 +237,10 @@ static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
  * a table this small is looked over at once. */
 #define PARKED_SWEEP 256
 
-/* The slot of a table of size entries for a region starting at start. */
-static unsigned slot_of(uintptr_t start, unsigned size)
-{
-	return (unsigned)(start >> 12) & (size - 1);
-}
-
 /* The parked entry where an entry for a region starting at start goes. */
 static unsigned parked_slot(const struct gdrc_tls *t, uintptr_t start)
 {
-	return slot_of(start, t->parked->size);
+	return gdrc_tls_parked_slot(start, t->parked->size);
 }
 
 static struct gdrc_tls_entry *parked_entry(const struct gdrc_tls *t,
@@ -467,7 +460,8 @@ static struct gdrc_handle *tls_unpark(struct gdrc_cache *c,
 }
 
 /*
- * Make this thread's parked table eight times larger, its entries moved
+ * Make this thread's parked table eight times larger (at most
+ * GDRC_TLS_PARKED_MAX), its entries moved
  * to their slots there (one that finds its slot taken is let go of);
  * without memory, leave it.  Outside any cache lock.
  */
@@ -475,7 +469,9 @@ static void parked_grow(struct gdrc_cache *c)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	struct gdrc_tls_parked *old = t->parked;
-	struct gdrc_tls_parked *tab = parked_new(old->size * 8);
+	struct gdrc_tls_parked *tab = parked_new(
+		old->size * 8 < GDRC_TLS_PARKED_MAX ? old->size * 8 :
+						      GDRC_TLS_PARKED_MAX);
 
 	if (!tab)
 		return;
@@ -484,7 +480,7 @@ static void parked_grow(struct gdrc_cache *c)
 
 		if (!e->uid)
 			continue;
-		p = &tab->e[slot_of(e->start, tab->size)];
+		p = &tab->e[gdrc_tls_parked_slot(e->start, tab->size)];
 		if (p->uid) {
 			tls_entry_drop(c, e);
 			continue;
@@ -500,7 +496,7 @@ static void parked_grow(struct gdrc_cache *c)
 }
 
 /*
- * The review, every PARKED_REVIEW lookups in the parked table.  It acts
+ * The review, every GDRC_PARKED_REVIEW lookups in the parked table.  It acts
  * only when fewer than an eighth of them hit and the table is not still
  * filling after it grew.  Then, if half of the lookups found their slot
  * held for another region, the thread takes more buffers in turn than
@@ -515,8 +511,8 @@ static void parked_review(struct gdrc_cache *c, struct gdrc_tls *t)
 {
 	if (t->parked_fill) {
 		t->parked_fill--;
-	} else if (t->parked_hits < PARKED_REVIEW / 8) {
-		if (t->parked_clashes >= PARKED_REVIEW / 2 &&
+	} else if (t->parked_hits < GDRC_PARKED_REVIEW / 8) {
+		if (t->parked_clashes >= GDRC_PARKED_REVIEW / 2 &&
 		    t->parked->size < GDRC_TLS_PARKED_MAX &&
 		    c->p.max_bytes == GDRC_LIMIT_NONE &&
 		    c->p.gpu_max_bytes == GDRC_LIMIT_NONE)
@@ -529,45 +525,22 @@ static void parked_review(struct gdrc_cache *c, struct gdrc_tls *t)
 	t->parked_clashes = 0;
 }
 
-/*
- * A get the four entries did not serve, looked up in this thread's
- * parked table (hit.h's gdrc_cache_get_parked calls this once it knows
- * the table is there and switched on).  The entry in the slot of the
- * request's first page is checked and counted as a fast hit is.  It
- * stays parked, and the put that follows finds it as t->parked_last;
- * if the parked table's last hit was this entry too, it moves back
- * among the four.  Every lookup counts towards the table's review (parked_review).
- */
-struct gdrc_mr *gdrc_cache_get_parked_at(struct gdrc_cache *c,
-					 uintptr_t start, uintptr_t end,
-					 uint32_t access,
-					 int (*host_ok)(void))
+void gdrc_cache_parked_review(struct gdrc_cache *c)
 {
-	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_tls_entry *p;
-	struct gdrc_handle *h;
-	_Atomic uint64_t *count;
+	parked_review(c, &gdrc_tls_cur);
+}
 
-	if (++t->parked_looks == PARKED_REVIEW)
-		parked_review(c, t);
-	p = parked_entry(t, start);
-	if (!gdrc_tls_covers(p, c, start, end, access))
-		return NULL;
-	count = gdrc_cache_hit_ok(c, p->r, t, start, end, host_ok);
-	if (!count)
-		return NULL;
-	t->parked_hits++;
-	gdrc_cache_hit_count(c, p->r, t, count);
-	if (t->parked_last == p) {
-		/* Its second get in a row: back among the four, where the
-		 * fast path finds it. */
-		h = tls_unpark(c, p);
-		t->parked_last = NULL;
-	} else {
-		h = p->h;
-		p->last = t->parked_clock;
-		t->parked_last = p;
-	}
+/*
+ * Parked entry p was hit (checked and counted) right after the parked
+ * table's last hit, on p too: its second get in a row moves it back among
+ * the four, where the fast path finds it.
+ */
+struct gdrc_mr *gdrc_cache_parked_again(struct gdrc_cache *c,
+					struct gdrc_tls_entry *p)
+{
+	struct gdrc_handle *h = tls_unpark(c, p);
+
+	gdrc_tls_cur.parked_last = NULL;
 	gdrc_owned_add(&h->held, 1);
 	return &h->pub;
 }

@@ -12,8 +12,9 @@
  *                           (the one that served the last get first),
  *                           check the region, count the get.
  *   gdrc_cache_get_parked   a get the four did not serve: look in this
- *                           thread's parked table (the rest of it is out
- *                           of line, handle.c: gdrc_cache_get_parked_at).
+ *                           thread's parked table (its review and its
+ *                           second hit in a row are out of line,
+ *                           handle.c).
  *   gdrc_cache_reget        a get served by an mr the caller holds.
  *   gdrc_cache_put_fast     a put of a handle this thread remembers.
  *   gdrc_cache_put          a put, fast or not.
@@ -53,8 +54,10 @@ gdrc_region_live(const struct gdrc_cache *c, const struct gdrc_region *r);
 static inline __attribute__((always_inline)) void
 gdrc_cache_hit_count(struct gdrc_cache *c, struct gdrc_region *r,
 		     const struct gdrc_tls *t, _Atomic uint64_t *count);
-static inline void gdrc_shard_inc(_Atomic uint64_t *v, int shard);
-static inline void gdrc_owned_add(_Atomic uint64_t *v, uint64_t n);
+static inline __attribute__((always_inline)) void
+gdrc_shard_inc(_Atomic uint64_t *v, int shard);
+static inline __attribute__((always_inline)) void
+gdrc_owned_add(_Atomic uint64_t *v, uint64_t n);
 
 /* ====================================================================
  * The calls
@@ -99,37 +102,59 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	return &e->h->pub;
 }
 
-/* The parked table's lookup, out of line (handle.c).  @return as
- * gdrc_cache_get_fast. */
-struct gdrc_mr *gdrc_cache_get_parked_at(struct gdrc_cache *c,
-					 uintptr_t start, uintptr_t end,
-					 uint32_t access,
-					 int (*host_ok)(void));
+/* The parked table's rare steps, out of line (handle.c): its review,
+ * every GDRC_PARKED_REVIEW lookups (parked_review's comment says what it
+ * decides), and the second hit in a row on one entry, which moves it back
+ * among the four.  @return the handle served (the get counted). */
+void gdrc_cache_parked_review(struct gdrc_cache *c);
+struct gdrc_mr *gdrc_cache_parked_again(struct gdrc_cache *c,
+					struct gdrc_tls_entry *p);
 
 /*
  * A get that gdrc_cache_get_fast did not serve: look for it in this
- * thread's parked table.  Only the quick refusals are inline: a thread
- * with no parked table, and one whose table is switched off for its next
- * parked_off gets (its gets seldom hit there), return at once.  The
- * table lookup itself is out of line.  Keeping these two cases inline
- * matters for the gets that go on to the index: the fewer instructions
- * before the index, the more of its memory loads overlap
- * (gdrc_index_prefetch).  @return as gdrc_cache_get_fast.
+ * thread's parked table, in the slot of the request's first page
+ * (gdrc_tls_parked_slot).  A thread without a table, and one whose table
+ * is switched off for its next parked_off gets (its gets seldom hit
+ * there), return at once.  A hit is checked and counted as a fast hit
+ * is; its entry stays parked, and the put that follows finds it as
+ * t->parked_last.  Inline in the API layer's out-of-line slow path, so
+ * that host_ok is a direct call and nothing spills for it; every lookup
+ * counts towards the table's review.  @return as gdrc_cache_get_fast.
  */
-static inline struct gdrc_mr *
+static inline __attribute__((always_inline)) struct gdrc_mr *
 gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		      uint32_t access, int (*host_ok)(void))
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_parked *tab = t->parked;
+	struct gdrc_tls_entry *p;
+	_Atomic uint64_t *count;
 
-	if (!t->parked)
+	if (!tab)
 		return NULL;
 	t->parked_clock++;
 	if (t->parked_off) {
 		t->parked_off--;
 		return NULL;
 	}
-	return gdrc_cache_get_parked_at(c, start, end, access, host_ok);
+	if (gdrc_unlikely(++t->parked_looks == GDRC_PARKED_REVIEW)) {
+		gdrc_cache_parked_review(c);
+		tab = t->parked; /* it may have grown */
+	}
+	p = &tab->e[gdrc_tls_parked_slot(start, tab->size)];
+	if (!gdrc_tls_covers(p, c, start, end, access))
+		return NULL;
+	count = gdrc_cache_hit_ok(c, p->r, t, start, end, host_ok);
+	if (!count)
+		return NULL;
+	t->parked_hits++;
+	gdrc_cache_hit_count(c, p->r, t, count);
+	if (gdrc_unlikely(t->parked_last == p))
+		return gdrc_cache_parked_again(c, p);
+	p->last = t->parked_clock;
+	t->parked_last = p;
+	gdrc_owned_add(&p->h->held, 1);
+	return &p->h->pub;
 }
 
 /* gdrc_cache_reget's checks for a region that needs more than a host
@@ -401,30 +426,28 @@ gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
  * How a hit is counted
  * ==================================================================== */
 
-/* Stamp r with the current LRU tick (a store only when it moved): what
- * every hit, fast or through the index, writes for recency. */
+/* Mark r used (a store only when the clock hand cleared it): what every
+ * hit, fast or through the index, writes for the replacement (lru.c). */
 static inline __attribute__((always_inline)) void
-gdrc_region_stamp(struct gdrc_cache *c, struct gdrc_region *r)
+gdrc_region_used(struct gdrc_region *r)
 {
-	uint32_t tick = (uint32_t)atomic_load_explicit(&c->tick,
-						       memory_order_relaxed);
-
-	if (atomic_load_explicit(&r->stamp, memory_order_relaxed) != tick)
-		atomic_store_explicit(&r->stamp, tick, memory_order_relaxed);
+	if (!atomic_load_explicit(&r->used, memory_order_relaxed))
+		atomic_store_explicit(&r->used, 1, memory_order_relaxed);
 }
 
-/* A hit on r: its LRU stamp, and the counter. */
+/* A hit on r: its used mark, and the counter. */
 static inline __attribute__((always_inline)) void
 gdrc_cache_hit_count(struct gdrc_cache *c, struct gdrc_region *r,
 		     const struct gdrc_tls *t, _Atomic uint64_t *count)
 {
-	gdrc_region_stamp(c, r);
+	gdrc_region_used(r);
 	gdrc_shard_inc(count, t->shard);
 }
 
 /* One more in counter v of shard: a plain increment in the shard this
  * thread owns, an atomic one in the shared last shard. */
-static inline void gdrc_shard_inc(_Atomic uint64_t *v, int shard)
+static inline __attribute__((always_inline)) void
+gdrc_shard_inc(_Atomic uint64_t *v, int shard)
 {
 	if (gdrc_likely(shard < GDRC_SHARDS))
 		atomic_store_explicit(v,
@@ -436,7 +459,8 @@ static inline void gdrc_shard_inc(_Atomic uint64_t *v, int shard)
 }
 
 /* A plain increment of a counter only this thread writes. */
-static inline void gdrc_owned_add(_Atomic uint64_t *v, uint64_t n)
+static inline __attribute__((always_inline)) void
+gdrc_owned_add(_Atomic uint64_t *v, uint64_t n)
 {
 	atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) +
 				      n, memory_order_relaxed);

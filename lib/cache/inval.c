@@ -27,13 +27,13 @@
 
 /*
  * Walks may not change the index: collect, then remove.  A collected
- * region leaves the LRU list at once, and its LRU link makes the list
- * (a region has no other link to spare: types.h).
+ * region leaves the clock at once (it is found once), and its link makes
+ * the list.
  */
 void gdrc_collect_push(struct gdrc_collect *col, struct gdrc_region *r)
 {
-	gdrc_lru_unlink(r->cache, r);
-	r->lru_next = col->list;
+	gdrc_lru_unlist(r->cache, r);
+	r->link = col->list;
 	col->list = r;
 }
 
@@ -59,7 +59,7 @@ unsigned gdrc_remove_collected(struct gdrc_cache *c, struct gdrc_collect *col,
 	unsigned n = 0;
 
 	for (r = col->list; r; r = next) {
-		next = r->lru_next;
+		next = r->link;
 		gdrc_region_take_out(c, r, ghost, d);
 		n++;
 	}

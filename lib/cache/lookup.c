@@ -9,7 +9,7 @@
  *      (remembered and parked: handle.c).
  *   3. The index finds a region whose key covers the request with the
  *      rights asked and whose kernel word has not moved, and takes a
- *      direct reference on it and its LRU stamp: first the page hash,
+ *      direct reference on it, and marks it used: first the page hash,
  *      without a lock, then, if that found nothing, the index under
  *      cache->lock for reading (index.c says why both are exact).
  *   4. Outside the lock: a GPU region's tag check (BUFFER_ID of each
@@ -51,15 +51,14 @@ struct gdrc_region *gdrc_find_cover(struct gdrc_cache *c, uintptr_t start,
 
 /*
  * Hold a region found in the index (lock held: it is cached) as hold says
- * (a pin or a direct reference: gdrc_hold_for), and stamp it with the
- * current tick as a fast hit does: the tick itself moves only at
- * insertions, so that an index hit writes nothing shared (the tick's
- * line is the one every fast hit reads).
+ * (a pin or a direct reference: gdrc_hold_for), and mark it used as a
+ * fast hit does.
  */
 void gdrc_hit(struct gdrc_cache *c, struct gdrc_region *r, uint64_t hold)
 {
+	(void)c;
 	atomic_fetch_add_explicit(&r->word, hold, memory_order_acquire);
-	gdrc_region_stamp(c, r);
+	gdrc_region_used(r);
 }
 
 /* Count a hit and serve it as it is held. */
@@ -115,7 +114,7 @@ static int index_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	gdrc_tls_drop_invalid(c);
 	r = gdrc_index_find_fast(c, start, end, access, hold_of, &hold);
 	if (r) {
-		gdrc_region_stamp(c, r);
+		gdrc_region_used(r);
 	} else {
 		gdrc_stat_add(c, GDRC_STAT_TREE_LOOKUPS, 1);
 		gdrc_cache_rdlock(c);

@@ -2,17 +2,22 @@
 /*
  * lru.c - recency, limits and eviction.
  *
- * cache->tick advances at each insertion (under the write lock); a hit,
- * fast or through the index, stamps its region with the current tick
- * (gdrc_region_stamp, hit.h: a store only when it moved).  The list
- * is kept sorted by each region's stamp as of its last placement (enq);
- * the evictor walks from the head and moves regions whose stamp moved
- * on to their sorted place (lazy promotion), so eviction order is exact
- * LRU except that hits between two insertions count as simultaneous.
- * Stamps and enq are the tick's low 32 bits, compared as a difference
- * (tick_before): exact while a region stays listed for fewer than 2^31
- * insertions; past that one might be placed or evicted out of turn,
- * never wrongly served.
+ * Replacement is CLOCK (second chance), not exact LRU.  Every hit, fast
+ * or through the index, sets its region's used byte (gdrc_region_used,
+ * hit.h: a store only when it was clear, so that hits on a region write
+ * nothing once it is marked).  The clock hand goes round the region pool
+ * in its own order (pool.c: gdrc_pool_walk; cached regions are those
+ * listed, a byte set at insertion and cleared at removal, both under the
+ * write lock): a listed region it finds used is cleared and passed over,
+ * one it finds unused and that nobody holds is the victim.  The contract,
+ * which test_lru checks: a region used since the hand last passed it is
+ * never evicted while an unused one that nobody holds is cached (the
+ * hand clears it and goes on; it comes back to it only after a whole
+ * round).  A region is inserted unused: a registration made and never
+ * hit again goes before one that was.
+ * Why not exact LRU: the sorted list it took cost a region 20 bytes of
+ * links and tick, and every hit read the cache's tick, a line every
+ * insertion wrote (docs/design.md, "Limits and replacement").
  * Regions in use are skipped: a victim is claimed (INVALID set) only
  * while its one direct reference is the index's and no handle has a get
  * outstanding.
@@ -23,66 +28,26 @@
  * a miss can be counted as cold, evicted or invalidated.
  *
  * Locks: everything here runs under cache->lock for writing (asserted),
- * but gdrc_lru_check (either mode).  Callers: region.c (append, unlink,
- * ghosts), miss.c (evict, reserve), cache.c (release_unused, checks).
+ * but gdrc_lru_check (either mode); the hand's walk takes slab_lock at a
+ * chunk's end.  Callers: region.c (list, unlist, ghosts), inval.c
+ * (unlist), miss.c (evict, reserve), cache.c (release_unused, checks).
  */
 #include "cache_int.h"
 
-/* Is tick a before tick b (mod 2^32: see above)? */
-static int tick_before(uint32_t a, uint32_t b)
-{
-	return (int32_t)(a - b) < 0;
-}
-
-/* r, just inserted at tick, is the most recent: the tail. */
-void gdrc_lru_append(struct gdrc_cache *c, struct gdrc_region *r,
-		     uint64_t tick)
+/* r, just inserted, is on the clock, unused. */
+void gdrc_lru_list(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	gdrc_assert_wrlocked(c);
-	r->enq = (uint32_t)tick;
-	r->lru_prev = c->lru_tail;
-	r->lru_next = NULL;
-	if (c->lru_tail)
-		c->lru_tail->lru_next = r;
-	else
-		c->lru_head = r;
-	c->lru_tail = r;
+	atomic_store_explicit(&r->used, 0, memory_order_relaxed);
+	r->listed = 1;
 }
 
-void gdrc_lru_unlink(struct gdrc_cache *c, struct gdrc_region *r)
+/* r leaves the cache: the hand passes over it from now on. */
+void gdrc_lru_unlist(struct gdrc_cache *c, struct gdrc_region *r)
 {
 	gdrc_assert_wrlocked(c);
-	if (r->lru_prev)
-		r->lru_prev->lru_next = r->lru_next;
-	else
-		c->lru_head = r->lru_next;
-	if (r->lru_next)
-		r->lru_next->lru_prev = r->lru_prev;
-	else
-		c->lru_tail = r->lru_prev;
-	r->lru_prev = r->lru_next = NULL;
+	r->listed = 0;
 }
-
-/* Insert after the last region whose enq is <= r->enq; usually the tail,
- * since r->enq is recent. */
-static void lru_insert_sorted(struct gdrc_cache *c, struct gdrc_region *r)
-{
-	struct gdrc_region *p = c->lru_tail;
-
-	while (p && tick_before(r->enq, p->enq))
-		p = p->lru_prev;
-	r->lru_prev = p;
-	r->lru_next = p ? p->lru_next : c->lru_head;
-	if (r->lru_next)
-		r->lru_next->lru_prev = r;
-	else
-		c->lru_tail = r;
-	if (p)
-		p->lru_next = r;
-	else
-		c->lru_head = r;
-}
-
 
 /*
  * Claim an unused cached region for eviction: no direct reference, and
@@ -110,30 +75,33 @@ static int region_claim_unused(struct gdrc_region *r)
 }
 
 /*
- * Find the least recently used region nobody holds and claim it for
- * eviction (INVALID set while it had no direct reference).
- * The tick cannot move during the walk: it advances only under the
- * write lock, which the caller holds.
+ * The hand's next victim of device (or any, GDRC_DEVICE_ALL): a listed
+ * region of it that is unused (its used byte clear, else cleared and
+ * passed over) and that nobody holds, claimed for eviction (INVALID
+ * set).  At most two rounds of the pool: the first may only clear used
+ * bytes.  Other devices' regions are passed over as they are.
  */
 static struct gdrc_region *lru_claim_victim(struct gdrc_cache *c, int device)
 {
-	struct gdrc_region *r = c->lru_head, *next;
+	size_t steps = 2 * gdrc_pool_count(c, &c->regions) + 1;
 
 	gdrc_assert_wrlocked(c);
-	while (r) {
-		uint32_t stamp = atomic_load_explicit(&r->stamp,
-						      memory_order_relaxed);
+	for (size_t i = 0; i < steps; i++) {
+		struct gdrc_region *r =
+			gdrc_pool_walk(c, &c->regions, &c->hand);
 
-		next = r->lru_next;
-		if (stamp != r->enq) {
-			gdrc_lru_unlink(c, r);
-			r->enq = stamp;
-			lru_insert_sorted(c, r);
-		} else if ((device == GDRC_DEVICE_ALL || r->device == device) &&
-			   region_claim_unused(r)) {
-			return r;
+		if (!r)
+			return NULL;
+		if (!r->listed ||
+		    (device != GDRC_DEVICE_ALL && r->device != device))
+			continue;
+		if (atomic_load_explicit(&r->used, memory_order_relaxed)) {
+			atomic_store_explicit(&r->used, 0,
+					      memory_order_relaxed);
+			continue;
 		}
-		r = next;
+		if (region_claim_unused(r))
+			return r;
 	}
 	return NULL;
 }
@@ -289,46 +257,64 @@ void gdrc_dev_reserve(struct gdrc_cache *c, int device, uint64_t bytes,
 	a->reserved_regions += (uint64_t)sign;
 }
 
-/* Remove every unused region of device.  @return how many. */
+/* Remove every unused region of device, in one round of the hand.
+ * @return how many. */
 unsigned gdrc_evict_all_unused(struct gdrc_cache *c, int device,
 			       struct gdrc_defer *d)
 {
-	struct gdrc_region *r;
+	size_t steps = gdrc_pool_count(c, &c->regions);
 	unsigned n = 0;
 
-	while ((r = lru_claim_victim(c, device))) {
+	gdrc_assert_wrlocked(c);
+	for (size_t i = 0; i < steps; i++) {
+		struct gdrc_region *r =
+			gdrc_pool_walk(c, &c->regions, &c->hand);
+
+		if (!r)
+			break;
+		if (!r->listed ||
+		    (device != GDRC_DEVICE_ALL && r->device != device) ||
+		    !region_claim_unused(r))
+			continue;
 		evict_one(c, r, d);
 		n++;
 	}
 	return n;
 }
 
+/* gdrc_lru_check's look at one pool object. */
+struct lru_check {
+	uint64_t listed;
+	int ret;
+};
+
+static void lru_check_fn(void *obj, void *arg)
+{
+	const struct gdrc_region *r = obj;
+	struct lru_check *k = arg;
+	uint64_t w;
+
+	if (!r->listed)
+		return;
+	k->listed++;
+	w = atomic_load_explicit(&r->word, memory_order_relaxed);
+	if ((w & (REGION_INVALID | REGION_DEAD)) || !(w & REGION_PIN_MASK))
+		k->ret = -6;
+}
+
 /*
- * Codes: -3 links broken, -4 not sorted by enq, -5 length differs from
- * nregions, -6 a listed region is invalid or without the index's pin.
- * Caller holds the lock (either mode) or owns the cache.
+ * Codes: -5 the listed regions are not nregions, -6 a listed region is
+ * invalid or without the index's pin.  Caller holds the lock (either
+ * mode) or owns the cache.
  */
 int gdrc_lru_check(struct gdrc_cache *c)
 {
-	const struct gdrc_region *r, *prev = NULL;
-	uint64_t n = 0;
+	struct lru_check k = { 0 };
 
-	for (r = c->lru_head; r; prev = r, r = r->lru_next) {
-		uint64_t w = atomic_load_explicit(&r->word,
-						  memory_order_relaxed);
-
-		if (r->lru_prev != prev)
-			return -3;
-		if (prev && tick_before(r->enq, prev->enq))
-			return -4;
-		if ((w & (REGION_INVALID | REGION_DEAD)) ||
-		    !(w & REGION_PIN_MASK))
-			return -6;
-		n++;
-	}
-	if (prev != c->lru_tail)
-		return -3;
-	if (n != c->nregions)
-		return -5;
-	return 0;
+	gdrc_slab_lock(c);
+	gdrc_pool_each(&c->regions, lru_check_fn, &k);
+	gdrc_slab_unlock(c);
+	if (k.ret)
+		return k.ret;
+	return k.listed == c->nregions ? 0 : -5;
 }

@@ -224,3 +224,81 @@ void gdrc_pool_free_chunks(struct gdrc_pool *pool)
 	pool->bump = pool->bump_end = NULL;
 	pool->next_count = 0;
 }
+
+/* Under slab_lock: the end of chunk ch's handed-out objects. */
+static char *chunk_end(const struct gdrc_pool *pool,
+		       const struct pool_chunk *ch)
+{
+	if (ch == pool->chunks)
+		return pool->bump; /* the newest: what was handed out */
+	return chunk_objs((struct pool_chunk *)ch) + ch->count * pool->size;
+}
+
+/* Objects of a chunk before offset off of its objects (an object's
+ * own offset, or the end's).  A paired pool's blocks of two take four
+ * lines, and its second object starts a line into a block. */
+static size_t objs_before(const struct gdrc_pool *pool, size_t off)
+{
+	size_t block = 2 * pool->size;
+
+	if (!pool->paired)
+		return off / pool->size;
+	return 2 * (off / block) + (off % block != 0);
+}
+
+size_t gdrc_pool_count(struct gdrc_cache *c, struct gdrc_pool *pool)
+{
+	size_t n = 0;
+
+	gdrc_slab_lock(c);
+	for (struct pool_chunk *ch = pool->chunks; ch; ch = ch->next)
+		n += objs_before(pool, (size_t)(chunk_end(pool, ch) -
+						chunk_objs(ch)));
+	gdrc_slab_unlock(c);
+	return n;
+}
+
+/*
+ * Chunks are only ever added at the head, and a chunk stops being the
+ * head only once all of its objects were handed out: every chunk but the
+ * head is full, and a position taken stays valid.  A chunk's end is read
+ * under slab_lock (the bump pointer and the list move there) when the
+ * walk comes to the end it read last; the head's may have moved on.
+ */
+void *gdrc_pool_walk(struct gdrc_cache *c, struct gdrc_pool *pool,
+		     struct gdrc_pool_pos *pos)
+{
+	struct pool_chunk *ch = pos->chunk;
+	char *obj = NULL;
+
+	if (ch) {
+		obj = pool_next(pool, pos->obj);
+		if (obj >= pos->end) {
+			gdrc_slab_lock(c);
+			pos->end = chunk_end(pool, ch);
+			gdrc_slab_unlock(c);
+		}
+		if (obj < pos->end)
+			goto found;
+	}
+	/* The next chunk, or from the last back to the head.  Only the
+	 * head can be empty (just made): then the one after it is full. */
+	gdrc_slab_lock(c);
+	for (int n = 0; n < 2; n++) {
+		ch = ch && ch->next ? ch->next : pool->chunks;
+		if (!ch)
+			break;
+		obj = chunk_objs(ch);
+		pos->end = chunk_end(pool, ch);
+		if (obj < pos->end) {
+			gdrc_slab_unlock(c);
+			goto found;
+		}
+	}
+	gdrc_slab_unlock(c);
+	return NULL;
+found:
+	pos->chunk = ch;
+	pos->obj = obj;
+	return obj;
+}

@@ -239,7 +239,7 @@ static void region_drop_done(struct gdrc_cache *c, struct gdrc_region *r,
 	    !region_claim_dead(c, r))
 		return;
 	if (d) {
-		r->lru_next = d->dead;
+		r->link = d->dead;
 		d->dead = r;
 	} else {
 		gdrc_region_release(c, r);
@@ -309,7 +309,7 @@ void gdrc_defer_release(struct gdrc_cache *c, struct gdrc_defer *d)
 	struct gdrc_region *r, *next;
 
 	for (r = d->dead; r; r = next) {
-		next = r->lru_next;
+		next = r->link;
 		gdrc_region_release(c, r);
 	}
 	d->dead = NULL;
@@ -453,8 +453,8 @@ int gdrc_cache_segs_ok(const struct gdrc_cache *c,
  * ==================================================================== */
 
 /*
- * Put a published region in the cache: findable in the index, newest on
- * the LRU list, counted, and holding the index's own pin.  The INVALID
+ * Put a published region in the cache: findable in the index, on the
+ * clock (unused), counted, and holding the index's own pin.  The INVALID
  * bit goes last (release): a reader that finds r valid finds it whole.
  * spare_p: as for gdrc_index_insert.  @return 0, or -1: the index had
  * no room (nothing changed: r stays uncached).
@@ -463,19 +463,16 @@ int gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
 		       void **spare_p)
 {
 	const struct gdrc_region_ext *x = r->ext;
-	uint64_t tick;
 
 	gdrc_assert_wrlocked(c);
 	if (gdrc_index_insert(c, r, spare_p))
 		return -1;
-	tick = atomic_fetch_add_explicit(&c->tick, 1, memory_order_relaxed) + 1;
 	if (x->alloc_end > x->alloc_start &&
 	    x->alloc_end - x->alloc_start + c->page_size > c->alloc_span_max)
 		c->alloc_span_max = x->alloc_end - x->alloc_start +
 				    c->page_size;
 	r->was_cached = 1;
-	atomic_store_explicit(&r->stamp, (uint32_t)tick, memory_order_relaxed);
-	gdrc_lru_append(c, r, tick);
+	gdrc_lru_list(c, r);
 	c->nregions++;
 	atomic_fetch_add_explicit(&r->word, REGION_PIN_ONE,
 				  memory_order_relaxed);
@@ -485,7 +482,7 @@ int gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
 }
 
 /*
- * Take r, already off the LRU list (a collected region: gdrc_collect_push),
+ * Take r, already off the clock (a collected region: gdrc_collect_push),
  * out of the index and drop the index's pin (held until the end, so that
  * nobody releases r while it is being taken out).  ghost: the miss cause
  * to remember for its range, or 0 for none.  A region nobody holds goes on
@@ -510,10 +507,10 @@ void gdrc_region_take_out(struct gdrc_cache *c, struct gdrc_region *r,
 	gdrc_region_unpin_defer(c, r, d);
 }
 
-/* Take a cached region out of the LRU list and the index (above). */
+/* Take a cached region off the clock and out of the index (above). */
 void gdrc_region_remove(struct gdrc_cache *c, struct gdrc_region *r,
 			int ghost, struct gdrc_defer *d)
 {
-	gdrc_lru_unlink(c, r);
+	gdrc_lru_unlist(c, r);
 	gdrc_region_take_out(c, r, ghost, d);
 }

@@ -99,17 +99,19 @@ extern const struct gdrc_region_ext gdrc_region_ext_none;
  * misses, releases, queries and invalidations read under the lock; what
  * only GPU, CUDA-pinned, kernel-channel and very wide registrations need
  * is out of line (ext).  Fields marked "fixed" do not change between the
- * region's publication and its release.  Small fields are bytes and the
- * LRU's ticks 32 bits (lru.c compares them modulo 2^32): a million
- * cached registrations cost 128 MB of regions at this size
+ * region's publication and its release.  Small fields are bytes: a
+ * million cached registrations cost 128 MB of regions at this size
  * (docs/benchmarks.md, bytes per registration).
  */
 struct gdrc_region {
 	/* Line 0: all a hit (fast or through the index), its put and the
 	 * user's key reads touch, but a tag check's BUFFER_ID. */
 	_Atomic uint64_t word;   /* refs | INVALID | DEAD | pins, see above */
-	_Atomic uint32_t stamp;  /* cache tick at its last get (LRU), mod
-				  * 2^32 */
+	_Atomic uint8_t used;    /* set by each hit (a store only when
+				  * clear), cleared by the clock hand:
+				  * the replacement's reference bit (lru.c) */
+	uint8_t listed;          /* under cache->lock: cached, on the clock
+				  * (lru.c); 0 in a free or fresh object */
 	int kslot;               /* fixed: kernel channel word, or -1 */
 	uint64_t self;           /* GDRC_MR_SELF_MAGIC while it lives:
 				  * (struct gdrc_mr *)&self is the direct
@@ -147,17 +149,14 @@ struct gdrc_region {
 	uint64_t id;             /* fixed: unique in the process */
 	const struct gdrc_region_ext *ext; /* fixed: never NULL */
 	struct gdrc_handle *_Atomic handles; /* pushed only; freed with it */
+	/* One list at a time, in the order a region goes through them:
+	 * collected for removal (under cache->lock, gdrc_collect_push),
+	 * dead, waiting to be released after the lock (a gdrc_defer), then
+	 * free (under cache->slab_lock, the pool's free list). */
 	union {
-		/* Under cache->lock, while cached: cache->lru, sorted by
-		 * enq (a collected region: off it, gdrc_collect_push). */
-		struct gdrc_region *lru_prev;
-		/* Under cache->slab_lock, while free: the slab free
-		 * list. */
+		struct gdrc_region *link;
 		struct gdrc_region *free_next;
 	};
-	struct gdrc_region *lru_next; /* under cache->lock */
-	uint32_t enq;            /* under cache->lock: stamp when placed on
-				  * the LRU */
 	uint8_t info_flags;      /* fixed: GDRC_MR_INFO_* it was made with */
 	int16_t device;          /* fixed: CUDA ordinal or -1 */
 } GDRC_ALIGNED_CL; /* whole lines: threads on neighbouring regions share
@@ -267,9 +266,21 @@ struct gdrc_tls_entry {
 
 /* Entries of a parked table: this many at first, eight times as many
  * each time the thread's buffers keep displacing each other in it, up
- * to the most. */
+ * to the most (32,768: a thread that takes 16,384 buffers in turn still
+ * finds each in a slot of its own; 1.75 MiB of table). */
 #define GDRC_TLS_PARKED 128
-#define GDRC_TLS_PARKED_MAX 8192
+#define GDRC_TLS_PARKED_MAX 32768
+
+/* Lookups in a parked table between two of its reviews (handle.c,
+ * parked_review). */
+#define GDRC_PARKED_REVIEW 256
+
+/* The slot of a parked table of size entries for a region (or a request)
+ * starting at start: its first page's. */
+static inline unsigned gdrc_tls_parked_slot(uintptr_t start, unsigned size)
+{
+	return (unsigned)(start >> 12) & (size - 1);
+}
 
 /*
  * A thread's parked table: entries the four had to give up, with their
@@ -389,6 +400,15 @@ struct gdrc_pool {
 	void (*init)(void *obj); /* for each fresh object, or NULL */
 	int paired;    /* objects of two lines, laid out two by two: both
 			* first lines, then both second lines (pool.c) */
+};
+
+/* A place in a pool's objects, for a walk that goes round them (the
+ * clock hand, lru.c): the chunk and the object there, all NULL before
+ * the first step.  pool.c: gdrc_pool_walk. */
+struct gdrc_pool_pos {
+	void *chunk;
+	char *obj;
+	char *end; /* the chunk's end when last read */
 };
 
 /* index.c: a page hash read without a lock, with summaries for range

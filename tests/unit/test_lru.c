@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
  * test_lru.c - limits and eviction: GDRC_MAX_REGIONS and GDRC_MAX_BYTES
- * evict the least recently used registration nobody holds, never one in
- * use, and refuse with GDRC_ERR_LIMIT what cannot fit.  Run with
- * GDRC_CHECK=1 (ctest) so the LRU order invariant is checked each time.
+ * evict a registration nobody holds and nobody used since the clock hand
+ * last passed it (CLOCK, lib/cache/lru.c), never one in use, and refuse
+ * with GDRC_ERR_LIMIT what cannot fit.  Run with GDRC_CHECK=1 (ctest) so
+ * the clock's invariants (what is listed is what is cached) are checked
+ * each time.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,14 +81,41 @@ static void test_lru_evicts_least_recently_used(void **state)
 	a = page_id(ctx, 0);
 	b = page_id(ctx, 1);
 	c = page_id(ctx, 2);
-	assert_int_equal(page_id(ctx, 0), a); /* A is now most recent */
-	(void)page_id(ctx, 3);                /* evicts B */
+	assert_int_equal(page_id(ctx, 0), a); /* A is used, B and C not */
+	(void)page_id(ctx, 3);                /* evicts B, the first */
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS), 1);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 3);
 	assert_int_equal(page_id(ctx, 0), a);
 	assert_int_equal(page_id(ctx, 2), c);
 	assert_int_not_equal(page_id(ctx, 1), b); /* B came back new */
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISS_EVICTED), 1);
+	gdrc_fini(ctx);
+}
+
+/*
+ * The contract: a registration used since the hand last passed it is not
+ * evicted while an unused one nobody holds is cached.  Eight cached, four
+ * of them used, then four more made one by one: each eviction takes an
+ * unused one (an old one or one just made), never a used one, whatever
+ * the order the hand meets them in.
+ */
+static void test_lru_used_since_sweep_survives(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_with(8, GDRC_LIMIT_NONE);
+	uint64_t id[8];
+
+	(void)state;
+	for (int i = 0; i < 8; i++)
+		id[i] = page_id(ctx, i);
+	for (int i = 0; i < 8; i += 2)
+		assert_int_equal(page_id(ctx, i), id[i]);
+	for (int i = 0; i < 4; i++)
+		(void)page_id(ctx, 20 + i);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS), 4);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 8);
+	for (int i = 0; i < 8; i += 2)
+		assert_int_equal(page_id(ctx, i), id[i]);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS), 4);
 	gdrc_fini(ctx);
 }
 
@@ -101,7 +130,7 @@ static void test_lru_order_follows_tree_path_hits(void **state)
 	for (int i = 0; i < 6; i++)
 		id[i] = page_id(ctx, i);
 	assert_int_equal(page_id(ctx, 0), id[0]);
-	(void)page_id(ctx, 10); /* evicts 1, the least recent */
+	(void)page_id(ctx, 10); /* evicts 1, the first one unused */
 	assert_int_equal(page_id(ctx, 2), id[2]);
 	(void)page_id(ctx, 11); /* evicts 3 */
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS), 2);
@@ -241,6 +270,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lru_evicts_least_recently_used),
+		cmocka_unit_test(test_lru_used_since_sweep_survives),
 		cmocka_unit_test(test_lru_order_follows_tree_path_hits),
 		cmocka_unit_test(test_lru_miss_causes_by_address),
 		cmocka_unit_test(test_lru_never_evicts_in_use),

@@ -106,10 +106,91 @@ static void test_pool_regions_paired(void **state)
 	free(c);
 }
 
+/*
+ * The clock hand's walk (gdrc_pool_walk) and gdrc_pool_count, on a pool
+ * of odd size (a paired pool's last block half used) that grows while a
+ * walk is under way: the count is the objects handed out, one round of
+ * the walk visits each of them once and comes back to the first, and
+ * objects handed out after the walk began are found on its next round.
+ */
+static void test_pool_walk_goes_round(void **state)
+{
+	struct gdrc_cache *c = cache_layer_new(&gdrc_pin_none_ops, 1);
+	static struct walk w;
+	struct gdrc_pool_pos pos = { 0 };
+	size_t n;
+	void *first, *obj;
+
+	(void)state;
+	assert_non_null(c);
+	/* An empty pool (gdrc_cache_init made its first chunk, gave out
+	 * nothing): no object to walk to. */
+	assert_int_equal(gdrc_pool_count(c, &c->regions), 0);
+	assert_null(gdrc_pool_walk(c, &c->regions, &pos));
+	assert_non_null(gdrc_pool_get(c, &c->regions));
+	assert_int_equal(gdrc_pool_count(c, &c->regions), 1);
+	first = gdrc_pool_walk(c, &c->regions, &pos);
+	assert_non_null(first);
+	assert_ptr_equal(gdrc_pool_walk(c, &c->regions, &pos), first);
+	/* 99 more: into the second chunk (64 in the first), its last
+	 * block half used. */
+	for (size_t i = 1; i < 99; i++)
+		assert_non_null(gdrc_pool_get(c, &c->regions));
+	n = gdrc_pool_count(c, &c->regions);
+	assert_int_equal(n, 99);
+	gdrc_pool_each(&c->regions, walk_fn, &w);
+	assert_int_equal(w.n, n);
+	qsort(w.obj, w.n, sizeof(w.obj[0]), cmp_uptr);
+	/* One round from where the hand is: each object once. */
+	{
+		static uintptr_t round[NREG];
+
+		for (size_t i = 0; i < n; i++) {
+			round[i] = (uintptr_t)gdrc_pool_walk(c, &c->regions,
+							     &pos);
+			assert_true(has(w.obj, w.n, round[i]));
+		}
+		qsort(round, n, sizeof(round[0]), cmp_uptr);
+		for (size_t i = 1; i < n; i++)
+			assert_true(round[i] > round[i - 1]);
+	}
+	/* Half a round, then more objects: the rest of the round, and
+	 * the next one has them all. */
+	for (size_t i = 0; i < n / 2; i++)
+		(void)gdrc_pool_walk(c, &c->regions, &pos);
+	for (size_t i = 0; i < 200; i++)
+		assert_non_null(gdrc_pool_get(c, &c->regions));
+	assert_int_equal(gdrc_pool_count(c, &c->regions), n + 200);
+	memset(&w, 0, sizeof(w));
+	gdrc_pool_each(&c->regions, walk_fn, &w);
+	qsort(w.obj, w.n, sizeof(w.obj[0]), cmp_uptr);
+	{
+		static uintptr_t seen[2 * NREG];
+		size_t m = 0, rounds = 0;
+
+		/* Walk until every object was seen twice over: no object
+		 * outside the pool's, none missed. */
+		for (size_t i = 0; i < 3 * (n + 200); i++) {
+			obj = gdrc_pool_walk(c, &c->regions, &pos);
+			assert_true(has(w.obj, w.n, (uintptr_t)obj));
+			if (m < 2 * NREG)
+				seen[m++] = (uintptr_t)obj;
+			rounds += obj == first;
+		}
+		qsort(seen, m, sizeof(seen[0]), cmp_uptr);
+		for (size_t i = 0; i < w.n; i++)
+			assert_true(has(seen, m, w.obj[i]));
+		assert_true(rounds >= 2);
+	}
+	gdrc_cache_cleanup(c);
+	free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pool_regions_paired),
+		cmocka_unit_test(test_pool_walk_goes_round),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
