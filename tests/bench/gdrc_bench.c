@@ -23,14 +23,34 @@
  *               the cost of inserting them (a fresh context per
  *               repetition, no warm-up), of hits in a random page order
  *               (defeats the per-thread remembered hits: the tree path)
- *               and of hits on the same page again and again.  Then,
- *               per n, UCX's ucs_rcache filled with the same pages (no
- *               memory events; when built with UCX) and its random-page
- *               hit in the same order, the dependent-load floor (a chase
- *               through n random 256-byte lines: one load per step, as
- *               one level of a search structure), and the resident bytes
- *               per cached registration of both (RssAnon before and
- *               after filling; shown from n = 10000).
+ *               and of hits on the same page again and again.  Per n,
+ *               UCX's ucs_rcache is filled with the same pages beside the
+ *               last context (no memory events; when built with UCX), and
+ *               the random-page hits of both, in the same order, are
+ *               timed in alternating rounds (gdrc, ucx, gdrc, ...: 5 of
+ *               each after a warm-up of each) so that both see the same
+ *               state of the machine.  Then the dependent-load floor (a
+ *               chase through n random 256-byte lines: one load per
+ *               step, as one level of a search structure), and the
+ *               resident bytes per cached registration of both (RssAnon
+ *               before and after each one's fill, measured apart, with
+ *               malloc's free memory given back first so that neither
+ *               fill reuses pages an earlier one freed; gdrcache's over
+ *               its last context's fill, whose insert time therefore
+ *               includes page faults the three before it did not take;
+ *               shown from n = 10000).  At the start and the end of d.,
+ *               e.'s CPU-bound loop on one thread ("cpu loop, ns per
+ *               step", a step being 32 dependent additions; --quick does
+ *               not shorten it): whether the host's own speed moved
+ *               during the run, which a runner comparing runs needs.
+ *   r. rotate   (runs right after d.) hits rotating over 16384 cached
+ *               ranges: a 64-byte range at the same offset of each of
+ *               16384 pages, in address order, cycling, in a fresh
+ *               context holding just those and in UCX's rcache (no
+ *               memory events) beside it, timed in alternating rounds as
+ *               in d.; the ratio gdrc/ucx; and the "hot range ratio",
+ *               a.'s 1-range hit over b.'s UCX hit, when both ran.
+ *               Without UCX, gdrc's figure and "-".
  *   e. threads  total hit throughput with 1, 2 and N threads (N = online
  *               CPUs; also 4 and 8 when N < 8, marked "oversub", and 16
  *               when N > 16), all on
@@ -63,7 +83,9 @@
  *
  * How each number is taken
  *   Warm up, then time the loop 5 times with CLOCK_MONOTONIC: "best" is
- *   the fastest repetition, "median" the middle one.  Latencies are ns
+ *   the fastest repetition, "median" the middle one.  d.'s random-page
+ *   hits and r.'s hits are timed in rounds alternating with UCX's, each
+ *   repetition of one followed by one of the other.  Latencies are ns
  *   per operation (one get + one put unless said otherwise); throughputs
  *   are millions of get+put pairs per second, all threads together.
  *   Every returned registration is used (summed into a volatile sink) so
@@ -77,8 +99,11 @@
  *   gdrc-bench --json PATH    also write the results as one JSON object
  *   gdrc-bench --gpu-only     only a. (the host hit g. compares with)
  *                             and g., for quick runs on a GPU machine
- *   gdrc-bench --lookup-only  only a. and d. (the lookup table, UCX's
- *                             rows and bytes per registration)
+ *   gdrc-bench --lookup-only  only a., b.'s single-range UCX hit (not
+ *                             its child processes), d. (the lookup
+ *                             table, UCX's rows and bytes per
+ *                             registration) and r.; what
+ *                             scripts/bench-ucx.sh runs
  *   gdrc-bench --ucx-only     only a. and b. (the hit against UCX's,
  *                             apart and in one process)
  *   Run it on an idle machine and compare numbers of one run only.  It
@@ -105,7 +130,13 @@
  *
  * JSON (--json PATH): one object with keys "machine" (object), "quick",
  * "gpu_only", "hit_ns", "hit_rotate4_ns", "hit_rotate16_ns", "ucx_hit_ns",
- * "ratio_hit_vs_ucx", "miss_ns", "uncached_ns", "lookup": [{"n",
+ * "ratio_hit_vs_ucx" (r.'s hot range ratio), "ucx_default_hit_ns",
+ * "ratio_hit_vs_ucx_default", "mixed_gdrc_first_gdrc_hit_ns",
+ * "mixed_gdrc_first_ucx_hit_ns", "mixed_ucx_first_gdrc_hit_ns",
+ * "mixed_ucx_first_ucx_hit_ns", "miss_ns", "uncached_ns", "cpu_loop_ns"
+ * and "cpu_loop_end_ns" (d.'s cpu loop at its start and end, ns per
+ * step), "rotate16k_ns", "ucx_rotate16k_ns", "ratio_rotate16k_vs_ucx"
+ * (r.), "lookup": [{"n",
  * "insert_ns", "random_hit_ns", "same_hit_ns", "ucx_random_hit_ns" (with
  * UCX), "floor_ns", "bytes_per_reg", "ucx_bytes_per_reg" (-1: not
  * measured)}], "threads": [{"mode":
@@ -124,8 +155,10 @@
  * "ratio_cross_always_vs_own_paired", "ratio_cross_always_vs_tag_paired",
  * "cross_hit_hooks_ns", "ratio_cross_hooks_vs_own_paired".  Each number is the best
  * repetition; the same key with "_median" appended holds the median.
- * UCX values are null when UCX is not built; with --gpu-only, those of
- * b. to e. are null or empty.
+ * UCX values are null when UCX is not built.  Those of sections a run
+ * leaves out are null (the arrays empty): --gpu-only keeps a. and g.,
+ * --lookup-only a., b.'s "ucx_hit_ns" (and "ratio_hit_vs_ucx"), d. and
+ * r., --ucx-only a. and b., --threads-only a. and e.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -133,6 +166,8 @@
 #include <dlfcn.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -174,6 +209,8 @@
 #define BENCH_THR_NS 40000000UL	/* e: one run, ns (all threads at once) */
 #define BENCH_THR_STEP 1024		/* e: gets between looks at the clock */
 #define BENCH_LOOKUP_MAX_N 1000000UL
+#define BENCH_CPU_ITERS 2000000UL	/* d: cpu loop steps, even --quick */
+#define BENCH_ROTATE_N 16384UL	/* r: ranges the hits rotate over */
 #define BENCH_LOOKUP_QUICK_N 100000UL
 #define BENCH_GPU_CALL_ITERS 1000000UL	/* g: loops making a driver call */
 #define BENCH_GPU_MISS_ITERS 100000UL	/* g: misses */
@@ -273,6 +310,12 @@ struct bench_results {
 	struct bench_res uncached;
 	struct bench_lookup_res lookup[BENCH_MAX_LOOKUP];
 	int nlookup;
+	/* d.: the 1-thread CPU-bound loop, ns per step, at its start and
+	 * end: did the host's speed move during the run? */
+	struct bench_res cpu_loop, cpu_loop_end;
+	/* r.: hits rotating over BENCH_ROTATE_N ranges (ucx: invalid when
+	 * UCX is not built). */
+	struct bench_res rotate16k, ucx_rotate16k;
 	struct bench_thr_res thr[2 * BENCH_MAX_THR_ROWS];
 	int nthr;
 	struct bench_gpu_res gpu[BENCH_GPUS]; /* by CUDA ordinal */
@@ -379,6 +422,43 @@ static int bench_pair(bench_loop_fn fa, void *aa, bench_loop_fn fb, void *ab,
 				 (double)(t2 - t1) / (double)(t1 - t0);
 	}
 	bench_summarize(s, BENCH_PAIRS, 0, r);
+	return 0;
+}
+
+/*
+ * Two loops timed in alternating rounds: a warm-up of a, one of b, then
+ * BENCH_REPS rounds of a then b.  Five of one loop and then five of the
+ * other can fall on two states of the machine (a neighbour, the clock,
+ * one cache's lines evicting the other's); alternating, both see the
+ * same ones, so that their medians can be set against each other (issue
+ * 34: UCX "in the same process", alternating).  fb NULL: a alone, as
+ * bench_run times it.  ra and rb: ns per operation of each.
+ */
+static int bench_alternate(bench_loop_fn fa, void *aa, bench_loop_fn fb,
+			   void *ab, uint64_t iters, uint64_t warmup,
+			   struct bench_res *ra, struct bench_res *rb)
+{
+	double sa[BENCH_REPS], sb[BENCH_REPS];
+
+	if (!fb)
+		return bench_run(fa, aa, iters, warmup, ra);
+	if (warmup && (fa(aa, warmup) || fb(ab, warmup)))
+		return -1;
+	for (int i = 0; i < BENCH_REPS; i++) {
+		uint64_t t0, t1, t2;
+
+		t0 = bench_now_ns();
+		if (fa(aa, iters))
+			return -1;
+		t1 = bench_now_ns();
+		if (fb(ab, iters))
+			return -1;
+		t2 = bench_now_ns();
+		sa[i] = (double)(t1 - t0) / (double)iters;
+		sb[i] = (double)(t2 - t1) / (double)iters;
+	}
+	bench_summarize(sa, BENCH_REPS, 0, ra);
+	bench_summarize(sb, BENCH_REPS, 0, rb);
 	return 0;
 }
 
@@ -1023,6 +1103,22 @@ static long long bench_rss_anon(void)
 }
 
 /*
+ * RssAnon after giving malloc's free memory back to the system.  What
+ * an earlier context or rcache freed, malloc keeps (up to its trim and
+ * mmap thresholds, which grow with use), and the next fill reuses it
+ * without adding to RssAnon: the kept context of d., filled after four
+ * freed ones, showed 0 bytes per registration at n = 10000 and 168
+ * instead of 210 at 100000 (on the 2-core build machine).  Called
+ * before a fill that is measured, so that its bytes do not depend on
+ * what ran before it.
+ */
+static long long bench_rss_anon_trimmed(void)
+{
+	malloc_trim(0);
+	return bench_rss_anon();
+}
+
+/*
  * The dependent-load floor: n lines of BENCH_FLOOR_LINE bytes in one
  * random cycle (Sattolo), each holding the index of the next; a step is
  * one load whose address depends on the previous one, as each level of
@@ -1114,15 +1210,10 @@ static int bench_ucx_random_loop(void *p, uint64_t iters)
 	return 0;
 }
 
-/* UCX's rcache (no memory events) filled with the same n pages:
- * random-page hits and resident bytes per registration. */
-static int bench_ucx_lookup(const struct bench_lookup_arg *a, uint64_t iters,
-			    struct bench_lookup_res *r)
+/* An rcache of UCX with no memory events, no limits, page alignment. */
+static int bench_ucx_plain_create(ucs_rcache_t **rc_p, const char *name)
 {
-	struct bench_ucx_lookup_arg u = { .a = a };
 	ucs_rcache_params_t p;
-	long long rss0, rss1;
-	int ret = -1;
 
 	memset(&p, 0, sizeof(p));
 	p.region_struct_size = sizeof(ucs_rcache_region_t);
@@ -1132,31 +1223,51 @@ static int bench_ucx_lookup(const struct bench_lookup_arg *a, uint64_t iters,
 	p.max_regions = ULONG_MAX;
 	p.max_size = SIZE_MAX;
 	p.max_unreleased = SIZE_MAX;
-	rss0 = bench_rss_anon();
-	if (ucs_rcache_create(&p, "gdrc-bench-lookup", NULL, &u.rc) !=
-	    UCS_OK) {
+	if (ucs_rcache_create(&p, name, NULL, rc_p) != UCS_OK) {
 		fprintf(stderr, "gdrc-bench: ucs_rcache_create failed\n");
+		*rc_p = NULL;
 		return -1;
 	}
-	for (uint64_t i = 0; i < a->n; i++) {
+	return 0;
+}
+
+/* One get + put of len bytes at buf + i pages, i = 0 .. n - 1. */
+static int bench_ucx_fill(ucs_rcache_t *rc, char *buf, uint64_t n,
+			  size_t len)
+{
+	for (uint64_t i = 0; i < n; i++) {
 		ucs_rcache_region_t *reg;
 
-		if (ucs_rcache_get(u.rc, a->buf + i * BENCH_PAGE, BENCH_PAGE,
+		if (ucs_rcache_get(rc, buf + i * BENCH_PAGE, len,
 				   PROT_READ | PROT_WRITE, NULL, &reg) !=
 		    UCS_OK) {
 			fprintf(stderr, "gdrc-bench: ucs_rcache_get failed\n");
-			goto out;
+			return -1;
 		}
-		ucs_rcache_region_put(u.rc, reg);
+		ucs_rcache_region_put(rc, reg);
 	}
+	return 0;
+}
+
+/*
+ * UCX's rcache filled with the same n pages as a's context, beside it:
+ * the resident bytes per registration of this fill alone (RssAnon
+ * around it).  The caller destroys *rc_p (NULL if it was not created),
+ * even when the fill failed.
+ */
+static int bench_ucx_lookup_fill(const struct bench_lookup_arg *a,
+				 ucs_rcache_t **rc_p,
+				 struct bench_lookup_res *r)
+{
+	long long rss0 = bench_rss_anon_trimmed(), rss1;
+
+	if (bench_ucx_plain_create(rc_p, "gdrc-bench-lookup") ||
+	    bench_ucx_fill(*rc_p, a->buf, a->n, BENCH_PAGE))
+		return -1;
 	rss1 = bench_rss_anon();
 	r->ucx_bytes_per_reg = rss0 < 0 || rss1 < 0 ? -1 :
 			       (double)(rss1 - rss0) / (double)a->n;
-	ret = bench_run(bench_ucx_random_loop, &u, iters,
-			a->n < iters ? a->n : iters, &r->ucx_random_hit);
-out:
-	ucs_rcache_destroy(u.rc);
-	return ret;
+	return 0;
 }
 #endif
 
@@ -1167,6 +1278,11 @@ static int bench_lookup_one(uint64_t n, const struct bench_opts *o,
 	uint64_t seed = 0x9e3779b97f4a7c15ULL;
 	struct bench_lookup_arg a = { .n = n };
 	struct bench_hit_arg same = { .mask = 0 };
+	bench_loop_fn ucx_fn = NULL;
+	void *ucx_arg = NULL;
+#ifdef GDRC_BENCH_HAVE_UCX
+	struct bench_ucx_lookup_arg u = { .a = &a };
+#endif
 	double ins[BENCH_REPS];
 	size_t len = n * BENCH_PAGE;
 	uint32_t *order;
@@ -1174,6 +1290,8 @@ static int bench_lookup_one(uint64_t n, const struct bench_opts *o,
 	int ret = -1;
 
 	r->n = n;
+	r->ucx_random_hit.valid = 0;
+	r->ucx_bytes_per_reg = -1;
 	order = malloc(n * sizeof(*order));
 	if (!order) {
 		fprintf(stderr, "gdrc-bench: out of memory\n");
@@ -1194,20 +1312,34 @@ static int bench_lookup_one(uint64_t n, const struct bench_opts *o,
 		goto out_free;
 
 	for (int rep = 0; rep < BENCH_REPS; rep++) {
-		long long rss0 = bench_rss_anon(), rss1;
+		int keep = rep == BENCH_REPS - 1;
+		long long rss0 = keep ? bench_rss_anon_trimmed() : 0, rss1;
 
-		if (bench_populate(&a, &ins[rep], rep == BENCH_REPS - 1))
+		if (bench_populate(&a, &ins[rep], keep))
 			goto out_unmap;
-		/* The kept context: what its n registrations cost. */
+		if (!keep)
+			continue;
+		/* The kept context: what its n registrations cost (the
+		 * others are gone when bench_populate returns). */
 		rss1 = bench_rss_anon();
 		r->bytes_per_reg = rss0 < 0 || rss1 < 0 ? -1 :
 				   (double)(rss1 - rss0) / (double)n;
 	}
 	bench_summarize(ins, BENCH_REPS, 0, &r->insert);
 
+	/* UCX's rcache over the same pages, filled after gdrcache's and
+	 * kept beside it, so that the random-page hits of both are timed
+	 * in alternating rounds on one state of the machine. */
+#ifdef GDRC_BENCH_HAVE_UCX
+	if (bench_ucx_lookup_fill(&a, &u.rc, r))
+		goto out_fini;
+	ucx_fn = bench_ucx_random_loop;
+	ucx_arg = &u;
+#endif
 	if (bench_counter(a.ctx, GDRC_STAT_MISSES, &m0) ||
-	    bench_run(bench_random_loop, &a, iters, n < iters ? n : iters,
-		      &r->random_hit) ||
+	    bench_alternate(bench_random_loop, &a, ucx_fn, ucx_arg, iters,
+			    n < iters ? n : iters, &r->random_hit,
+			    &r->ucx_random_hit) ||
 	    bench_expect_misses(a.ctx, m0, 0, "lookup, random hits"))
 		goto out_fini;
 
@@ -1224,18 +1356,16 @@ static int bench_lookup_one(uint64_t n, const struct bench_opts *o,
 	       r->random_hit.best, r->random_hit.median, r->same_hit.best,
 	       r->same_hit.median);
 	fflush(stdout);
-	gdrc_fini(a.ctx);
-	a.ctx = NULL;
-	r->ucx_random_hit.valid = 0;
-#ifdef GDRC_BENCH_HAVE_UCX
-	if (bench_ucx_lookup(&a, iters, r))
-		goto out_unmap;
-#endif
-	if (bench_floor(n, iters, &r->floor))
-		goto out_unmap;
 	ret = 0;
 out_fini:
+#ifdef GDRC_BENCH_HAVE_UCX
+	if (u.rc)
+		ucs_rcache_destroy(u.rc);
+#endif
 	gdrc_fini(a.ctx);
+	/* The floor is timed with both caches gone, on its own lines. */
+	if (!ret && bench_floor(n, iters, &r->floor))
+		ret = -1;
 out_unmap:
 	munmap(a.buf, len);
 out_free:
@@ -1243,10 +1373,17 @@ out_free:
 	return ret;
 }
 
+/* e.'s loop that shares nothing: here, one thread's speed. */
+static int bench_cpu_loop(void *p, uint64_t iters);
+
 static int bench_lookup(const struct bench_opts *o, struct bench_results *res)
 {
 	uint64_t max_n = o->quick ? BENCH_LOOKUP_QUICK_N : BENCH_LOOKUP_MAX_N;
 
+	/* The host's speed before the table; again after it. */
+	if (bench_run(bench_cpu_loop, NULL, BENCH_CPU_ITERS,
+		      BENCH_CPU_ITERS / 10, &res->cpu_loop))
+		return -1;
 	printf("\nd. lookup with n cached one-page registrations, ns per op\n");
 	printf("%9s %19s %19s %19s\n", "", "insert (get+put)",
 	       "random-page hit", "same-page hit");
@@ -1259,10 +1396,10 @@ static int bench_lookup(const struct bench_opts *o, struct bench_results *res)
 		res->nlookup++;
 	}
 	printf("\nd. random-page hit against UCX's ucs_rcache filled with the "
-	       "same n pages\n(no memory events), and the dependent-load "
-	       "floor (one random %d-byte line\nof n per step); medians, "
-	       "ns; resident bytes per cached registration (n >= 10000)\n",
-	       BENCH_FLOOR_LINE);
+	       "same n pages\n(no memory events; timed in alternating rounds "
+	       "with gdrcache's), and the\ndependent-load floor (one random "
+	       "%d-byte line of n per step); medians,\nns; resident bytes "
+	       "per cached registration (n >= 10000)\n", BENCH_FLOOR_LINE);
 	printf("%9s %9s %9s %9s %9s %9s %9s %9s\n", "n", "gdrc", "ucx",
 	       "gdrc/ucx", "floor", "gdrc/flr", "B/reg", "ucx B/reg");
 	for (int i = 0; i < res->nlookup; i++) {
@@ -1285,8 +1422,115 @@ static int bench_lookup(const struct bench_opts *o, struct bench_results *res)
 		printf("%9.1f %9.2f %9s %9s\n", l->floor.median,
 		       l->random_hit.median / l->floor.median, b[0], b[1]);
 	}
+	if (bench_run(bench_cpu_loop, NULL, BENCH_CPU_ITERS,
+		      BENCH_CPU_ITERS / 10, &res->cpu_loop_end))
+		return -1;
+	printf("d. cpu loop, ns per step: start %.2f, end %.2f (1 thread, "
+	       "medians)\n", res->cpu_loop.median, res->cpu_loop_end.median);
 	fflush(stdout);
 	return 0;
+}
+
+/* ====================================================================
+ * r. Hits rotating over many ranges, against UCX
+ * ==================================================================== */
+
+/*
+ * One BENCH_RANGE-byte range at BENCH_OFFSET of each of BENCH_ROTATE_N
+ * pages (GDRC_MAX_REGIONS's default: what a default context holds),
+ * cached in a fresh context with room for exactly those and in UCX's
+ * rcache beside it, then hit in address order, cycling: far more ranges
+ * than a thread's remembered hits, so that every hit takes the lookup
+ * path, but in an order that repeats, unlike d.'s.  Both are timed in
+ * alternating rounds, as d.'s random-page hits are.
+ */
+static int bench_rotate(const struct bench_opts *o, struct bench_results *res)
+{
+	struct gdrc_config cfg = {
+		.field_mask = GDRC_CONFIG_FIELD_MAX_REGIONS,
+		.max_regions = BENCH_ROTATE_N,
+	};
+	uint64_t iters = BENCH_LOOKUP_ITERS / o->div, m0;
+	struct bench_lookup_arg a = { .n = BENCH_ROTATE_N };
+	size_t len = BENCH_ROTATE_N * BENCH_PAGE;
+	const struct bench_res *g = &res->rotate16k, *u = &res->ucx_rotate16k;
+	bench_loop_fn ucx_fn = NULL;
+	void *ucx_arg = NULL;
+#ifdef GDRC_BENCH_HAVE_UCX
+	struct bench_ucx_lookup_arg ua = { .a = &a };
+#endif
+	uint32_t *order;
+	char *buf;
+	int ret = -1;
+
+	/* bench_random_loop's walk, over the pages in address order. */
+	order = malloc(BENCH_ROTATE_N * sizeof(*order));
+	buf = bench_mmap(len, 0);
+	if (!order || !buf)
+		goto out;
+	for (uint32_t i = 0; i < BENCH_ROTATE_N; i++)
+		order[i] = i;
+	a.order = order;
+	a.buf = buf + BENCH_OFFSET;
+	if (bench_check(gdrc_init(&cfg, &a.ctx), "gdrc_init (rotate)"))
+		goto out;
+	for (uint64_t i = 0; i < BENCH_ROTATE_N; i++)
+		if (bench_prime(a.ctx, a.buf + i * BENCH_PAGE, BENCH_RANGE))
+			goto out;
+#ifdef GDRC_BENCH_HAVE_UCX
+	if (bench_ucx_plain_create(&ua.rc, "gdrc-bench-rotate") ||
+	    bench_ucx_fill(ua.rc, a.buf, BENCH_ROTATE_N, BENCH_RANGE))
+		goto out;
+	ucx_fn = bench_ucx_random_loop;
+	ucx_arg = &ua;
+#endif
+	if (bench_counter(a.ctx, GDRC_STAT_MISSES, &m0) ||
+	    bench_alternate(bench_random_loop, &a, ucx_fn, ucx_arg, iters,
+			    iters / 10, &res->rotate16k, &res->ucx_rotate16k) ||
+	    bench_expect_misses(a.ctx, m0, 0, "rotate, 16384 ranges"))
+		goto out;
+
+	printf("\nr. hits rotating over %lu cached ranges (%d bytes in each "
+	       "of %lu pages, in\naddress order), in alternating rounds with "
+	       "UCX's rcache in the same process\n", BENCH_ROTATE_N,
+	       BENCH_RANGE, BENCH_ROTATE_N);
+	printf("%-37s %10s %10s\n", "ns per get+put unless said", "best",
+	       "median");
+	printf("%-37s %10.2f %10.2f\n", "r. rotate 16384, gdrc", g->best,
+	       g->median);
+	if (u->valid) {
+		printf("%-37s %10.2f %10.2f\n", "r. rotate 16384, ucx", u->best,
+		       u->median);
+		printf("%-37s %10.3f %10.3f\n",
+		       "r. ratio gdrc/ucx, rotate 16384", g->best / u->best,
+		       g->median / u->median);
+	} else {
+		printf("%-37s %10s %10s\n", "r. rotate 16384, ucx", "-", "-");
+		printf("%-37s %10s %10s\n", "r. ratio gdrc/ucx, rotate 16384",
+		       "-", "-");
+	}
+	/* One hot range: a.'s hit against b.'s, when both ran. */
+	if (res->hit.valid && res->ucx_hit.valid)
+		printf("%-37s %10.3f %10.3f\n", "r. hot range ratio (a. / b.)",
+		       res->hit.best / res->ucx_hit.best,
+		       res->hit.median / res->ucx_hit.median);
+	else
+		printf("%-37s %10s %10s\n", "r. hot range ratio (a. / b.)", "-",
+		       "-");
+	fflush(stdout);
+	ret = 0;
+out:
+#ifdef GDRC_BENCH_HAVE_UCX
+	if (ua.rc)
+		ucs_rcache_destroy(ua.rc);
+#endif
+	gdrc_fini(a.ctx);
+	if (buf)
+		munmap(buf, len);
+	free(order);
+	if (ret && !order)
+		fprintf(stderr, "gdrc-bench: out of memory\n");
+	return ret;
 }
 
 /* ====================================================================
@@ -2602,7 +2846,8 @@ static void bench_json_str(FILE *f, const char *s)
 
 static void bench_json_num(FILE *f, double v, int valid)
 {
-	if (valid)
+	/* JSON has no inf or nan (a ratio over a zero). */
+	if (valid && isfinite(v))
 		fprintf(f, "%.3f", v);
 	else
 		fputs("null", f);
@@ -2620,9 +2865,9 @@ static void bench_json_res(FILE *f, const char *key,
 }
 
 /* "key": num/den of the bests, "key_median": of the medians */
-static void bench_gpu_json_ratio(FILE *f, const char *key,
-				 const struct bench_res *num,
-				 const struct bench_res *den, const char *sep)
+static void bench_json_ratio(FILE *f, const char *key,
+			     const struct bench_res *num,
+			     const struct bench_res *den, const char *sep)
 {
 	int valid = num->valid && den->valid;
 
@@ -2652,14 +2897,14 @@ static void bench_gpu_json(FILE *f, const char *key,
 		g->driver);
 	bench_json_res(f, "tag_query_ns", &g->tag_query, sep);
 	bench_json_res(f, "hit_always_ns", &g->hit_always, sep);
-	bench_gpu_json_ratio(f, "ratio_always_vs_tag", &g->hit_always,
-			     &g->tag_query, sep);
+	bench_json_ratio(f, "ratio_always_vs_tag", &g->hit_always,
+			 &g->tag_query, sep);
 	bench_json_res(f, "ratio_always_vs_tag_paired", &g->paired, sep);
 	bench_json_res(f, "ratio_always_get_vs_tag_paired", &g->paired_get,
 		       sep);
 	bench_json_res(f, "hit_hooks_ns", &g->hit_hooks, sep);
-	bench_gpu_json_ratio(f, "ratio_hooks_vs_host_hit", &g->hit_hooks,
-			     &res->hit, sep);
+	bench_json_ratio(f, "ratio_hooks_vs_host_hit", &g->hit_hooks,
+			 &res->hit, sep);
 	if (g->cross_ran) {
 		bench_json_res(f, "cross_tag_query_ns", &g->cross_tag, sep);
 		bench_json_res(f, "cross_hit_always_ns", &g->cross_always,
@@ -2747,10 +2992,8 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 	fputs(",\n  ", f);
 	bench_json_res(f, "ucx_default_hit_ns", &res->ucx_default_hit,
 		       ",\n  ");
-	fputs("\"ratio_hit_vs_ucx_default\": ", f);
-	bench_json_num(f, ucx ? res->hit.best / res->ucx_default_hit.best : 0,
-		       ucx);
-	fputs(",\n  ", f);
+	bench_json_ratio(f, "ratio_hit_vs_ucx_default", &res->hit,
+			 &res->ucx_default_hit, ",\n  ");
 	bench_json_res(f, "mixed_gdrc_first_gdrc_hit_ns", &res->mixed_gdrc[0],
 		       ",\n  ");
 	bench_json_res(f, "mixed_gdrc_first_ucx_hit_ns", &res->mixed_ucx[0],
@@ -2760,7 +3003,13 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 	bench_json_res(f, "mixed_ucx_first_ucx_hit_ns", &res->mixed_ucx[1],
 		       ",\n  ");
 	bench_json_res(f, "miss_ns", &res->miss, ",\n  ");
-	bench_json_res(f, "uncached_ns", &res->uncached, ",\n");
+	bench_json_res(f, "uncached_ns", &res->uncached, ",\n  ");
+	bench_json_res(f, "cpu_loop_ns", &res->cpu_loop, ",\n  ");
+	bench_json_res(f, "cpu_loop_end_ns", &res->cpu_loop_end, ",\n  ");
+	bench_json_res(f, "rotate16k_ns", &res->rotate16k, ",\n  ");
+	bench_json_res(f, "ucx_rotate16k_ns", &res->ucx_rotate16k, ",\n  ");
+	bench_json_ratio(f, "ratio_rotate16k_vs_ucx", &res->rotate16k,
+			 &res->ucx_rotate16k, ",\n");
 	fputs("  \"lookup\": [", f);
 	for (int i = 0; i < res->nlookup; i++) {
 		const struct bench_lookup_res *l = &res->lookup[i];
@@ -2872,8 +3121,9 @@ static void bench_usage(FILE *f)
 		"  --gpu-only   only the host hit (a.) and the GPU section (g.)\n"
 		"  --threads-only  only the host hit (a.) and gdrcache's\n"
 		"               threaded hits (e., no UCX rows)\n"
-		"  --lookup-only   only the host hit (a.) and the lookup\n"
-		"               table (d., with UCX's rows and bytes)\n"
+		"  --lookup-only   only the host hit (a.), UCX's (b., in\n"
+		"               this process only), the lookup table (d.,\n"
+		"               with UCX's rows and bytes) and rotation (r.)\n"
 		"  --ucx-only   only the host hit (a.) and UCX's (b., apart\n"
 		"               and in one process, both orders)\n"
 		"  --json PATH  also write the results as JSON to PATH\n"
@@ -3005,7 +3255,13 @@ int main(int argc, char **argv)
 		goto done;
 	}
 	if (o.lookup_only) {
-		if (bench_lookup(&o, &res))
+#ifdef GDRC_BENCH_HAVE_UCX
+		/* b.'s single-range hit only: r.'s hot range ratio. */
+		if (bench_ucx_create(&rc, &res.machine.ucx_events) ||
+		    bench_ucx_hit(rc, buf, &o, &res))
+			goto out;
+#endif
+		if (bench_lookup(&o, &res) || bench_rotate(&o, &res))
 			goto out;
 		goto done;
 	}
@@ -3020,7 +3276,7 @@ int main(int argc, char **argv)
 	if (o.ucx_only)
 		goto done;
 	if (bench_miss(ctx, &o, &res) || bench_lookup(&o, &res) ||
-	    bench_threads(ctx, rc, buf, &o, &res))
+	    bench_rotate(&o, &res) || bench_threads(ctx, rc, buf, &o, &res))
 		goto out;
 gpu:
 	if (bench_gpu(&o, &res))
