@@ -29,6 +29,9 @@
 #   output: the table, also in build-bench/bench-ucx/summary.txt, beside
 #          each run's run-K.json and run-K.txt (a rejected try's:
 #          run-K-try-T.json and .txt)
+#   GDRC_BENCH=PATH runs that gdrc-bench, built already, instead of
+#          installing the dependencies and building (a machine without
+#          a package registry, such as the GPU machine)
 set -euo pipefail
 
 usage() { # the comment above
@@ -60,13 +63,17 @@ done
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=$top/build-bench
 out=$dir/bench-ucx
-bench=$dir/tests/bench/gdrc-bench
+bench=${GDRC_BENCH:-$dir/tests/bench/gdrc-bench}
 
-bash "$top/scripts/deps.sh"
-if ! cmake -S "$top" -B "$dir" -DCMAKE_BUILD_TYPE=Release >/dev/null ||
-   ! cmake --build "$dir" -j"$(nproc)" --target gdrc-bench >/dev/null; then
-	echo "bench-ucx: the build failed" >&2
-	exit 1
+if [ -z "${GDRC_BENCH:-}" ]; then
+	bash "$top/scripts/deps.sh"
+	if ! cmake -S "$top" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
+		>/dev/null ||
+	   ! cmake --build "$dir" -j"$(nproc)" --target gdrc-bench \
+		>/dev/null; then
+		echo "bench-ucx: the build failed" >&2
+		exit 1
+	fi
 fi
 mkdir -p "$out"
 rm -f "$out"/run-*.json "$out"/run-*.txt "$out/summary.txt"
