@@ -218,15 +218,15 @@ static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
 
 /*
  * The parked table is reviewed every GDRC_PARKED_REVIEW lookups in it
- * (parked_review).  If fewer than an eighth of them hit, it is not
- * earning its keep: it grows, or it is switched off for the next
- * PARKED_OFF gets the four entries do not serve (no lookup in it, no
- * handle made to park).  Without that, a pattern over many more buffers
- * than the table holds (random pages of a hundred thousand
- * registrations) would pay for table lines that keep evicting each other
- * from the CPU's cache.  A table that just grew skips PARKED_FILL
- * reviews: its buffers need about two rounds to fill it (a handle is
- * made on a buffer's second index hit).
+ * (parked_review).  A table that is not earning its keep grows, or is
+ * switched off for the next PARKED_OFF gets the four entries do not
+ * serve (no lookup in it, no handle made to park).  Without that, a
+ * pattern over many more buffers than the table holds (random pages of
+ * a hundred thousand registrations) would pay for table lines that keep
+ * evicting each other from the CPU's cache, and for handles made and
+ * retired.  A table that just grew skips PARKED_FILL reviews: its
+ * buffers need about two rounds to fill it (a handle is made on a
+ * buffer's second index hit).
  */
 #define PARKED_OFF 4096
 #define PARKED_FILL(tab) (3 * (tab)->size / GDRC_PARKED_REVIEW)
@@ -496,12 +496,21 @@ static void parked_grow(struct gdrc_cache *c)
 }
 
 /*
- * The review, every GDRC_PARKED_REVIEW lookups in the parked table.  It acts
- * only when fewer than an eighth of them hit and the table is not still
- * filling after it grew.  Then, if half of the lookups found their slot
- * held for another region, the thread takes more buffers in turn than
- * the table holds, and the table grows eightfold, up to
- * GDRC_TLS_PARKED_MAX; otherwise the next PARKED_OFF gets skip it.
+ * The review, every GDRC_PARKED_REVIEW lookups in the parked table,
+ * unless the table is still filling after it grew.  A table whose
+ * lookups hit three times in four is left alone.  Below that, if an
+ * eighth of the lookups went on to an index hit of a region other than
+ * the one its slot remembers (clashes: the thread takes more buffers in
+ * turn than the table holds), the table grows eightfold, up to
+ * GDRC_TLS_PARKED_MAX; a table that cannot grow is switched off for the
+ * next PARKED_OFF gets, as is one hit less than once in eight.  Why
+ * those bounds (docs/design.md, the parked table; measured on the CPU
+ * machine, random pages over n registrations): a parked hit reads three
+ * lines (entry, handle, region) and an index hit two, so a table pays
+ * only when it serves most gets; one that serves some and clashes on the
+ * rest makes and retires handles for the clashing buffers on top of
+ * their index hits (at 60,000 registrations and the largest table, a
+ * get cost half as much again with the table on as with it off).
  * It never grows under a limit of bytes: a parked handle keeps its
  * registration pinned after an eviction until its thread looks again
  * (an idle thread could hold what another thread's miss needs), so
@@ -509,15 +518,17 @@ static void parked_grow(struct gdrc_cache *c)
  */
 static void parked_review(struct gdrc_cache *c, struct gdrc_tls *t)
 {
+	int clashing = t->parked_clashes >= GDRC_PARKED_REVIEW / 8;
+
 	if (t->parked_fill) {
 		t->parked_fill--;
-	} else if (t->parked_hits < GDRC_PARKED_REVIEW / 8) {
-		if (t->parked_clashes >= GDRC_PARKED_REVIEW / 2 &&
-		    t->parked->size < GDRC_TLS_PARKED_MAX &&
+	} else if (t->parked_hits < GDRC_PARKED_REVIEW * 3 / 4) {
+		if (clashing && t->parked->size < GDRC_TLS_PARKED_MAX &&
 		    c->p.max_bytes == GDRC_LIMIT_NONE &&
 		    c->p.gpu_max_bytes == GDRC_LIMIT_NONE)
 			parked_grow(c);
-		else
+		else if (clashing ||
+			 t->parked_hits < GDRC_PARKED_REVIEW / 8)
 			t->parked_off = PARKED_OFF;
 	}
 	t->parked_looks = 0;
