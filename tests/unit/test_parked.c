@@ -347,23 +347,38 @@ static int miss_next_extra(void)
  * few gets that the fast path does not serve (a large table is looked
  * over a part at a time), then nothing of theirs is pinned.
  */
-static void test_parked_grows(void **state)
+/*
+ * Run run (rounds of gets) on a worker over the first pages pages (each missed once,
+ * then hit hits times in all), invalidate them, and check that more than
+ * pinned of them stay pinned by the worker's parked handles (the table
+ * grew to hold them) until its next EXTRA gets, which let go of them.
+ * @return the worker, still running.
+ */
+static pthread_t grown_then_let_go(int (*run)(void), int pages,
+				   uint64_t hits, uint64_t pinned)
 {
 	pthread_t t;
 
-	(void)state;
 	next_extra = 0;
 	assert_int_equal(pthread_create(&t, NULL, job_worker, NULL), 0);
-	assert_int_equal(on_worker(big_rounds), 0);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), BIG);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), 9 * BIG);
-	assert_int_equal(gdrc_invalidate(ctx, buf, BIG * PAGE), GDRC_OK);
+	assert_int_equal(on_worker(run), 0);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), pages);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), hits);
+	assert_int_equal(gdrc_invalidate(ctx, buf, pages * PAGE), GDRC_OK);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_REGIONS), 0);
-	assert_true(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES) > BIG / 2 * PAGE);
+	assert_true(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES) > pinned * PAGE);
 	for (int i = 0; i < EXTRA; i++)
 		assert_int_equal(on_worker(miss_next_extra), 0);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), EXTRA * PAGE);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), BIG);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), pages);
+	return t;
+}
+
+static void test_parked_grows(void **state)
+{
+	pthread_t t = grown_then_let_go(big_rounds, BIG, 9 * BIG, BIG / 2);
+
+	(void)state;
 	worker_stop(t);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), EXTRA * PAGE);
 }
@@ -382,20 +397,10 @@ static void test_parked_grows(void **state)
  */
 static void test_parked_grows_when_clashing(void **state)
 {
-	pthread_t t;
+	pthread_t t = grown_then_let_go(some_random_rounds, SOME,
+					(RANDOM_ROUNDS - 1) * SOME, 200);
 
 	(void)state;
-	next_extra = 0;
-	assert_int_equal(pthread_create(&t, NULL, job_worker, NULL), 0);
-	assert_int_equal(on_worker(some_random_rounds), 0);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), SOME);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS),
-			 (RANDOM_ROUNDS - 1) * SOME);
-	assert_int_equal(gdrc_invalidate(ctx, buf, SOME * PAGE), GDRC_OK);
-	assert_true(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES) > 200 * PAGE);
-	for (int i = 0; i < EXTRA; i++)
-		assert_int_equal(on_worker(miss_next_extra), 0);
-	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PINNED_BYTES), EXTRA * PAGE);
 	worker_stop(t);
 }
 
