@@ -402,8 +402,10 @@ gdrc_tls_holds(const struct gdrc_tls_entry *e, const struct gdrc_cache *c,
 /*
  * This thread's entry of c for handle mr, or NULL.  Tried in the order a
  * put most likely finds it: the entry the last fast get served (a put or
- * reget follows its get), then the other three, then the parked entry
- * the last parked hit served.
+ * reget follows its get), then the parked entry the last parked hit
+ * served (the get before a put that the first misses was most often a
+ * parked hit: buffers taken in turn, more than four), then the other
+ * three.
  */
 static inline __attribute__((always_inline)) struct gdrc_tls_entry *
 gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
@@ -413,12 +415,12 @@ gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
 
 	if (gdrc_likely(gdrc_tls_holds(e, c, mr)))
 		return e;
-	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
-		if (gdrc_tls_holds(&t->e[i], c, mr))
-			return &t->e[i];
 	e = t->parked_last; /* NULL, or in this thread's parked table */
 	if (e && gdrc_tls_holds(e, c, mr))
 		return e;
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		if (gdrc_tls_holds(&t->e[i], c, mr))
+			return &t->e[i];
 	return NULL;
 }
 
