@@ -154,10 +154,15 @@ def run(torch, gds, f, path):
                 return 1
     print("saved: %d tensors, %d bytes, the file checked" %
           (len(src), sum(t.nbytes for t in src)))
+    # zero_() is a kernel on PyTorch's stream, and cuFile's copy into
+    # the buffer (compatibility mode) is not ordered after it: wait for
+    # it, or a quick registration (the cache's, under the preload) lets
+    # the zeroing land after the data.
     for i, (t, off) in enumerate(zip(src, offs)):
         dst = torch.empty_like(t)
         for _ in range(2):
             dst.zero_()
+            torch.cuda.synchronize()
             f.load_storage(dst.untyped_storage(), offset=off)
             if not torch.equal(dst, t):
                 print("load_storage: tensor %d differs" % i)
@@ -170,6 +175,7 @@ def run(torch, gds, f, path):
     for rnd in range(2):
         for i, (t, dst, off) in enumerate(zip(src, dsts, offs)):
             dst.zero_()
+            torch.cuda.synchronize()
             s = dst.untyped_storage()
             gds.gds_register_buffer(s)
             f.load_storage(s, offset=off)
@@ -209,6 +215,7 @@ def run(torch, gds, f, path):
                   str(e).splitlines()[0])
             registered = False
         again.zero_()
+        torch.cuda.synchronize()
         f.load_storage(again.untyped_storage(), offset=offs[0])
         want = src[0]
         if not torch.equal(again[:want.numel()], want):
