@@ -397,8 +397,9 @@ GDRC_API gdrc_status_t gdrc_source_status(struct gdrc_ctx *ctx,
  *         GDRC_ERR_KMOD if gdrcache.ko refused to pin GPU memory (the kmod
  *         backend) for another reason than running out;
  *         GDRC_ERR_BUSY if the range was unmapped, freed or invalidated
- *         while it was being registered, three times in a row (nothing
- *         is cached; the caller may try again);
+ *         while it was being registered, three times in a row, or once
+ *         while a registration of it failed (nothing is cached; the
+ *         caller may try again);
  *         GDRC_ERR_NO_DEVICE on a miss after the context's ring was torn
  *         down (io_uring_queue_exit; its fd closed or naming another
  *         file);

@@ -554,7 +554,22 @@ again:
 	c->reserved_bytes -= plan.reg_end - plan.reg_start;
 	gdrc_dev_reserve(c, req->device, plan.reg_end - plan.reg_start, -1);
 	if (status) {
+		int freed = inflight.stale;
+
 		gdrc_cache_unlock_release(c, &d);
+		/* The range was unmapped or freed while the backend looked
+		 * at it (drain marked it): its failure is the memory going
+		 * (libcufile: CU_FILE_CUDA_POINTER_INVALID), not the
+		 * backend's.  Trying again with this request would register
+		 * what the caller classified before the free: busy, as a
+		 * registration that succeeded over a free would end after
+		 * its retries (below). */
+		if (freed) {
+			gdrc_debug("%#lx+%lu went while it was being registered",
+				   (unsigned long)plan.start,
+				   (unsigned long)(plan.end - plan.start));
+			return GDRC_ERR_BUSY;
+		}
 		/* A registration widened over cached neighbours spans pages
 		 * the caller did not ask for, and one of them may have been
 		 * unmapped meanwhile (ibv_reg_mr, io_uring: EFAULT), or it

@@ -11,7 +11,14 @@
  * A fast path that read the queue's pending flag or the region's word
  * before asking host_ok served the old registration in both (the order
  * bug that test_threads caught under ASan about once in 200 runs).
- * Drives the cache layer directly, with the none backend.
+ * And the miss path's: a registration that fails while an unmap of its
+ * range is queued answers GDRC_ERR_BUSY (the memory went: trying again
+ * with what the caller classified before would register the wrong
+ * thing), another failure the backend's own status; nothing is cached
+ * either way (test_cufile_free_race met the first with libcufile's
+ * CU_FILE_CUDA_POINTER_INVALID once under ASan).
+ * Drives the cache layer directly, with the none backend and one that
+ * fails.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -148,6 +155,60 @@ static void test_fastpath_event_drained_while_looking_goes_slow(void **state)
 	assert_true(register_range() > id);
 }
 
+/* A backend whose registration fails; with unmap_meanwhile, after an
+ * unmap of the range was queued (another thread's munmap while the
+ * backend looked at the pages). */
+static int unmap_meanwhile;
+
+static gdrc_status_t failing_reg(void *be, struct gdrc_pin_reg *reg)
+{
+	(void)be;
+	if (unmap_meanwhile)
+		gdrc_cache_post_event(cache, reg->addr, reg->addr + reg->length,
+				      GDRC_INVQ_HOST);
+	return GDRC_ERR_VERBS;
+}
+
+static void failing_dereg(void *be, struct gdrc_pin_reg *reg)
+{
+	(void)be;
+	(void)reg;
+	fail_msg("dereg of a registration that never succeeded");
+}
+
+static const struct gdrc_pin_ops failing_ops = {
+	.name = "failing",
+	.backend = GDRC_BACKEND_NONE,
+	.reg = failing_reg,
+	.dereg = failing_dereg,
+};
+
+static void test_miss_failed_while_unmapped_is_busy(void **state)
+{
+	struct gdrc_mr *mr = (struct gdrc_mr *)0x1;
+	uint64_t v[GDRC_STAT_COUNT];
+
+	(void)state;
+	cache = cache_layer_new(&failing_ops, 1);
+	assert_non_null(cache);
+	unmap_meanwhile = 1;
+	assert_int_equal(cache_layer_get_host(cache, RANGE_START, RANGE_END,
+					      &mr),
+			 GDRC_ERR_BUSY);
+	unmap_meanwhile = 0;
+	assert_int_equal(cache_layer_get_host(cache, RANGE_START, RANGE_END,
+					      &mr),
+			 GDRC_ERR_VERBS);
+	assert_ptr_equal(mr, (struct gdrc_mr *)0x1);
+	gdrc_cache_stats(cache, v);
+	assert_int_equal(v[GDRC_STAT_REGIONS], 0);
+	assert_int_equal(v[GDRC_STAT_PINNED_BYTES], 0);
+	assert_int_equal(v[GDRC_STAT_REG_FAILURES], 2);
+	gdrc_cache_cleanup(cache);
+	free(cache);
+	cache = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -160,6 +221,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_fastpath_event_drained_while_looking_goes_slow,
 			setup, teardown),
+		cmocka_unit_test(test_miss_failed_while_unmapped_is_busy),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
