@@ -15,11 +15,12 @@
  *   region's own.
  *
  *   A get tries, in order: the fast path (hit.h: this thread's
- *   remembered and parked handles, no lock, no atomic read-modify-write), the index
- *   path (lookup.c: read lock), the miss path (miss.c: write lock,
- *   dropped around the registration).  Frees reach the cache as queued
- *   events that the next miss drains before it looks anything up
- *   (inval.c); a GPU hit also asks the driver (BUFFER_ID tags).
+ *   remembered and parked handles, no lock, no atomic
+ *   read-modify-write), the index path (lookup.c: read lock), the miss
+ *   path (miss.c: write lock, dropped around the registration).  Frees
+ *   reach the cache as queued events that the next miss drains before
+ *   it looks anything up (inval.c); a GPU hit also asks the driver
+ *   (BUFFER_ID tags).
  *
  * Who calls whom, one way (each file's opening comment says more):
  *

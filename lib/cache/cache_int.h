@@ -288,7 +288,7 @@ struct gdrc_cover_arg {
 struct gdrc_region *gdrc_find_cover(struct gdrc_cache *c, uintptr_t start,
 				    uintptr_t end,
 				    const struct gdrc_cover_arg *a);
-void gdrc_hit(struct gdrc_cache *c, struct gdrc_region *r, uint64_t hold);
+void gdrc_hit(struct gdrc_region *r, uint64_t hold);
 struct gdrc_mr *gdrc_hit_done(struct gdrc_cache *c, struct gdrc_region *r,
 			      uint64_t hold);
 

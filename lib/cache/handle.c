@@ -509,8 +509,9 @@ static void parked_grow(struct gdrc_cache *c)
  * lines (entry, handle, region) and an index hit two, so a table pays
  * only when it serves most gets; one that serves some and clashes on the
  * rest makes and retires handles for the clashing buffers on top of
- * their index hits (at 60,000 registrations and the largest table, a
- * get cost half as much again with the table on as with it off).
+ * their index hits (random pages over 10,000 registrations: 39-47 ns a
+ * get with the 8,192-entry table that served about two thirds, 26-32
+ * with the grown one that serves all).
  * It never grows under a limit of bytes: a parked handle keeps its
  * registration pinned after an eviction until its thread looks again
  * (an idle thread could hold what another thread's miss needs), so

@@ -54,9 +54,8 @@ struct gdrc_region *gdrc_find_cover(struct gdrc_cache *c, uintptr_t start,
  * (a pin or a direct reference: gdrc_hold_for), and mark it used as a
  * fast hit does.
  */
-void gdrc_hit(struct gdrc_cache *c, struct gdrc_region *r, uint64_t hold)
+void gdrc_hit(struct gdrc_region *r, uint64_t hold)
 {
-	(void)c;
 	atomic_fetch_add_explicit(&r->word, hold, memory_order_acquire);
 	gdrc_region_used(r);
 }
@@ -121,7 +120,7 @@ static int index_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		r = gdrc_find_cover(c, start, end, &a);
 		if (r) {
 			hold = hold_of(c, r, start);
-			gdrc_hit(c, r, hold);
+			gdrc_hit(r, hold);
 		}
 		gdrc_cache_unlock(c);
 	}

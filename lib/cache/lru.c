@@ -74,6 +74,13 @@ static int region_claim_unused(struct gdrc_region *r)
 	return 0;
 }
 
+/* Is pool object r a cached region (on the clock) of device (or any,
+ * GDRC_DEVICE_ALL)? */
+static int on_clock(const struct gdrc_region *r, int device)
+{
+	return r->listed && (device == GDRC_DEVICE_ALL || r->device == device);
+}
+
 /*
  * The hand's next victim of device (or any, GDRC_DEVICE_ALL): a listed
  * region of it that is unused (its used byte clear, else cleared and
@@ -92,8 +99,7 @@ static struct gdrc_region *lru_claim_victim(struct gdrc_cache *c, int device)
 
 		if (!r)
 			return NULL;
-		if (!r->listed ||
-		    (device != GDRC_DEVICE_ALL && r->device != device))
+		if (!on_clock(r, device))
 			continue;
 		if (atomic_load_explicit(&r->used, memory_order_relaxed)) {
 			atomic_store_explicit(&r->used, 0,
@@ -272,9 +278,7 @@ unsigned gdrc_evict_all_unused(struct gdrc_cache *c, int device,
 
 		if (!r)
 			break;
-		if (!r->listed ||
-		    (device != GDRC_DEVICE_ALL && r->device != device) ||
-		    !region_claim_unused(r))
+		if (!on_clock(r, device) || !region_claim_unused(r))
 			continue;
 		evict_one(c, r, d);
 		n++;

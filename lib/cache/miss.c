@@ -483,7 +483,7 @@ static int serve_cover(struct gdrc_cache *c, const struct gdrc_cache_req *req,
 	if (!found)
 		return 0;
 	hold = gdrc_hold_for(c, found, req->start);
-	gdrc_hit(c, found, hold);
+	gdrc_hit(found, hold);
 	gdrc_cache_unlock_release(c, d);
 	*mr_p = gdrc_hit_done(c, found, hold);
 	return 1;

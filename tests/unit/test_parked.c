@@ -348,8 +348,9 @@ static int miss_next_extra(void)
  * over a part at a time), then nothing of theirs is pinned.
  */
 /*
- * Run run (rounds of gets) on a worker over the first pages pages (each missed once,
- * then hit hits times in all), invalidate them, and check that more than
+ * Run run (rounds of gets) on a worker over the first pages pages (each
+ * missed once, then hit hits times in all), invalidate them, and check
+ * that more than
  * pinned of them stay pinned by the worker's parked handles (the table
  * grew to hold them) until its next EXTRA gets, which let go of them.
  * @return the worker, still running.
