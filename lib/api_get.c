@@ -312,6 +312,7 @@ static void put_misuse(const struct gdrc_mr *mr, int fault)
 		gdrc_api_misuse("gdrc_mr_put",
 				"handle %p (registration %llu) %s",
 				(const void *)mr,
-				(unsigned long long)gdrc_mr_region(mr)->id,
+				(unsigned long long)gdrc_region_cold(
+					gdrc_mr_region(mr))->id,
 				what[fault]);
 }

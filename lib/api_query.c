@@ -56,18 +56,20 @@ GDRC_API gdrc_status_t gdrc_mr_query(const struct gdrc_mr *mr,
 	w = atomic_load_explicit(&((struct gdrc_region *)r)->word,
 				 memory_order_acquire);
 	memset(info_p, 0, sizeof(*info_p));
-	info_p->id = r->id;
+	info_p->id = gdrc_region_cold(r)->id;
 	info_p->addr = gdrc_region_reg_start(r);
 	info_p->length = gdrc_region_reg_len(r);
 	info_p->key_addr = r->start;
 	info_p->key_length = r->end - r->start;
 	info_p->kind = r->kind;
-	info_p->buffer_id = r->buffer_id;
-	info_p->flags = r->info_flags;
+	info_p->buffer_id = gdrc_region_ext(r)->buffer_id;
+	info_p->flags = gdrc_region_ext(r)->info_flags |
+			(r->kern ? GDRC_MR_INFO_KMOD : 0) |
+			(r->tag_check ? GDRC_MR_INFO_TAG_CHECKED : 0);
 	info_p->mem_type = r->mem_type;
 	info_p->backend = gdrc_cache_ops_for(r->cache, r->mem_type,
 						    NULL)->backend;
-	info_p->device = r->device;
+	info_p->device = gdrc_region_ext(r)->device;
 	info_p->access = r->access;
 	info_p->lkey = r->lkey;
 	info_p->rkey = r->rkey;
@@ -112,7 +114,7 @@ GDRC_API gdrc_status_t gdrc_ptr_query(struct gdrc_ctx *pub, const void *ptr,
 		memset(info_p, 0, sizeof(*info_p));
 		info_p->mem_type = r->mem_type;
 		info_p->kind = r->kind;
-		info_p->device = r->device;
+		info_p->device = gdrc_region_ext(r)->device;
 		info_p->flags = GDRC_PTR_INFO_CACHED;
 		info_p->buffer_id = seg.buffer_id;
 		info_p->alloc_base = seg.start;

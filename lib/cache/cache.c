@@ -271,7 +271,7 @@ void gdrc_cache_stats(struct gdrc_cache *c, uint64_t *values)
  * allocation range, which holds the key. */
 static int check_segments(const struct gdrc_region *r)
 {
-	const struct gdrc_region_ext *x = r->ext;
+	const struct gdrc_region_ext *x = gdrc_region_ext(r);
 
 	if (r->mem_type != GDRC_MEM_CUDA)
 		return 0;
@@ -279,7 +279,7 @@ static int check_segments(const struct gdrc_region *r)
 	    (x->nseg > 1) != !!x->segs ||
 	    (r->tag_check >= REGION_TAG_SEGS) != (r->tag_check && x->segs) ||
 	    r->start < x->alloc_start || r->end > x->alloc_end ||
-	    r->kmore_any != !!x->kmore)
+	    r->kern != (x->kslot >= 0) || (x->kmore && !r->kern))
 		return -1;
 	for (unsigned i = 0; i < x->nseg; i++) {
 		struct gdrc_seg g = gdrc_region_seg(r, i);
@@ -290,16 +290,15 @@ static int check_segments(const struct gdrc_region *r)
 			return -1;
 	}
 	if (gdrc_region_seg(r, x->nseg - 1).end != x->alloc_end ||
-	    gdrc_region_seg(r, 0).buffer_id != r->buffer_id)
+	    gdrc_region_seg(r, 0).buffer_id != x->buffer_id)
 		return -1;
 	return 0;
 }
 
-/* gdrc_cache_check's look at a pool object: a cached GPU region's
- * segments. */
-static void check_segments_fn(void *obj, void *arg)
+/* gdrc_cache_check's look at a region of the arena: a cached GPU
+ * region's segments. */
+static void check_segments_fn(struct gdrc_region *r, void *arg)
 {
-	const struct gdrc_region *r = obj;
 	int *ret = arg;
 
 	if (r->listed && check_segments(r))
@@ -320,7 +319,7 @@ int gdrc_cache_check(struct gdrc_cache *c)
 		ret = gdrc_lru_check(c);
 	if (!ret) {
 		gdrc_slab_lock(c);
-		gdrc_pool_each(&c->regions, check_segments_fn, &ret);
+		gdrc_arena_each(&c->regions, check_segments_fn, &ret);
 		gdrc_slab_unlock(c);
 	}
 	return ret;
@@ -346,12 +345,6 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 	gdrc_invq_init(&c->invq);
 	if (gdrc_index_init(c))
 		return GDRC_ERR_NO_MEMORY;
-	c->regions = (struct gdrc_pool){
-		.size = 2 * GDRC_CACHELINE, /* not sizeof: see pair_line */
-		.link = offsetof(struct gdrc_region, free_next),
-		.init = gdrc_region_init_free,
-		.paired = 1,
-	};
 	c->handles = (struct gdrc_pool){
 		.size = sizeof(struct gdrc_handle),
 		.link = offsetof(struct gdrc_handle, free_next),
@@ -365,11 +358,12 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 		gdrc_index_cleanup(c);
 		return GDRC_ERR_NO_MEMORY;
 	}
-	/* The first chunk of each pool now, so that the first miss costs
-	 * what later ones do (it cost twenty: a chunk's allocation and the
-	 * first touch of its pages). */
+	/* The arena, and the handle pool's first chunk, now, so that the
+	 * first miss costs what later ones do (it cost twenty: a chunk's
+	 * allocation and the first touch of its pages). */
 	status = GDRC_ERR_NO_MEMORY;
-	if (gdrc_pool_grow(c, &c->regions) || gdrc_pool_grow(c, &c->handles))
+	if (gdrc_arena_init(&c->regions, params->max_regions) ||
+	    gdrc_pool_grow(c, &c->handles))
 		goto err;
 	c->registry_slot = -1;
 	pthread_mutex_lock(&cache_registry_lock);
@@ -387,7 +381,7 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 	return GDRC_OK;
 
 err:
-	gdrc_pool_free_chunks(&c->regions);
+	gdrc_arena_destroy(&c->regions);
 	gdrc_pool_free_chunks(&c->handles);
 	gdrc_index_cleanup(c);
 	pthread_mutex_destroy(&c->slab_lock);
@@ -403,16 +397,16 @@ static void registry_del(struct gdrc_cache *c)
 	pthread_mutex_unlock(&cache_registry_lock);
 }
 
-static void free_exts(void *obj, void *arg)
+static void free_exts(struct gdrc_region *r, void *arg)
 {
 	(void)arg;
-	gdrc_region_ext_free(obj);
+	gdrc_region_ext_free(r);
 }
 
 static void free_chunks(struct gdrc_cache *c)
 {
-	gdrc_pool_each(&c->regions, free_exts, NULL);
-	gdrc_pool_free_chunks(&c->regions);
+	gdrc_arena_each(&c->regions, free_exts, NULL);
+	gdrc_arena_destroy(&c->regions);
 	gdrc_pool_free_chunks(&c->handles);
 	gdrc_index_cleanup(c);
 }
@@ -423,9 +417,8 @@ struct cleanup {
 };
 
 /* Release a region not yet released, counting those still in use. */
-static void cleanup_one(void *obj, void *arg)
+static void cleanup_one(struct gdrc_region *r, void *arg)
 {
-	struct gdrc_region *r = obj;
 	struct cleanup *cl = arg;
 	uint64_t w = atomic_load(&r->word);
 
@@ -442,7 +435,7 @@ void gdrc_cache_cleanup(struct gdrc_cache *c)
 	unsigned held;
 
 	registry_del(c);
-	gdrc_pool_each(&c->regions, cleanup_one, &cl);
+	gdrc_arena_each(&c->regions, cleanup_one, &cl);
 	held = cl.held;
 	if (held)
 		gdrc_warn("%u registrations still held at fini; released",

@@ -157,7 +157,7 @@ struct gdrc_cache_params {
 	int check;                     /* invariant checks after changes */
 	/* Tag check of a GPU hit (regions with tag_check): r's allocation
 	 * is still there while tag_query(&tag, tag_what, r->start) returns
-	 * 0 with tag == r->buffer_id.  The signature is the driver's
+	 * 0 with tag == the region's buffer_id.  The signature is the driver's
 	 * cuPointerGetAttribute, so a validated hit makes exactly one call
 	 * and no wrapper's (the issue's 1.15x budget is a few ns).  Called
 	 * without any cache lock. */
@@ -241,8 +241,9 @@ struct gdrc_cache {
 	const void *lock_writer;       /* debug builds: &gdrc_tls_cur of the
 					* thread holding lock for writing */
 	struct gdrc_index ix;          /* cached regions (index.c) */
-	struct gdrc_pool_pos hand;     /* the clock hand: the next region
-					* the evictor looks at (lru.c) */
+	uint32_t hand;                 /* the clock hand: the arena index
+					* of the next region the evictor
+					* looks at (lru.c) */
 	uint64_t nregions;             /* in the index */
 	_Atomic uint64_t removals;     /* regions removed, ever: a thread's
 					* parked handles need a look when it
@@ -275,10 +276,19 @@ struct gdrc_cache {
 	pthread_mutex_t slab_lock;
 	/* Under slab_lock: */
 	const void *slab_owner;        /* debug builds: its holder */
-	struct gdrc_pool regions;      /* struct gdrc_region */
+	struct gdrc_arena regions;     /* struct gdrc_region (arena.c) */
 	struct gdrc_pool handles;      /* struct gdrc_handle */
 	int registry_slot;             /* in the cache registry, or -1 */
 };
+
+/* r's cold record. */
+static inline struct gdrc_region_cold *
+gdrc_region_cold(const struct gdrc_region *r)
+{
+	const struct gdrc_arena *a = &r->cache->regions;
+
+	return &a->cold[r - a->hits];
+}
 
 /* Caches alive at once in the process (the registry's size). */
 #define GDRC_CACHES_MAX 64

@@ -122,22 +122,55 @@ void gdrc_pool_put_locked(struct gdrc_cache *c, struct gdrc_pool *pool,
 void gdrc_pool_each(struct gdrc_pool *pool, void (*fn)(void *obj, void *arg),
 		    void *arg);
 void gdrc_pool_free_chunks(struct gdrc_pool *pool);
-/* Objects a pool has handed out so far, free ones included (takes
- * slab_lock). */
-size_t gdrc_pool_count(struct gdrc_cache *c, struct gdrc_pool *pool);
-/* The object at pos, pos moved to the next one, round the pool's
- * handed-out objects in chunk order and back to the first; NULL if it
- * has none.  Each object is one the pool handed out at some time (free,
- * or in use: the caller tells which by its fields, under its own lock).
- * Takes slab_lock at a chunk's end. */
-void *gdrc_pool_walk(struct gdrc_cache *c, struct gdrc_pool *pool,
-		     struct gdrc_pool_pos *pos);
 void gdrc_slab_lock(struct gdrc_cache *c);
 void gdrc_slab_unlock(struct gdrc_cache *c);
 
+/* ---- arena.c ---- */
+
+/* Reserve room for a cache of at most max_regions cached registrations
+ * (arena.c says how many may be alive).  @return 0, or -1 no memory. */
+int gdrc_arena_init(struct gdrc_arena *a, uint64_t max_regions);
+void gdrc_arena_destroy(struct gdrc_arena *a);
+/* A free region (the one freed longest ago) or a fresh one (zero but
+ * for gdrc_region_init_free's fields); NULL when the arena is full or
+ * out of memory.  Takes slab_lock. */
+struct gdrc_region *gdrc_arena_get(struct gdrc_cache *c);
+/* Under slab_lock: give r back, last in line for reuse. */
+void gdrc_arena_put_locked(struct gdrc_cache *c, struct gdrc_region *r);
+/* fn(r, arg) for every region ever handed out (in use or freed). */
+void gdrc_arena_each(struct gdrc_arena *a,
+		     void (*fn)(struct gdrc_region *r, void *arg), void *arg);
+
+/* Regions handed out so far, free ones included: the clock hand goes
+ * round [0, this). */
+static inline uint32_t gdrc_arena_made(const struct gdrc_arena *a)
+{
+	return atomic_load_explicit(&a->made, memory_order_acquire);
+}
+
+/* The region at arena index i. */
+static inline struct gdrc_region *gdrc_arena_at(const struct gdrc_arena *a,
+					       uint32_t i)
+{
+	return &a->hits[i];
+}
+
+/* A list link naming r (or none), and the region a link names. */
+static inline uint32_t gdrc_region_link_to(const struct gdrc_cache *c,
+					   const struct gdrc_region *r)
+{
+	return r ? (uint32_t)(r - c->regions.hits) + 1 : 0;
+}
+
+static inline struct gdrc_region *
+gdrc_region_linked(const struct gdrc_cache *c, uint32_t link)
+{
+	return link ? &c->regions.hits[link - 1] : NULL;
+}
+
 /* ---- region.c ---- */
 
-void gdrc_region_init_free(void *obj);
+void gdrc_region_init_free(struct gdrc_region *r);
 struct gdrc_region *gdrc_region_alloc(struct gdrc_cache *c);
 void gdrc_region_free(struct gdrc_cache *c, struct gdrc_region *r);
 void gdrc_region_ext_free(struct gdrc_region *r);

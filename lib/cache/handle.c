@@ -566,8 +566,9 @@ static struct gdrc_handle *handle_reuse(struct gdrc_region *r)
 {
 	struct gdrc_handle *h;
 
-	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
-	     h = h->next) {
+	for (h = atomic_load_explicit(&gdrc_region_ext(r)->handles,
+				      memory_order_acquire);
+	     h; h = h->next) {
 		int expect = HANDLE_RELEASED;
 
 		if (atomic_compare_exchange_strong_explicit(
@@ -581,6 +582,38 @@ static struct gdrc_handle *handle_reuse(struct gdrc_region *r)
 static struct gdrc_handle *handle_alloc(struct gdrc_cache *c)
 {
 	return gdrc_pool_get(c, &c->handles);
+}
+
+/*
+ * The ext r's handles hang on: its own.  A plain host registration has
+ * none until a thread makes the first handle on it (most are got once
+ * or by one thread in turn, and a million of them save 8 bytes each):
+ * then a copy of the shared one, with the key as its registered range,
+ * replaces it, once, by compare-and-swap.  Readers that loaded the
+ * shared one read the same values there.  @return NULL: no memory.
+ */
+static struct gdrc_region_ext *ext_for_handles(struct gdrc_region *r)
+{
+	struct gdrc_region_ext *x = atomic_load_explicit(&r->ext,
+							 memory_order_acquire);
+	struct gdrc_region_ext *none =
+		(struct gdrc_region_ext *)&gdrc_region_ext_none;
+	struct gdrc_region_ext *own;
+
+	if (x != none)
+		return x;
+	own = malloc(sizeof(*own));
+	if (!own)
+		return NULL;
+	*own = gdrc_region_ext_none;
+	own->reg_start = r->start;
+	own->reg_end = r->end;
+	if (atomic_compare_exchange_strong_explicit(&r->ext, &x, own,
+						    memory_order_acq_rel,
+						    memory_order_acquire))
+		return own;
+	free(own); /* another thread's came first: x is it */
+	return x;
 }
 
 /* Hand out r's own mr: the caller's direct reference is the get. */
@@ -622,16 +655,18 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 	}
 	h = handle_reuse(r);
 	if (!h) {
-		h = handle_alloc(c);
+		struct gdrc_region_ext *x = ext_for_handles(r);
+
+		h = x ? handle_alloc(c) : NULL;
 		if (!h)
 			goto direct;
 		h->pub.r = r;
 		h->pub.magic = GDRC_MR_MAGIC;
 		atomic_init(&h->state, HANDLE_CLAIMED);
-		h->next = atomic_load_explicit(&r->handles,
+		h->next = atomic_load_explicit(&x->handles,
 					       memory_order_relaxed);
 		while (!atomic_compare_exchange_weak_explicit(
-			&r->handles, &h->next, h, memory_order_release,
+			&x->handles, &h->next, h, memory_order_release,
 			memory_order_relaxed))
 			;
 	}
@@ -725,8 +760,9 @@ int gdrc_handles_busy(struct gdrc_region *r)
 {
 	struct gdrc_handle *h;
 
-	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
-	     h = h->next) {
+	for (h = atomic_load_explicit(&gdrc_region_ext(r)->handles,
+				      memory_order_acquire);
+	     h; h = h->next) {
 		uint64_t remote;
 
 		if (atomic_load_explicit(&h->state, memory_order_acquire) !=

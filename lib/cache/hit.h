@@ -186,7 +186,7 @@ gdrc_cache_reget(struct gdrc_cache *c, const struct gdrc_mr *mr,
 	if (!e || start < e->start || end > e->end || (access & ~e->access))
 		return 0;
 	r = e->r;
-	if (gdrc_unlikely(r->tag_check || r->kslot >= 0))
+	if (gdrc_unlikely(r->tag_check || r->kern))
 		return gdrc_cache_reget_checked(c, r, t, start, end, host_ok);
 	/* gdrc_cache_hit_ok's order, and its proof. */
 	if (!host_ok() || !gdrc_region_live(c, r))
@@ -249,7 +249,7 @@ static inline int gdrc_region_tag_ok(const struct gdrc_cache *c,
 	unsigned long long tag = 0;
 
 	return c->p.tag_query(&tag, c->p.tag_what, r->start) == 0 &&
-	       tag == r->buffer_id;
+	       tag == gdrc_region_ext(r)->buffer_id;
 }
 
 /* Did the kernel see any of r's further GPU pins (kpins) revoked? */
@@ -258,13 +258,18 @@ int gdrc_cache_kmore_stale(const struct gdrc_cache *c,
 
 /* Did the kernel see r's memory go?  One word per pin: a registration
  * over several VMM mappings holds one pin per mapping (nvidia_p2p pins
- * one allocation), and any of them revoked ends it. */
+ * one allocation), and any of them revoked ends it.  The words are in
+ * r's ext: a region the kernel channel tells about has one. */
 static inline int gdrc_region_kstale(const struct gdrc_cache *c,
 				     const struct gdrc_region *r)
 {
-	return r->kslot >= 0 &&
-	       (c->p.kgen[r->kslot] ||
-		(gdrc_unlikely(r->kmore_any) && gdrc_cache_kmore_stale(c, r)));
+	const struct gdrc_region_ext *x;
+
+	if (!r->kern)
+		return 0;
+	x = gdrc_region_ext(r);
+	return c->p.kgen[x->kslot] ||
+	       (gdrc_unlikely(x->kmore) && gdrc_cache_kmore_stale(c, r));
 }
 
 /* Do the segments of r (REGION_TAG_MANY) that [start, end) touches
@@ -300,7 +305,7 @@ static inline int gdrc_region_segs_walk(const struct gdrc_cache *c,
 					const struct gdrc_region *r,
 					uintptr_t start, uintptr_t end)
 {
-	const struct gdrc_seg *g = r->ext->segs;
+	const struct gdrc_seg *g = gdrc_region_ext(r)->segs;
 
 	while (g->end <= start)
 		g++;

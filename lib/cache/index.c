@@ -402,7 +402,7 @@ static void level_count(struct gdrc_index *ix, int level, unsigned span,
 /* The ext of a wide region, whose node the index owns. */
 static struct gdrc_region_ext *wide_ext(struct gdrc_region *r)
 {
-	return (struct gdrc_region_ext *)r->ext;
+	return atomic_load_explicit(&r->ext, memory_order_relaxed);
 }
 
 int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,

@@ -33,7 +33,7 @@
 void gdrc_collect_push(struct gdrc_collect *col, struct gdrc_region *r)
 {
 	gdrc_lru_unlist(r->cache, r);
-	r->link = col->list;
+	r->link = gdrc_region_link_to(r->cache, col->list);
 	col->list = r;
 }
 
@@ -46,7 +46,8 @@ int gdrc_collect_fn(struct gdrc_region *r, void *arg)
 	     (r->access & ~col->access) || !gdrc_same_memory(r, col->req)))
 		return 0;
 	if (col->alloc_match &&
-	    !(r->ext->alloc_start < col->end && r->ext->alloc_end > col->start))
+	    !(gdrc_region_ext(r)->alloc_start < col->end &&
+	      gdrc_region_ext(r)->alloc_end > col->start))
 		return 0;
 	gdrc_collect_push(col, r);
 	return 0;
@@ -59,7 +60,7 @@ unsigned gdrc_remove_collected(struct gdrc_cache *c, struct gdrc_collect *col,
 	unsigned n = 0;
 
 	for (r = col->list; r; r = next) {
-		next = r->link;
+		next = gdrc_region_linked(c, r->link);
 		gdrc_region_take_out(c, r, ghost, d);
 		n++;
 	}

@@ -5,8 +5,8 @@
  * Replacement is CLOCK (second chance), not exact LRU.  Every hit, fast
  * or through the index, sets its region's used byte (gdrc_region_used,
  * hit.h: a store only when it was clear, so that hits on a region write
- * nothing once it is marked).  The clock hand goes round the region pool
- * in its own order (pool.c: gdrc_pool_walk; cached regions are those
+ * nothing once it is marked).  The clock hand goes round the region
+ * arena in index order (arena.c; cached regions are those
  * listed, a byte set at insertion and cleared at removal, both under the
  * write lock): a listed region it finds used is cleared and passed over,
  * one it finds unused and that nobody holds is the victim.  The contract,
@@ -28,8 +28,7 @@
  * a miss can be counted as cold, evicted or invalidated.
  *
  * Locks: everything here runs under cache->lock for writing (asserted),
- * but gdrc_lru_check (either mode); the hand's walk takes slab_lock at a
- * chunk's end.  Callers: region.c (list, unlist, ghosts), inval.c
+ * but gdrc_lru_check (either mode), which takes slab_lock.  Callers: region.c (list, unlist, ghosts), inval.c
  * (unlist), miss.c (evict, reserve), cache.c (release_unused, checks).
  */
 #include "cache_int.h"
@@ -74,11 +73,23 @@ static int region_claim_unused(struct gdrc_region *r)
 	return 0;
 }
 
-/* Is pool object r a cached region (on the clock) of device (or any,
+/* Is arena region r a cached region (on the clock) of device (or any,
  * GDRC_DEVICE_ALL)? */
 static int on_clock(const struct gdrc_region *r, int device)
 {
-	return r->listed && (device == GDRC_DEVICE_ALL || r->device == device);
+	return r->listed && (device == GDRC_DEVICE_ALL ||
+			     gdrc_region_ext(r)->device == device);
+}
+
+/* The region under the hand, the hand moved on: round the regions the
+ * arena handed out (made of them), from the first again after the last.
+ * Regions made meanwhile join the next round. */
+static struct gdrc_region *clock_step(struct gdrc_cache *c, uint32_t made)
+{
+	uint32_t i = c->hand < made ? c->hand : 0;
+
+	c->hand = i + 1;
+	return gdrc_arena_at(&c->regions, i);
 }
 
 /*
@@ -90,15 +101,13 @@ static int on_clock(const struct gdrc_region *r, int device)
  */
 static struct gdrc_region *lru_claim_victim(struct gdrc_cache *c, int device)
 {
-	size_t steps = 2 * gdrc_pool_count(c, &c->regions) + 1;
+	uint32_t made = gdrc_arena_made(&c->regions);
+	uint64_t steps = 2 * (uint64_t)made + 1;
 
 	gdrc_assert_wrlocked(c);
-	for (size_t i = 0; i < steps; i++) {
-		struct gdrc_region *r =
-			gdrc_pool_walk(c, &c->regions, &c->hand);
+	for (uint64_t i = 0; made && i < steps; i++) {
+		struct gdrc_region *r = clock_step(c, made);
 
-		if (!r)
-			return NULL;
 		if (!on_clock(r, device))
 			continue;
 		if (atomic_load_explicit(&r->used, memory_order_relaxed)) {
@@ -174,7 +183,7 @@ static int over_limits(struct gdrc_cache *c, uint64_t regions,
 static void evict_one(struct gdrc_cache *c, struct gdrc_region *r,
 		      struct gdrc_defer *d)
 {
-	struct gdrc_dev_acct *a = gdrc_dev_acct(c, r->device);
+	struct gdrc_dev_acct *a = gdrc_dev_acct(c, gdrc_region_ext(r)->device);
 
 	gdrc_region_remove(c, r, GDRC_STAT_MISS_EVICTED, d);
 	gdrc_stat_add(c, GDRC_STAT_EVICTIONS, 1);
@@ -268,16 +277,13 @@ void gdrc_dev_reserve(struct gdrc_cache *c, int device, uint64_t bytes,
 unsigned gdrc_evict_all_unused(struct gdrc_cache *c, int device,
 			       struct gdrc_defer *d)
 {
-	size_t steps = gdrc_pool_count(c, &c->regions);
+	uint32_t made = gdrc_arena_made(&c->regions);
 	unsigned n = 0;
 
 	gdrc_assert_wrlocked(c);
-	for (size_t i = 0; i < steps; i++) {
-		struct gdrc_region *r =
-			gdrc_pool_walk(c, &c->regions, &c->hand);
+	for (uint32_t i = 0; i < made; i++) {
+		struct gdrc_region *r = clock_step(c, made);
 
-		if (!r)
-			break;
 		if (!on_clock(r, device) || !region_claim_unused(r))
 			continue;
 		evict_one(c, r, d);
@@ -286,15 +292,14 @@ unsigned gdrc_evict_all_unused(struct gdrc_cache *c, int device,
 	return n;
 }
 
-/* gdrc_lru_check's look at one pool object. */
+/* gdrc_lru_check's look at one region of the arena. */
 struct lru_check {
 	uint64_t listed;
 	int ret;
 };
 
-static void lru_check_fn(void *obj, void *arg)
+static void lru_check_fn(struct gdrc_region *r, void *arg)
 {
-	const struct gdrc_region *r = obj;
 	struct lru_check *k = arg;
 	uint64_t w;
 
@@ -316,7 +321,7 @@ int gdrc_lru_check(struct gdrc_cache *c)
 	struct lru_check k = { 0 };
 
 	gdrc_slab_lock(c);
-	gdrc_pool_each(&c->regions, lru_check_fn, &k);
+	gdrc_arena_each(&c->regions, lru_check_fn, &k);
 	gdrc_slab_unlock(c);
 	if (k.ret)
 		return k.ret;

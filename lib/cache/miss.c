@@ -320,6 +320,9 @@ static gdrc_status_t kpin_retry(struct gdrc_cache *c, struct miss_plan *plan,
 
 /* ext_new could not allocate. */
 #define EXT_NO_MEMORY ((struct gdrc_region_ext *)1)
+/* GDRC_MR_INFO_* a query reads off the region itself (its kern and
+ * tag_check bits), not stored in its ext. */
+#define EXT_INFO_IMPLIED (GDRC_MR_INFO_KMOD | GDRC_MR_INFO_TAG_CHECKED)
 
 /*
  * The ext a registration of plan needs (its kernel handle and pins are
@@ -335,8 +338,11 @@ static struct gdrc_region_ext *ext_new(const struct miss_plan *plan,
 	struct gdrc_region_ext *x;
 
 	if (req->mem_type == GDRC_MEM_HOST && !req->segs && !req->alloc_start &&
-	    !req->alloc_end && plan->reg_start == plan->start &&
-	    plan->reg_end == plan->end && k->slot < 0 && !k->kmore &&
+	    !req->alloc_end && !req->buffer_id &&
+	    req->device == GDRC_DEVICE_HOST &&
+	    !(req->info_flags & ~EXT_INFO_IMPLIED) &&
+	    plan->reg_start == plan->start && plan->reg_end == plan->end &&
+	    k->slot < 0 && !k->kmore &&
 	    !(plan->cached && gdrc_index_wide(plan->start, plan->end)))
 		return NULL;
 	x = calloc(1, sizeof(*x) + nseg * sizeof(x->seg_store[0]));
@@ -346,6 +352,14 @@ static struct gdrc_region_ext *ext_new(const struct miss_plan *plan,
 	x->reg_end = plan->reg_end;
 	x->alloc_start = req->alloc_start;
 	x->alloc_end = req->alloc_end;
+	x->buffer_id = req->buffer_id;
+	x->kslot = k->slot;
+	x->kpinned = (uint8_t)k->pinned;
+	x->khandle = k->handle;
+	x->kmore = k->kmore;
+	x->kpins = k->kpins;
+	x->device = (int16_t)req->device;
+	x->info_flags = (uint8_t)(req->info_flags & ~EXT_INFO_IMPLIED);
 	x->nseg = gdrc_req_nseg(req);
 	if (nseg) {
 		memcpy(x->seg_store, req->segs, nseg * sizeof(x->seg_store[0]));
@@ -403,41 +417,30 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 		gdrc_region_free(c, r);
 		return status;
 	}
-	if (x) {
-		x->khandle = k.handle;
-		x->kmore = k.kmore;
-		x->kpins = k.kpins;
-		r->ext = x;
-	}
-	r->kslot = k.slot;
-	r->kpinned = k.pinned;
-	r->kmore_any = k.kmore > 0;
-	r->id = atomic_fetch_add_explicit(&region_id_next, 1,
-					  memory_order_relaxed);
+	if (x)
+		atomic_store_explicit(&r->ext, x, memory_order_relaxed);
+	else
+		x = (struct gdrc_region_ext *)&gdrc_region_ext_none;
+	r->kern = k.slot >= 0;
+	gdrc_region_cold(r)->id = atomic_fetch_add_explicit(
+		&region_id_next, 1, memory_order_relaxed);
 	r->start = plan->start;
 	r->end = plan->end;
-	r->access = (uint8_t)plan->access;
+	r->access = plan->access & 0xf;
 	r->lkey = reg.lkey;
 	r->rkey = reg.rkey;
-	r->mem_type = req->mem_type;
-	r->kind = req->kind;
-	r->device = req->device;
+	r->mem_type = req->mem_type & 1;
+	r->kind = req->kind & 7;
 	/* GDRC_VALIDATE=auto: the kernel's word replaces the tag query. */
 	if (!req->tag_check || (req->tag_check_auto && k.slot >= 0))
 		r->tag_check = REGION_TAG_NONE;
-	else if (!r->ext->segs)
+	else if (!x->segs)
 		r->tag_check = REGION_TAG_ONE;
 	else
-		r->tag_check = r->ext->nseg <= REGION_SEGS_WALK ?
-				       REGION_TAG_SEGS : REGION_TAG_MANY;
-	r->buffer_id = req->buffer_id;
-	r->info_flags = (uint8_t)(req->info_flags |
-				  (k.slot >= 0 ? GDRC_MR_INFO_KMOD : 0));
-	if (!r->tag_check)
-		r->info_flags &= ~GDRC_MR_INFO_TAG_CHECKED;
+		r->tag_check = x->nseg <= REGION_SEGS_WALK ? REGION_TAG_SEGS :
+							     REGION_TAG_MANY;
 	r->was_cached = 0;
-	r->cache = c;
-	r->handle = reg.handle;
+	gdrc_region_cold(r)->obj = reg.handle;
 	gdrc_region_publish(c, r);
 	*r_p = r;
 	return GDRC_OK;

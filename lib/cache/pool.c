@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /*
- * pool.c - fixed-size objects (regions, handles), a cache line each at
+ * pool.c - fixed-size objects (handles), a cache line each at
  * least, carved from chunks (each twice the last, up to POOL_MAX
  * objects; large ones on huge pages) that are freed only with the
  * cache.  Region memory is therefore type-stable: a reader holding a
@@ -13,7 +13,8 @@
  *
  * Locks: cache->slab_lock guards every pool's lists (free, free_tail,
  * chunks); it is a leaf under cache->lock, never held across a call out.
- * Callers: region.c, handle.c, cache.c.
+ * Callers: region.c, handle.c, cache.c.  (Regions live in the arena,
+ * arena.c, which also holds slab_lock's functions' other users.)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -41,16 +42,15 @@ static void **pool_link(const struct gdrc_pool *pool, void *obj)
 	return (void **)((char *)obj + pool->link);
 }
 
-/* Chunks are aligned to pairs of lines, which CPUs fetch together (the
- * adjacent-line prefetcher); objects, whole lines in size (a region is
- * two, a handle one), to lines. */
-#define POOL_ALIGN (2 * GDRC_CACHELINE)
+/* Chunks and objects (whole lines: a handle is one) are aligned to
+ * lines. */
+#define POOL_ALIGN GDRC_CACHELINE
 /* Objects in the first chunk, and the most in one. */
 #define POOL_FIRST 64
 #define POOL_MAX 65536
 /* A chunk this large is mapped on its own, with transparent huge pages
- * asked for: a million regions span 400 MB, and a lookup that misses
- * the TLB as well as the cache pays twice. */
+ * asked for: a lookup that misses the TLB as well as the cache pays
+ * twice. */
 #define POOL_HUGE (2UL << 20)
 
 /* A chunk's first POOL_ALIGN bytes. */
@@ -62,7 +62,7 @@ struct pool_chunk {
 };
 
 _Static_assert(sizeof(struct pool_chunk) <= POOL_ALIGN,
-	       "a chunk's header fits its first line pair");
+	       "a chunk's header fits its first line");
 
 static void pool_chunk_free(struct pool_chunk *ch)
 {
@@ -75,21 +75,6 @@ static void pool_chunk_free(struct pool_chunk *ch)
 static char *chunk_objs(struct pool_chunk *ch)
 {
 	return (char *)ch + POOL_ALIGN;
-}
-
-/*
- * The object after obj in its chunk.  A paired pool's objects (two
- * lines each) lie two by two in blocks of four lines, aligned to line
- * pairs: the first object's line 0 and the second's, then the first
- * object's line 1 and the second's.  The first object of a block is
- * therefore at a line-pair boundary, the second a line after it.
- */
-static char *pool_next(const struct gdrc_pool *pool, char *obj)
-{
-	if (!pool->paired)
-		return obj + pool->size;
-	return (uintptr_t)obj & GDRC_CACHELINE ? obj + 3 * GDRC_CACHELINE :
-						 obj + GDRC_CACHELINE;
 }
 
 /*
@@ -124,7 +109,6 @@ int gdrc_pool_grow(struct gdrc_cache *c, struct gdrc_pool *pool)
 			return -1;
 		madvise(p, bytes, MADV_HUGEPAGE); /* a hint: may fail */
 		count = (bytes - POOL_ALIGN) / pool->size;
-		count &= ~(size_t)pool->paired; /* whole blocks */
 	} else if (posix_memalign(&p, POOL_ALIGN, bytes)) {
 		return -1;
 	} else {
@@ -176,7 +160,7 @@ void *gdrc_pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
 	/* Never handed out: zero already (a small chunk was cleared when
 	 * made, a mapped one is fresh pages). */
 	obj = pool->bump;
-	pool->bump = pool_next(pool, obj);
+	pool->bump = obj + pool->size;
 	if (pool->init)
 		pool->init(obj);
 	gdrc_slab_unlock(c);
@@ -205,7 +189,7 @@ void gdrc_pool_each(struct gdrc_pool *pool, void (*fn)(void *obj, void *arg),
 		if (ch == pool->chunks)
 			end = pool->bump; /* the newest: what was handed out */
 		for (char *obj = chunk_objs(ch); obj < end;
-		     obj = pool_next(pool, obj))
+		     obj += pool->size)
 			fn(obj, arg);
 	}
 }
@@ -223,82 +207,4 @@ void gdrc_pool_free_chunks(struct gdrc_pool *pool)
 	pool->free_tail = NULL;
 	pool->bump = pool->bump_end = NULL;
 	pool->next_count = 0;
-}
-
-/* Under slab_lock: the end of chunk ch's handed-out objects. */
-static char *chunk_end(const struct gdrc_pool *pool,
-		       const struct pool_chunk *ch)
-{
-	if (ch == pool->chunks)
-		return pool->bump; /* the newest: what was handed out */
-	return chunk_objs((struct pool_chunk *)ch) + ch->count * pool->size;
-}
-
-/* Objects of a chunk before offset off of its objects (an object's
- * own offset, or the end's).  A paired pool's blocks of two take four
- * lines, and its second object starts a line into a block. */
-static size_t objs_before(const struct gdrc_pool *pool, size_t off)
-{
-	size_t block = 2 * pool->size;
-
-	if (!pool->paired)
-		return off / pool->size;
-	return 2 * (off / block) + (off % block != 0);
-}
-
-size_t gdrc_pool_count(struct gdrc_cache *c, struct gdrc_pool *pool)
-{
-	size_t n = 0;
-
-	gdrc_slab_lock(c);
-	for (struct pool_chunk *ch = pool->chunks; ch; ch = ch->next)
-		n += objs_before(pool, (size_t)(chunk_end(pool, ch) -
-						chunk_objs(ch)));
-	gdrc_slab_unlock(c);
-	return n;
-}
-
-/*
- * Chunks are only ever added at the head, and a chunk stops being the
- * head only once all of its objects were handed out: every chunk but the
- * head is full, and a position taken stays valid.  A chunk's end is read
- * under slab_lock (the bump pointer and the list move there) when the
- * walk comes to the end it read last; the head's may have moved on.
- */
-void *gdrc_pool_walk(struct gdrc_cache *c, struct gdrc_pool *pool,
-		     struct gdrc_pool_pos *pos)
-{
-	struct pool_chunk *ch = pos->chunk;
-	char *obj = NULL;
-
-	if (ch) {
-		obj = pool_next(pool, pos->obj);
-		if (obj >= pos->end) {
-			gdrc_slab_lock(c);
-			pos->end = chunk_end(pool, ch);
-			gdrc_slab_unlock(c);
-		}
-		if (obj < pos->end)
-			goto found;
-	}
-	/* The next chunk, or from the last back to the head.  Only the
-	 * head can be empty (just made): then the one after it is full. */
-	gdrc_slab_lock(c);
-	for (int n = 0; n < 2; n++) {
-		ch = ch && ch->next ? ch->next : pool->chunks;
-		if (!ch)
-			break;
-		obj = chunk_objs(ch);
-		pos->end = chunk_end(pool, ch);
-		if (obj < pos->end) {
-			gdrc_slab_unlock(c);
-			goto found;
-		}
-	}
-	gdrc_slab_unlock(c);
-	return NULL;
-found:
-	pos->chunk = ch;
-	pos->obj = obj;
-	return obj;
 }

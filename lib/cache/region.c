@@ -25,39 +25,29 @@
 
 #include "cache_int.h"
 
-/* A hit, its put and the user's key reads touch line 0 of the region
- * only (a tag check also line 1; pool.c aligns objects to a line). */
-_Static_assert(offsetof(struct gdrc_region, end) + sizeof(uintptr_t) <=
-		       GDRC_CACHELINE,
-	       "a hit's fields of struct gdrc_region leave line 0");
-_Static_assert(offsetof(struct gdrc_region, self) + sizeof(uint64_t) <=
-			       GDRC_CACHELINE &&
-		       offsetof(struct gdrc_region, cache) + sizeof(void *) <=
-			       GDRC_CACHELINE &&
-		       offsetof(struct gdrc_region, rkey) + sizeof(uint32_t) <=
-			       GDRC_CACHELINE,
-	       "a put's or a key read's fields of struct gdrc_region leave "
-	       "line 0");
+/* A hit, its put and the user's key reads touch the region's one line
+ * (arena.c aligns it); a direct reference is the magic word in it. */
 _Static_assert(offsetof(struct gdrc_mr, magic) == 0 &&
 		       offsetof(struct gdrc_handle, pub) == 0,
 	       "an mr's magic is its first word, a handle's pub its start");
-_Static_assert(sizeof(struct gdrc_region) == 3 * GDRC_CACHELINE &&
-		       offsetof(struct gdrc_region, pair_line) ==
-			       GDRC_CACHELINE,
-	       "a region is two lines, with its pair's between them");
-_Static_assert(offsetof(struct gdrc_region, buffer_id) ==
-		       2 * GDRC_CACHELINE,
-	       "line 0 is what a hit reads");
 
 /* The small fields hold every value they are given. */
 _Static_assert((GDRC_ACCESS_LOCAL_WRITE | GDRC_ACCESS_REMOTE_WRITE |
-		GDRC_ACCESS_REMOTE_READ | GDRC_ACCESS_REMOTE_ATOMIC) <= 0xff,
+		GDRC_ACCESS_REMOTE_READ | GDRC_ACCESS_REMOTE_ATOMIC) <= 0xf,
 	       "GDRC_ACCESS_* fit gdrc_region.access");
+_Static_assert(GDRC_MEM_CUDA <= 1 && GDRC_PTR_MANAGED <= 7 &&
+		       REGION_TAG_MANY <= 3 && GDRC_IX_LEVELS <= 7,
+	       "enum gdrc_mem_type, gdrc_ptr_kind, the tag checks and the "
+	       "index's levels fit gdrc_region's bits");
 _Static_assert(GDRC_MR_INFO_KMOD <= 0x80 && GDRC_MR_INFO_TAG_CHECKED <= 0x80 &&
 		       GDRC_MR_INFO_NO_SYNC_MEMOPS <= 0x80,
-	       "GDRC_MR_INFO_* fit gdrc_region.info_flags");
+	       "GDRC_MR_INFO_* fit gdrc_region_ext.info_flags");
 
-const struct gdrc_region_ext gdrc_region_ext_none = { .nseg = 1 };
+const struct gdrc_region_ext gdrc_region_ext_none = {
+	.nseg = 1,
+	.kslot = -1,
+	.device = GDRC_DEVICE_HOST,
+};
 /* One owner writes a handle: it must not share a line with another. */
 _Static_assert(sizeof(struct gdrc_handle) == GDRC_CACHELINE,
 	       "a handle is one cache line");
@@ -66,52 +56,60 @@ _Static_assert(offsetof(struct gdrc_handle, pub) == 0,
 	       "a handle's mr is its address");
 
 /* A region never published reads as released to gdrc_cache_cleanup. */
-void gdrc_region_init_free(void *obj)
+void gdrc_region_init_free(struct gdrc_region *r)
 {
-	struct gdrc_region *r = obj;
-
 	atomic_init(&r->word, REGION_DEAD | REGION_INVALID);
-	r->ext = &gdrc_region_ext_none;
+	atomic_init(&r->ext, (struct gdrc_region_ext *)&gdrc_region_ext_none);
 }
 
 struct gdrc_region *gdrc_region_alloc(struct gdrc_cache *c)
 {
-	return gdrc_pool_get(c, &c->regions);
+	struct gdrc_region *r = gdrc_arena_get(c);
+
+	if (r)
+		r->cache = c;
+	return r;
 }
 
 /* Free r's ext and its pin array, if it has its own.  Cleared before
- * they are freed: a fork child frees what is left (free_chunks), and
- * must not find one freed already; there an object another thread was
- * handing out at the fork may not have been through gdrc_region_init_free
- * yet (ext NULL: its chunk's memory is zero). */
+ * they are freed: a fork child frees what is left (cache.c), and must
+ * not find one freed already; there a region another thread was handing
+ * out at the fork may not have been through gdrc_region_init_free yet
+ * (ext NULL: the arena's pages are zero). */
 void gdrc_region_ext_free(struct gdrc_region *r)
 {
-	const struct gdrc_region_ext *x = r->ext;
+	struct gdrc_region_ext *x = atomic_load_explicit(&r->ext,
+							 memory_order_relaxed);
 
 	if (!x || x == &gdrc_region_ext_none)
 		return;
-	r->ext = &gdrc_region_ext_none;
-	r->kmore_any = 0;
+	atomic_store_explicit(&r->ext,
+			      (struct gdrc_region_ext *)&gdrc_region_ext_none,
+			      memory_order_relaxed);
 	free(x->kpins);
-	free((void *)x);
+	free(x);
 }
 
-/* Return r and the handles hung on it to the pools. */
+/* Return r and the handles hung on it to the arena and the pool. */
 void gdrc_region_free(struct gdrc_cache *c, struct gdrc_region *r)
 {
+	struct gdrc_region_ext *x = atomic_load_explicit(&r->ext,
+							 memory_order_acquire);
 	struct gdrc_handle *h, *next;
 
-	gdrc_region_ext_free(r);
 	r->self = 0;
 	gdrc_slab_lock(c);
-	for (h = atomic_load_explicit(&r->handles, memory_order_acquire); h;
-	     h = next) {
+	for (h = x ? atomic_load_explicit(&x->handles, memory_order_acquire) :
+		     NULL;
+	     h; h = next) {
 		next = h->next;
 		h->pub.magic = 0;
 		gdrc_pool_put_locked(c, &c->handles, h);
 	}
-	atomic_store_explicit(&r->handles, NULL, memory_order_relaxed);
-	gdrc_pool_put_locked(c, &c->regions, r);
+	gdrc_slab_unlock(c);
+	gdrc_region_ext_free(r);
+	gdrc_slab_lock(c);
+	gdrc_arena_put_locked(c, r);
 	gdrc_slab_unlock(c);
 }
 
@@ -128,7 +126,7 @@ struct gdrc_dev_acct *gdrc_dev_acct(struct gdrc_cache *c, int device)
 static void dev_account(struct gdrc_cache *c, const struct gdrc_region *r,
 			int sign)
 {
-	struct gdrc_dev_acct *a = gdrc_dev_acct(c, r->device);
+	struct gdrc_dev_acct *a = gdrc_dev_acct(c, gdrc_region_ext(r)->device);
 	uint64_t len = gdrc_region_reg_len(r);
 
 	if (!a)
@@ -155,7 +153,6 @@ void gdrc_region_publish(struct gdrc_cache *c, struct gdrc_region *r)
 	uint64_t pinned, max;
 
 	r->self = GDRC_MR_SELF_MAGIC;
-	atomic_store_explicit(&r->handles, NULL, memory_order_relaxed);
 	atomic_store_explicit(&r->word, REGION_PIN_ONE | REGION_INVALID,
 			      memory_order_release);
 	pinned = atomic_fetch_add_explicit(&c->pinned_bytes, len,
@@ -214,18 +211,19 @@ void gdrc_kern_give_back(struct gdrc_cache *c, int slot, int pinned,
 /* Deregister and free a region this thread claimed.  Never under lock. */
 void gdrc_region_release(struct gdrc_cache *c, struct gdrc_region *r)
 {
+	const struct gdrc_region_ext *x = gdrc_region_ext(r);
 	struct gdrc_pin_reg reg = {
 		.addr = gdrc_region_reg_start(r),
 		.length = gdrc_region_reg_len(r),
 		.access = r->access,
 		.mem_type = r->mem_type,
-		.handle = r->handle,
+		.handle = gdrc_region_cold(r)->obj,
 	};
 	void *be;
 
 	gdrc_cache_ops_for(c, r->mem_type, &be)->dereg(be, &reg);
-	gdrc_kern_give_back(c, r->kslot, r->kpinned, r->ext->khandle,
-			    r->ext->kmore, r->ext->kpins);
+	gdrc_kern_give_back(c, x->kslot, x->kpinned, x->khandle, x->kmore,
+			    x->kpins);
 	gdrc_stat_add(c, GDRC_STAT_DEREGS, 1);
 	gdrc_region_free(c, r);
 }
@@ -239,7 +237,7 @@ static void region_drop_done(struct gdrc_cache *c, struct gdrc_region *r,
 	    !region_claim_dead(c, r))
 		return;
 	if (d) {
-		r->link = d->dead;
+		r->link = gdrc_region_link_to(c, d->dead);
 		d->dead = r;
 	} else {
 		gdrc_region_release(c, r);
@@ -309,7 +307,7 @@ void gdrc_defer_release(struct gdrc_cache *c, struct gdrc_defer *d)
 	struct gdrc_region *r, *next;
 
 	for (r = d->dead; r; r = next) {
-		next = r->link;
+		next = gdrc_region_linked(c, r->link);
 		gdrc_region_release(c, r);
 	}
 	d->dead = NULL;
@@ -318,8 +316,10 @@ void gdrc_defer_release(struct gdrc_cache *c, struct gdrc_defer *d)
 int gdrc_cache_kmore_stale(const struct gdrc_cache *c,
 			   const struct gdrc_region *r)
 {
-	for (uint32_t i = 0; i < r->ext->kmore; i++)
-		if (c->p.kgen[r->ext->kpins[i].slot])
+	const struct gdrc_region_ext *x = gdrc_region_ext(r);
+
+	for (uint32_t i = 0; i < x->kmore; i++)
+		if (c->p.kgen[x->kpins[i].slot])
 			return 1;
 	return 0;
 }
@@ -341,9 +341,9 @@ static struct gdrc_seg seg_at(const struct gdrc_seg *segs, unsigned i,
 
 struct gdrc_seg gdrc_region_seg(const struct gdrc_region *r, unsigned i)
 {
-	const struct gdrc_region_ext *x = r->ext;
+	const struct gdrc_region_ext *x = gdrc_region_ext(r);
 
-	return seg_at(x->segs, i, x->alloc_start, x->alloc_end, r->buffer_id);
+	return seg_at(x->segs, i, x->alloc_start, x->alloc_end, x->buffer_id);
 }
 
 struct gdrc_seg gdrc_req_seg(const struct gdrc_cache_req *q, unsigned i)
@@ -378,8 +378,8 @@ int gdrc_same_memory(const struct gdrc_region *r,
 	if (r->mem_type != q->mem_type)
 		return 0;
 	if (r->mem_type != GDRC_MEM_CUDA)
-		return r->buffer_id == q->buffer_id;
-	while (i < r->ext->nseg && j < qn) {
+		return gdrc_region_ext(r)->buffer_id == q->buffer_id;
+	while (i < gdrc_region_ext(r)->nseg && j < qn) {
 		struct gdrc_seg a = gdrc_region_seg(r, i);
 		struct gdrc_seg b = gdrc_req_seg(q, j);
 
@@ -405,10 +405,10 @@ int gdrc_same_segments(const struct gdrc_region *r,
 	if (r->mem_type != q->mem_type)
 		return 0;
 	if (r->mem_type != GDRC_MEM_CUDA)
-		return r->buffer_id == q->buffer_id;
-	if (r->ext->nseg != gdrc_req_nseg(q))
+		return gdrc_region_ext(r)->buffer_id == q->buffer_id;
+	if (gdrc_region_ext(r)->nseg != gdrc_req_nseg(q))
 		return 0;
-	for (unsigned i = 0; i < r->ext->nseg; i++) {
+	for (unsigned i = 0; i < gdrc_req_nseg(q); i++) {
 		struct gdrc_seg a = gdrc_region_seg(r, i);
 		struct gdrc_seg b = gdrc_req_seg(q, i);
 
@@ -421,12 +421,13 @@ int gdrc_same_segments(const struct gdrc_region *r,
 /* Index of the first segment of r (with an array) ending past addr. */
 static unsigned seg_search(const struct gdrc_region *r, uintptr_t addr)
 {
-	unsigned lo = 0, hi = r->ext->nseg;
+	const struct gdrc_region_ext *x = gdrc_region_ext(r);
+	unsigned lo = 0, hi = x->nseg;
 
 	while (lo < hi) {
 		unsigned mid = lo + (hi - lo) / 2;
 
-		if (r->ext->segs[mid].end <= addr)
+		if (x->segs[mid].end <= addr)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -437,15 +438,17 @@ static unsigned seg_search(const struct gdrc_region *r, uintptr_t addr)
 struct gdrc_seg gdrc_cache_seg_of(const struct gdrc_region *r,
 				  uintptr_t addr)
 {
-	return r->ext->segs ? r->ext->segs[seg_search(r, addr)] :
-			      gdrc_region_seg(r, 0);
+	const struct gdrc_region_ext *x = gdrc_region_ext(r);
+
+	return x->segs ? x->segs[seg_search(r, addr)] : gdrc_region_seg(r, 0);
 }
 
 int gdrc_cache_segs_ok(const struct gdrc_cache *c,
 		       const struct gdrc_region *r, uintptr_t start,
 		       uintptr_t end)
 {
-	return gdrc_segs_check(c, &r->ext->segs[seg_search(r, start)], end);
+	return gdrc_segs_check(c, &gdrc_region_ext(r)->segs[seg_search(r, start)],
+			       end);
 }
 
 /* ====================================================================
@@ -462,16 +465,20 @@ int gdrc_cache_segs_ok(const struct gdrc_cache *c,
 int gdrc_region_insert(struct gdrc_cache *c, struct gdrc_region *r,
 		       void **spare_p)
 {
-	const struct gdrc_region_ext *x = r->ext;
+	const struct gdrc_region_ext *x = gdrc_region_ext(r);
 
 	gdrc_assert_wrlocked(c);
-	if (gdrc_index_insert(c, r, spare_p))
+	/* Before the index makes r findable: lookups without the lock read
+	 * the bits beside it. */
+	r->was_cached = 1;
+	if (gdrc_index_insert(c, r, spare_p)) {
+		r->was_cached = 0;
 		return -1;
+	}
 	if (x->alloc_end > x->alloc_start &&
 	    x->alloc_end - x->alloc_start + c->page_size > c->alloc_span_max)
 		c->alloc_span_max = x->alloc_end - x->alloc_start +
 				    c->page_size;
-	r->was_cached = 1;
 	gdrc_lru_list(c, r);
 	c->nregions++;
 	atomic_fetch_add_explicit(&r->word, REGION_PIN_ONE,

@@ -61,10 +61,14 @@ struct gdrc_mr {
 /*
  * What only some registrations have: GPU memory, CUDA-pinned host memory,
  * a registered range wider than the key, the kernel channel's
- * subscription and pins.  Allocated with its region (miss.c) before it is
- * published, freed with it (gdrc_region_free); every field fixed.  A
- * plain host registration has none: its ext is gdrc_region_ext_none,
- * whose registered range is the key's (gdrc_region_reg_start/_end).
+ * subscription and pins, a tree node, and threads' handles.  A plain
+ * host registration has none: its ext is gdrc_region_ext_none, whose
+ * registered range is the key's (gdrc_region_reg_start/_end), and it
+ * gets one of its own only when a thread makes a handle on it
+ * (handle.c: ext_for_handles, a copy of the shared one).  Allocated with
+ * its region (miss.c) before it is published, or by that first handle,
+ * and freed with the region (gdrc_region_free); every field fixed but
+ * handles and the tree node.
  */
 struct gdrc_region_ext {
 	uintptr_t reg_start;     /* range registered (pinned); GPU: 64 KiB */
@@ -73,10 +77,22 @@ struct gdrc_region_ext {
 				  * whole allocation, or the run of VMM
 				  * mappings it covers; else 0, 0 */
 	uintptr_t alloc_end;
+	uint64_t buffer_id;      /* GPU: its first segment's identity; the
+				  * identity of CUDA-pinned host memory;
+				  * else 0 */
+	struct gdrc_handle *_Atomic handles; /* pushed only; freed with the
+					      * region */
 	uint64_t khandle;        /* its subscription */
 	struct gdrc_kpin *kpins; /* the kmore further pins */
 	uint32_t kmore;          /* GPU pins beyond kslot's (one per further
 				  * VMM mapping), in kpins */
+	int kslot;               /* kernel channel word, or -1 (the
+				  * region's kern bit: kslot >= 0) */
+	uint8_t kpinned;         /* kslot is a GPU pin, not a watch */
+	uint8_t info_flags;      /* GDRC_MR_INFO_* it was made with but
+				  * KMOD and TAG_CHECKED (the region's
+				  * kern and tag_check say) */
+	int16_t device;          /* CUDA ordinal or -1 */
 	/* GPU memory's segments (gdrc_int.h), in address order, covering
 	 * [alloc_start, alloc_end).  nseg 1: no array (segs NULL), the one
 	 * segment is alloc_start, alloc_end, buffer_id. */
@@ -93,75 +109,60 @@ struct gdrc_region_ext {
 extern const struct gdrc_region_ext gdrc_region_ext_none;
 
 /*
- * One registration, two 64-byte lines, not adjacent: another region's
- * line lies between them (pair_line; pool.c lays regions out two by
- * two).  Line 0 holds what a hit reads, line 1 the tag and what
- * misses, releases, queries and invalidations read under the lock; what
- * only GPU, CUDA-pinned, kernel-channel and very wide registrations need
- * is out of line (ext).  Fields marked "fixed" do not change between the
- * region's publication and its release.  Small fields are bytes: a
- * million cached registrations cost 128 MB of regions at this size
- * (docs/benchmarks.md, bytes per registration).
+ * One registration: a 64-byte line, all that a hit (fast or through the
+ * index), its put and the user's key reads touch, in the cache's region
+ * arena (arena.c), with the region's cold record (struct
+ * gdrc_region_cold, 16 bytes: what only a miss, a release and a query
+ * read) at the same index in a second array.  What only GPU,
+ * CUDA-pinned, kernel-channel, very wide registrations and those with
+ * handles need is out of line (ext).  Fields marked "fixed" do not
+ * change between the region's publication and its release.  80 bytes a
+ * registration: docs/design.md, "Memory per registration".
  */
 struct gdrc_region {
-	/* Line 0: all a hit (fast or through the index), its put and the
-	 * user's key reads touch, but a tag check's BUFFER_ID. */
 	_Atomic uint64_t word;   /* refs | INVALID | DEAD | pins, see above */
-	_Atomic uint8_t used;    /* set by each hit (a store only when
-				  * clear), cleared by the clock hand:
-				  * the replacement's reference bit (lru.c) */
-	uint8_t listed;          /* under cache->lock: cached, on the clock
-				  * (lru.c); 0 in a free or fresh object */
-	int kslot;               /* fixed: kernel channel word, or -1 */
 	uint64_t self;           /* GDRC_MR_SELF_MAGIC while it lives:
 				  * (struct gdrc_mr *)&self is the direct
 				  * reference handed out */
-	uint32_t lkey;           /* fixed */
-	uint32_t rkey;           /* fixed */
-	struct gdrc_cache *cache;  /* fixed: owner */
 	uintptr_t start;         /* fixed: key range [start, end): */
 	uintptr_t end;           /* hits inside it are served */
-	uint8_t access;          /* fixed: GDRC_ACCESS_* registered */
-	uint8_t tag_check;       /* fixed: REGION_TAG_*: how hits check */
-	uint8_t kmore_any;       /* fixed: ext->kmore > 0 */
-	uint8_t mem_type;        /* fixed: enum gdrc_mem_type */
-	uint8_t kind;            /* fixed: enum gdrc_ptr_kind */
-	uint8_t kpinned;         /* fixed: kslot is a GPU pin, not a watch */
-	int8_t ix_level;         /* index.c, under cache->lock: its level
-				  * in the page hash, or -1 (the tree) */
-	uint8_t was_cached;      /* fixed: inserted into the index */
-
-	/* Not this region's: the line 0 of its pair's other region, or
-	 * that region's line 1 (regions lie two by two, both lines 0 side
-	 * by side and then both lines 1: pool.c's paired objects).  The
-	 * line pair a CPU fetches together (the adjacent-line prefetch)
-	 * thus holds two regions' hit lines rather than one region's two
-	 * lines: random hits over many regions need half the lines kept
-	 * in the last-level cache.  Never touched. */
-	unsigned char pair_line[GDRC_CACHELINE];
-
-	/* Line 1: the tag, what a query, a miss, a release and an
-	 * invalidation read. */
-	uint64_t buffer_id;      /* fixed: GPU: its first segment's identity,
-				  * else 0 */
-	void *handle;            /* fixed: backend object (its backend:
-				  * gdrc_cache_ops_for(cache, mem_type)) */
-	uint64_t id;             /* fixed: unique in the process */
-	const struct gdrc_region_ext *ext; /* fixed: never NULL */
-	struct gdrc_handle *_Atomic handles; /* pushed only; freed with it */
+	struct gdrc_cache *cache; /* fixed: owner */
+	/* Never NULL: &gdrc_region_ext_none or its own; fixed but for
+	 * that one change, from the shared one to a copy of its own, made
+	 * by a thread's first handle on it (handle.c). */
+	struct gdrc_region_ext *_Atomic ext;
+	uint32_t lkey;           /* fixed */
+	uint32_t rkey;           /* fixed */
 	/* One list at a time, in the order a region goes through them:
 	 * collected for removal (under cache->lock, gdrc_collect_push),
 	 * dead, waiting to be released after the lock (a gdrc_defer), then
-	 * free (under cache->slab_lock, the pool's free list). */
-	union {
-		struct gdrc_region *link;
-		struct gdrc_region *free_next;
-	};
-	uint8_t info_flags;      /* fixed: GDRC_MR_INFO_* it was made with */
-	int16_t device;          /* fixed: CUDA ordinal or -1 */
-} GDRC_ALIGNED_CL; /* whole lines: threads on neighbouring regions share
-		    * no line; sizeof counts pair_line, which is not its
-		    * memory: allocate with c->regions only */
+	 * free (under cache->slab_lock, the arena's free list).  The next
+	 * one's arena index + 1; 0 ends the list (arena.c). */
+	uint32_t link;
+	_Atomic uint8_t used;    /* set by each hit (a store only when
+				  * clear), cleared by the clock hand:
+				  * the replacement's reference bit (lru.c) */
+	/* Under cache->lock, index.c and lru.c: */
+	uint8_t listed : 1;      /* cached, on the clock (lru.c) */
+	int8_t ix_level : 4;     /* its level in the page hash, or -1 (the
+				  * tree) */
+	uint8_t : 0;
+	uint8_t access : 4;      /* fixed: GDRC_ACCESS_* registered */
+	uint8_t mem_type : 1;    /* fixed: enum gdrc_mem_type */
+	uint8_t kind : 3;        /* fixed: enum gdrc_ptr_kind */
+	uint8_t tag_check : 2;   /* fixed: REGION_TAG_*: how hits check */
+	uint8_t kern : 1;        /* fixed: ext->kslot >= 0 (the kernel
+				  * channel's word tells a hit) */
+	uint8_t was_cached : 1;  /* set once before it is inserted */
+} GDRC_ALIGNED_CL; /* one line: threads on neighbouring regions share
+		    * no line */
+
+/* A region's cold record: arena.c keeps it at the region's index. */
+struct gdrc_region_cold {
+	void *obj;   /* fixed: backend object (its backend:
+		      * gdrc_cache_ops_for(cache, mem_type)) */
+	uint64_t id; /* fixed: unique in the process */
+};
 
 /* Is mr a live handle or direct reference (its magic)? */
 static inline int gdrc_mr_live(const struct gdrc_mr *mr)
@@ -184,15 +185,26 @@ static inline struct gdrc_handle *gdrc_mr_handle(struct gdrc_mr *mr)
 	return mr->magic == GDRC_MR_MAGIC ? (struct gdrc_handle *)mr : NULL;
 }
 
+/* r's ext (never NULL). */
+static inline const struct gdrc_region_ext *
+gdrc_region_ext(const struct gdrc_region *r)
+{
+	return atomic_load_explicit(&r->ext, memory_order_acquire);
+}
+
 /* The range a region registered: its key's unless its ext says. */
 static inline uintptr_t gdrc_region_reg_start(const struct gdrc_region *r)
 {
-	return r->ext == &gdrc_region_ext_none ? r->start : r->ext->reg_start;
+	const struct gdrc_region_ext *x = gdrc_region_ext(r);
+
+	return x == &gdrc_region_ext_none ? r->start : x->reg_start;
 }
 
 static inline uintptr_t gdrc_region_reg_end(const struct gdrc_region *r)
 {
-	return r->ext == &gdrc_region_ext_none ? r->end : r->ext->reg_end;
+	const struct gdrc_region_ext *x = gdrc_region_ext(r);
+
+	return x == &gdrc_region_ext_none ? r->end : x->reg_end;
 }
 
 /* Bytes a region registered (pinned). */
@@ -230,7 +242,7 @@ struct gdrc_handle {
 	_Atomic uint64_t remote;    /* puts not counted in held, plus
 				     * HANDLE_RETIRED - held once retired */
 	_Atomic int state;          /* HANDLE_IN_USE, _RELEASED, _CLAIMED */
-	struct gdrc_handle *next;   /* on pub.r->handles */
+	struct gdrc_handle *next;   /* on its region's ext->handles */
 	struct gdrc_handle *free_next; /* slab, under cache->slab_lock */
 } GDRC_ALIGNED_CL;
 
@@ -398,17 +410,31 @@ struct gdrc_pool {
 			* GDRC_CACHELINE */
 	size_t link;   /* offset of the free-list pointer in an object */
 	void (*init)(void *obj); /* for each fresh object, or NULL */
-	int paired;    /* objects of two lines, laid out two by two: both
-			* first lines, then both second lines (pool.c) */
 };
 
-/* A place in a pool's objects, for a walk that goes round them (the
- * clock hand, lru.c): the chunk and the object there, all NULL before
- * the first step.  pool.c: gdrc_pool_walk. */
-struct gdrc_pool_pos {
-	void *chunk;
-	char *obj;
-	char *end; /* the chunk's end when last read */
+/*
+ * A cache's regions (arena.c): address space reserved once for cap hit
+ * lines (struct gdrc_region) and, beside, their cold records, made
+ * accessible as regions are needed and given back only with the cache.
+ * So a region's memory never goes away under a reader holding a stale
+ * pointer (it reads a region, perhaps dead or reused: type-stable as
+ * the pool's objects are), 32 bits name a region (its index), and hit
+ * lines lie side by side with nothing between them.  hits, cold and cap
+ * are fixed; the rest under cache->slab_lock, but made, which the clock
+ * hand reads under cache->lock.
+ */
+struct gdrc_arena {
+	struct gdrc_region *hits;      /* cap of them, reserved */
+	struct gdrc_region_cold *cold; /* cap of them, reserved */
+	size_t hits_bytes;             /* the reservations, for munmap */
+	size_t cold_bytes;
+	uint32_t cap;
+	uint32_t ready;                /* accessible: [0, ready) */
+	_Atomic uint32_t made;         /* handed out once: [0, made) */
+	uint32_t free;                 /* first free: index + 1, or 0; the
+					* one freed longest ago */
+	uint32_t free_tail;            /* last freed (reuse is first in,
+					* first out, as the pool's) */
 };
 
 /* index.c: a page hash read without a lock, with summaries for range

@@ -164,6 +164,9 @@ static int child(enum form f)
 		return 84; /* the owner's object is not named */
 	if (memcmp(fn, code, n))
 		return 85; /* the foreign patch was overwritten */
+	/* gdrc_init's own unmaps (its region arena's reservation) went
+	 * to the owner too: count from here. */
+	foreign_calls = 0;
 	page = mmap(NULL, PAGE, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (page == MAP_FAILED || munmap(page, PAGE) || foreign_calls != 1)

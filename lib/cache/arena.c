@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/*
+ * arena.c - where a cache's regions live.
+ *
+ * A region is one 64-byte line (struct gdrc_region: what a hit reads)
+ * and a 16-byte cold record (struct gdrc_region_cold: what a miss, a
+ * release and a query read) at the same index of a second array.  Both
+ * arrays are address space reserved when the cache is made, for cap
+ * regions, and made accessible a block at a time as regions are first
+ * handed out; nothing goes back before the cache does.  So:
+ *   - a reader holding a stale pointer to a region reads a region
+ *     (dead, or reused: its word says), never memory given back;
+ *   - hit lines lie side by side: the line pairs that CPUs fetch
+ *     together (the adjacent-line prefetch) hold two hit lines, and a
+ *     million regions' hit lines take 64 MB with no other field between
+ *     them (docs/design.md, "Memory per registration");
+ *   - 32 bits name a region: its index, which the lists of regions
+ *     (collected, dead, free) link through (gdrc_region_link_to).
+ *
+ * How many: eight times the context's GDRC_MAX_REGIONS, at least
+ * ARENA_MIN and at most ARENA_MAX, alive at once (cached, held, being
+ * registered or waiting for release); a get that needs one more answers
+ * GDRC_ERR_NO_MEMORY.  The reservation is PROT_NONE (no memory is
+ * committed, under strict overcommit too) and halved until the system
+ * grants it; blocks become readable and writable as the bump index
+ * reaches them.
+ *
+ * Reuse is first in, first out, so that a stale pointer finds a dead
+ * region (magic word cleared) for as long as possible.
+ *
+ * Locks: cache->slab_lock guards free, free_tail, ready and the writes
+ * of made (read by the clock hand under cache->lock); it is a leaf
+ * under cache->lock.  Callers: region.c (get, put), cache.c (init,
+ * walks, destroy), lru.c (the hand's index).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cache_int.h"
+
+#define ARENA_MIN (1u << 16)
+#define ARENA_MAX (1u << 27)
+/* Regions made accessible at first (their pages touched at once, so that
+ * a context's first misses take no page fault: a first insert cost 1.6x
+ * the hundredth on the H100 host when its pages were left to the first
+ * get), and the most one step adds (2 MB of hit lines: a huge page). */
+#define ARENA_FIRST 64u
+#define ARENA_STEP (1u << 15)
+/* Hit lines are aligned to a huge page, so that a large cache's lines
+ * can be mapped on them (asked for, not required). */
+#define ARENA_ALIGN (2UL << 20)
+
+_Static_assert(sizeof(struct gdrc_region) == GDRC_CACHELINE,
+	       "a region is one line");
+_Static_assert(sizeof(struct gdrc_region_cold) == 16,
+	       "a cold record is 16 bytes");
+
+/* PROT_NONE address space of bytes, aligned to align; NULL if refused. */
+static void *reserve(size_t bytes, size_t align)
+{
+	char *p = mmap(NULL, bytes + align, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uintptr_t a;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+	if (a > (uintptr_t)p)
+		munmap(p, a - (uintptr_t)p);
+	munmap((char *)a + bytes, (uintptr_t)p + align - a);
+	return (void *)a;
+}
+
+static int arena_grow(struct gdrc_arena *a);
+
+/* Eight times max_regions, a power of two in [ARENA_MIN, ARENA_MAX]. */
+static uint32_t arena_cap(uint64_t max_regions)
+{
+	uint32_t cap = ARENA_MIN;
+
+	while (cap < ARENA_MAX && cap / 8 < max_regions)
+		cap *= 2;
+	return cap;
+}
+
+int gdrc_arena_init(struct gdrc_arena *a, uint64_t max_regions)
+{
+	uint32_t cap = arena_cap(max_regions);
+
+	*a = (struct gdrc_arena){ 0 };
+	for (; cap >= ARENA_FIRST; cap /= 2) {
+		a->hits_bytes = (size_t)cap * sizeof(struct gdrc_region);
+		a->cold_bytes = (size_t)cap * sizeof(struct gdrc_region_cold);
+		a->hits = reserve(a->hits_bytes, ARENA_ALIGN);
+		if (!a->hits)
+			continue;
+		a->cold = reserve(a->cold_bytes, 4096);
+		if (a->cold)
+			break;
+		munmap(a->hits, a->hits_bytes);
+		a->hits = NULL;
+	}
+	if (!a->hits)
+		return -1;
+	a->cap = cap;
+	madvise(a->hits, a->hits_bytes, MADV_HUGEPAGE); /* a hint */
+	if (arena_grow(a)) {
+		gdrc_arena_destroy(a);
+		return -1;
+	}
+	return 0;
+}
+
+void gdrc_arena_destroy(struct gdrc_arena *a)
+{
+	if (a->hits)
+		munmap(a->hits, a->hits_bytes);
+	if (a->cold)
+		munmap(a->cold, a->cold_bytes);
+	*a = (struct gdrc_arena){ 0 };
+}
+
+/* Make [p, p + bytes) readable and writable: its pages (the cold
+ * records of a block start mid-page). */
+static int open_up(void *p, size_t bytes)
+{
+	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095;
+	uintptr_t hi = ((uintptr_t)p + bytes + 4095) & ~(uintptr_t)4095;
+
+	return mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE);
+}
+
+/* Under slab_lock: make the next block of regions accessible.
+ * @return 0, or -1 (full, or no memory). */
+static int arena_grow(struct gdrc_arena *a)
+{
+	uint32_t n = a->ready ? a->ready : ARENA_FIRST;
+
+	if (n > ARENA_STEP)
+		n = ARENA_STEP;
+	if (n > a->cap - a->ready)
+		n = a->cap - a->ready;
+	if (!n || open_up(a->hits + a->ready, (size_t)n * sizeof(a->hits[0])) ||
+	    open_up(a->cold + a->ready, (size_t)n * sizeof(a->cold[0])))
+		return -1;
+	if (!a->ready) {
+		memset(a->hits, 0, (size_t)n * sizeof(a->hits[0]));
+		memset(a->cold, 0, (size_t)n * sizeof(a->cold[0]));
+	}
+	a->ready += n;
+	return 0;
+}
+
+struct gdrc_region *gdrc_arena_get(struct gdrc_cache *c)
+{
+	struct gdrc_arena *a = &c->regions;
+	struct gdrc_region *r;
+	uint32_t made;
+
+	gdrc_slab_lock(c);
+	if (a->free) {
+		r = gdrc_region_linked(c, a->free);
+		a->free = r->link;
+		gdrc_slab_unlock(c);
+		return r;
+	}
+	made = atomic_load_explicit(&a->made, memory_order_relaxed);
+	if (made == a->ready && arena_grow(a)) {
+		gdrc_slab_unlock(c);
+		return NULL;
+	}
+	/* Never handed out: zero (fresh pages). */
+	r = gdrc_arena_at(a, made);
+	gdrc_region_init_free(r);
+	atomic_store_explicit(&a->made, made + 1, memory_order_release);
+	gdrc_slab_unlock(c);
+	return r;
+}
+
+void gdrc_arena_put_locked(struct gdrc_cache *c, struct gdrc_region *r)
+{
+	struct gdrc_arena *a = &c->regions;
+	uint32_t link = gdrc_region_link_to(c, r);
+
+	gdrc_assert_slab_locked(c);
+	r->link = 0;
+	if (a->free)
+		gdrc_region_linked(c, a->free_tail)->link = link;
+	else
+		a->free = link;
+	a->free_tail = link;
+}
+
+void gdrc_arena_each(struct gdrc_arena *a,
+		     void (*fn)(struct gdrc_region *r, void *arg), void *arg)
+{
+	uint32_t made = gdrc_arena_made(a);
+
+	for (uint32_t i = 0; i < made; i++)
+		fn(gdrc_arena_at(a, i), arg);
+}
