@@ -20,7 +20,8 @@
  * How many: eight times the context's GDRC_MAX_REGIONS, at least
  * ARENA_MIN and at most ARENA_MAX, alive at once (cached, held, being
  * registered or waiting for release); a get that needs one more answers
- * GDRC_ERR_NO_MEMORY.  The reservation is PROT_NONE (no memory is
+ * GDRC_ERR_LIMIT (gdrc_arena_full; a block the system would not make
+ * accessible: GDRC_ERR_NO_MEMORY).  The reservation is PROT_NONE (no memory is
  * committed, under strict overcommit too) and halved until the system
  * grants it; blocks become readable and writable as the bump index
  * reaches them.
@@ -47,8 +48,8 @@
  * get), and the most one step adds (2 MB of hit lines: a huge page). */
 #define ARENA_FIRST 64u
 #define ARENA_STEP (1u << 15)
-/* Hit lines are aligned to a huge page, so that a large cache's lines
- * can be mapped on them (asked for, not required). */
+/* Hit lines are aligned to a huge page, so that a large cache's blocks
+ * of ARENA_STEP can be mapped on them (asked for, not required). */
 #define ARENA_ALIGN (2UL << 20)
 
 _Static_assert(sizeof(struct gdrc_region) == GDRC_CACHELINE,
@@ -104,7 +105,6 @@ int gdrc_arena_init(struct gdrc_arena *a, uint64_t max_regions)
 	if (!a->hits)
 		return -1;
 	a->cap = cap;
-	madvise(a->hits, a->hits_bytes, MADV_HUGEPAGE); /* a hint */
 	if (arena_grow(a)) {
 		gdrc_arena_destroy(a);
 		return -1;
@@ -148,6 +148,11 @@ static int arena_grow(struct gdrc_arena *a)
 		memset(a->hits, 0, (size_t)n * sizeof(a->hits[0]));
 		memset(a->cold, 0, (size_t)n * sizeof(a->cold[0]));
 	}
+	/* A whole huge page of hit lines: ask for one (a hint).  Not for
+	 * the smaller first blocks: a small context would pay 2 MB. */
+	if (n == ARENA_STEP)
+		madvise(a->hits + a->ready, (size_t)n * sizeof(a->hits[0]),
+			MADV_HUGEPAGE);
 	a->ready += n;
 	return 0;
 }
@@ -176,6 +181,18 @@ struct gdrc_region *gdrc_arena_get(struct gdrc_cache *c)
 	atomic_store_explicit(&a->made, made + 1, memory_order_release);
 	gdrc_slab_unlock(c);
 	return r;
+}
+
+int gdrc_arena_full(struct gdrc_cache *c)
+{
+	struct gdrc_arena *a = &c->regions;
+	int full;
+
+	gdrc_slab_lock(c);
+	full = !a->free &&
+	       atomic_load_explicit(&a->made, memory_order_relaxed) == a->cap;
+	gdrc_slab_unlock(c);
+	return full;
 }
 
 void gdrc_arena_put_locked(struct gdrc_cache *c, struct gdrc_region *r)

@@ -26,14 +26,14 @@
  *
  *   api*.c -> cache.c, lookup.c, miss.c, inval.c, handle.c (put, the
  *             parked table), cache.h, hit.h
- *   miss.c -> lookup.c, inval.c, lru.c, region.c, handle.c, pool.c,
+ *   miss.c -> lookup.c, inval.c, lru.c, region.c, handle.c,
  *             index.c (prepare), index_sum.c (the plan's walk)
  *   lookup.c -> inval.c, index.c, handle.c, region.c
  *   inval.c -> index_sum.c (overlap), region.c, lru.c (a collected
  *             region off the list)
- *   lru.c -> region.c, handle.c (busy)
+ *   lru.c -> region.c, handle.c (busy), arena.c (the hand's round)
  *   region.c -> index.c, lru.c (list, unlist, ghosts), handle.c
- *             (this thread's handle on a removed region), pool.c
+ *             (this thread's handle on a removed region), arena.c, pool.c
  *   handle.c -> region.c (drop), pool.c, cache.c (a foreign cache's
  *             handle, through the registry), shard.c (a first shard)
  *   shard.c -> handle.c (thread exit)
@@ -46,7 +46,8 @@
  *                        code holding this lock and finding the uid may
  *                        touch them)
  *   cache->lock          rwlock: index, clock, counts, ghosts, inflight
- *   cache->slab_lock     pool.c: the pools' lists
+ *   cache->slab_lock     arena.c, pool.c: the free lists, the arena's
+ *                        growth, the pool's chunks
  *   invq.lock            invq.c: spinlock, innermost, never held across
  *                        a call
  *   shard_lock           shard.c: a leaf, taken alone

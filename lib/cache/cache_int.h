@@ -8,7 +8,9 @@
  * The types they share are types.h, the inline hit path hit.h, both
  * included through cache.h.
  *
- *   pool.c    fixed-size objects carved from chunks freed with the cache
+ *   arena.c   where regions live: hit lines and cold records, by index
+ *   pool.c    fixed-size objects (handles) carved from chunks freed with
+ *             the cache
  *   region.c  a region's life: memory, publication, references, release,
  *             membership (index, clock, counts), what memory it was made for
  *   lru.c     recency, limits and eviction; the miss-cause ghosts
@@ -26,7 +28,8 @@
  *                     gdrc_cache_wrlock/_rdlock/_unlock, which in debug
  *                     builds (no NDEBUG) note the holder, so that a
  *                     function that needs the lock can assert it.
- *   cache->slab_lock  mutex: the pools' free lists and chunk lists.
+ *   cache->slab_lock  mutex: the arena's and the pool's free lists, the
+ *                     arena's growth, the pool's chunk list.
  *   shard_lock        (shard.c) the bitmap of owned stats shards.
  *   cache_registry_lock (cache.c) the registry of live caches.
  */
@@ -135,6 +138,9 @@ void gdrc_arena_destroy(struct gdrc_arena *a);
  * for gdrc_region_init_free's fields); NULL when the arena is full or
  * out of memory.  Takes slab_lock. */
 struct gdrc_region *gdrc_arena_get(struct gdrc_cache *c);
+/* Is every region of the arena alive (a get found none)?  Takes
+ * slab_lock. */
+int gdrc_arena_full(struct gdrc_cache *c);
 /* Under slab_lock: give r back, last in line for reuse. */
 void gdrc_arena_put_locked(struct gdrc_cache *c, struct gdrc_region *r);
 /* fn(r, arg) for every region ever handed out (in use or freed). */

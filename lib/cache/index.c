@@ -49,7 +49,7 @@
  * written (a word is read whole: never torn).  None of that can serve a
  * wrong registration: a candidate counts only once a compare-and-swap
  * added a pin or a reference to a word that was neither INVALID nor DEAD
- * (region memory is type-stable, pool.c), after which its key, rights
+ * (region memory is type-stable, arena.c), after which its key, rights
  * and kernel word are checked and cannot change.  What the read can do
  * is miss: the caller then asks again under the lock, which is exact.  A
  * region removed since a get's first load of pending has INVALID set

@@ -392,7 +392,7 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 
 	r = gdrc_region_alloc(c);
 	if (!r)
-		return GDRC_ERR_NO_MEMORY;
+		return gdrc_arena_full(c) ? GDRC_ERR_LIMIT : GDRC_ERR_NO_MEMORY;
 	kerr = miss_subscribe(c, plan, &k);
 	if (req->mem_type == GDRC_MEM_CUDA && c->p.gpu_kpin_required &&
 	    !k.pinned) {

@@ -2,7 +2,7 @@
 /*
  * region.c - a region's life, from its memory to its release.
  *
- *   alloc      a pool object (pool.c), with its GPU segments copied
+ *   alloc      a line of the arena (arena.c), its ext made by the miss
  *   publish    registered: one direct reference (the miss's), INVALID
  *   insert     in the cache: the index holds a reference, INVALID clear
  *   remove     out of the cache: INVALID, the index's reference dropped

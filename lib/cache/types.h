@@ -38,9 +38,9 @@ struct gdrc_handle;
 
 /*
  * What the API hands out: a thread's handle (its pub), or a region's own
- * direct reference, which is only the magic word r->self in line 0 of
- * the region, so that a get, its put and the user's key reads touch that
- * one line.  The magic says which: a handle's pub.r is its region; the
+ * direct reference, which is only the magic word r->self in the region's
+ * line, so that a get, its put and the user's key reads touch that one
+ * line.  The magic says which: a handle's pub.r is its region; the
  * region of a direct reference is the one around it (gdrc_mr_region).
  */
 struct gdrc_mr {

@@ -6,7 +6,7 @@
  * the second array; freed regions come back first in, first out through
  * their 32-bit links; the walk (cleanup, checks, the clock hand) visits
  * each region handed out once; and a full arena refuses a region
- * (GDRC_ERR_NO_MEMORY from a miss) without changing anything, then
+ * (GDRC_ERR_LIMIT from a miss) without changing anything, then
  * serves again once one is given back.  Drives the cache layer
  * directly, with the none backend.
  */
@@ -139,7 +139,7 @@ static void test_arena_reuse_first_in_first_out(void **state)
 /*
  * A context of GDRC_MAX_REGIONS 1,000 holds 65,536 registrations alive
  * at most (eight times its limit, at least that many): held uncached
- * ones fill it, and the next miss answers GDRC_ERR_NO_MEMORY with
+ * ones fill it, and the next miss answers GDRC_ERR_LIMIT with
  * nothing changed (no registration made, none dropped); a put frees a
  * region, and the miss after it is served.
  */
@@ -183,7 +183,7 @@ static void test_arena_full_refuses(void **state)
 	mr = (struct gdrc_mr *)&p; /* a value the refusal must not touch */
 	assert_int_equal(cache_layer_get_host(c, RANGE_START - PAGE,
 					      RANGE_START, &mr),
-			 GDRC_ERR_NO_MEMORY);
+			 GDRC_ERR_LIMIT);
 	assert_ptr_equal(mr, (struct gdrc_mr *)&p);
 	assert_int_equal(atomic_load(&c->nalive), alive);
 	assert_int_equal(c->nregions, 0);
