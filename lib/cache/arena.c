@@ -40,6 +40,18 @@
 
 #include "cache_int.h"
 
+/* LeakSanitizer looks for pointers in the heap, stacks and globals, not
+ * in mappings of our own: the arena, which holds the only pointers to
+ * exts and backend objects, is named to it as a root. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define LSAN_ROOT(p, n) __lsan_register_root_region(p, n)
+#define LSAN_UNROOT(p, n) __lsan_unregister_root_region(p, n)
+#else
+#define LSAN_ROOT(p, n) ((void)0)
+#define LSAN_UNROOT(p, n) ((void)0)
+#endif
+
 #define ARENA_MIN (1u << 16)
 #define ARENA_MAX (1u << 27)
 /* Regions made accessible at first (their pages touched at once, so that
@@ -105,6 +117,8 @@ int gdrc_arena_init(struct gdrc_arena *a, uint64_t max_regions)
 	if (!a->hits)
 		return -1;
 	a->cap = cap;
+	LSAN_ROOT(a->hits, a->hits_bytes);
+	LSAN_ROOT(a->cold, a->cold_bytes);
 	if (arena_grow(a)) {
 		gdrc_arena_destroy(a);
 		return -1;
@@ -114,6 +128,10 @@ int gdrc_arena_init(struct gdrc_arena *a, uint64_t max_regions)
 
 void gdrc_arena_destroy(struct gdrc_arena *a)
 {
+	if (a->hits && a->cold) {
+		LSAN_UNROOT(a->hits, a->hits_bytes);
+		LSAN_UNROOT(a->cold, a->cold_bytes);
+	}
 	if (a->hits)
 		munmap(a->hits, a->hits_bytes);
 	if (a->cold)
