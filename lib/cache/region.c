@@ -97,18 +97,17 @@ void gdrc_region_free(struct gdrc_cache *c, struct gdrc_region *r)
 							 memory_order_acquire);
 	struct gdrc_handle *h, *next;
 
+	/* The list's head, before its ext goes (the handles are the
+	 * pool's, and stay). */
+	h = x ? atomic_load_explicit(&x->handles, memory_order_acquire) : NULL;
 	r->self = 0;
+	gdrc_region_ext_free(r);
 	gdrc_slab_lock(c);
-	for (h = x ? atomic_load_explicit(&x->handles, memory_order_acquire) :
-		     NULL;
-	     h; h = next) {
+	for (; h; h = next) {
 		next = h->next;
 		h->pub.magic = 0;
 		gdrc_pool_put_locked(c, &c->handles, h);
 	}
-	gdrc_slab_unlock(c);
-	gdrc_region_ext_free(r);
-	gdrc_slab_lock(c);
 	gdrc_arena_put_locked(c, r);
 	gdrc_slab_unlock(c);
 }
