@@ -220,11 +220,7 @@ static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
  * The parked table is reviewed every GDRC_PARKED_REVIEW lookups in it
  * (parked_review).  A table that is not earning its keep grows, or is
  * switched off for the next PARKED_OFF gets the four entries do not
- * serve (no lookup in it, no handle made to park), twice as many each
- * time in a row that a review switches it off again, up to
- * PARKED_OFF << PARKED_BACKOFF_MAX (65,536: the table's 256 lookups of
- * each review then cost under half a percent of the gets of a pattern it
- * cannot serve, against 6 % at a fixed 4,096).  Without that, a
+ * serve (no lookup in it, no handle made to park).  Without that, a
  * pattern over many more buffers than the table holds (random pages of
  * a hundred thousand registrations) would pay for table lines that keep
  * evicting each other from the CPU's cache, and for handles made and
@@ -233,7 +229,6 @@ static void tls_entry_drop(struct gdrc_cache *c, struct gdrc_tls_entry *e)
  * buffer's second index hit).
  */
 #define PARKED_OFF 4096
-#define PARKED_BACKOFF_MAX 4
 #define PARKED_FILL(tab) (3 * (tab)->size / GDRC_PARKED_REVIEW)
 /* A parked entry unused for this many gets the four entries did not
  * serve is cold: a handle may be made to take its slot. */
@@ -508,8 +503,7 @@ static void parked_grow(struct gdrc_cache *c)
  * the one its slot remembers (clashes: the thread takes more buffers in
  * turn than the table holds), the table grows eightfold, up to
  * GDRC_TLS_PARKED_MAX; a table that cannot grow is switched off for the
- * next PARKED_OFF gets (more after several such reviews in a row), as is
- * one hit less than once in eight.  Why
+ * next PARKED_OFF gets, as is one hit less than once in eight.  Why
  * those bounds (docs/design.md, the parked table; measured on the CPU
  * machine, random pages over n registrations): a parked hit reads three
  * lines (entry, handle, region) and an index hit two, so a table pays
@@ -526,7 +520,6 @@ static void parked_grow(struct gdrc_cache *c)
 static void parked_review(struct gdrc_cache *c, struct gdrc_tls *t)
 {
 	int clashing = t->parked_clashes >= GDRC_PARKED_REVIEW / 8;
-	int off = 0;
 
 	if (t->parked_fill) {
 		t->parked_fill--;
@@ -537,14 +530,7 @@ static void parked_review(struct gdrc_cache *c, struct gdrc_tls *t)
 			parked_grow(c);
 		else if (clashing ||
 			 t->parked_hits < GDRC_PARKED_REVIEW / 8)
-			off = 1;
-	}
-	if (off) {
-		t->parked_off = PARKED_OFF << t->parked_backoff;
-		if (t->parked_backoff < PARKED_BACKOFF_MAX)
-			t->parked_backoff++;
-	} else {
-		t->parked_backoff = 0;
+			t->parked_off = PARKED_OFF;
 	}
 	t->parked_looks = 0;
 	t->parked_hits = 0;

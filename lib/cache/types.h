@@ -343,9 +343,6 @@ struct gdrc_tls {
 	uint16_t parked_clashes; /* the slot held for another region */
 	uint16_t parked_fill;    /* reviews to skip while a grown table
 				  * fills */
-	uint16_t parked_backoff; /* reviews in a row that switched it off
-				  * (at most PARKED_BACKOFF_MAX): the next
-				  * switch-off lasts PARKED_OFF << this */
 };
 
 extern __thread struct gdrc_tls gdrc_tls_cur
