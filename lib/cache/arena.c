@@ -54,11 +54,15 @@
 
 #define ARENA_MIN (1u << 16)
 #define ARENA_MAX (1u << 27)
-/* Regions made accessible at first (their pages touched at once, so that
- * a context's first misses take no page fault: a first insert cost 1.6x
- * the hundredth on the H100 host when its pages were left to the first
- * get), and the most one step adds (2 MB of hit lines: a huge page). */
-#define ARENA_FIRST 64u
+/* Regions made accessible at first, and the most one step adds (2 MB of
+ * hit lines: a huge page).  Each step is two mprotect calls, which cost
+ * a context's first 100 inserts 60 ns each when the first block was 64
+ * regions.  The first ARENA_TOUCH regions' pages are touched at once, so
+ * that a context's first misses take no page fault (a first insert cost
+ * 1.6x the hundredth on the H100 host when its pages were left to the
+ * first get). */
+#define ARENA_FIRST 1024u
+#define ARENA_TOUCH 64u
 #define ARENA_STEP (1u << 15)
 /* Hit lines are aligned to a huge page, so that a large cache's blocks
  * of ARENA_STEP can be mapped on them (asked for, not required). */
@@ -102,7 +106,7 @@ int gdrc_arena_init(struct gdrc_arena *a, uint64_t max_regions)
 	uint32_t cap = arena_cap(max_regions);
 
 	*a = (struct gdrc_arena){ 0 };
-	for (; cap >= ARENA_FIRST; cap /= 2) {
+	for (; cap >= ARENA_MIN / 16; cap /= 2) {
 		a->hits_bytes = (size_t)cap * sizeof(struct gdrc_region);
 		a->cold_bytes = (size_t)cap * sizeof(struct gdrc_region_cold);
 		a->hits = reserve(a->hits_bytes, ARENA_ALIGN);
@@ -163,8 +167,8 @@ static int arena_grow(struct gdrc_arena *a)
 	    open_up(a->cold + a->ready, (size_t)n * sizeof(a->cold[0])))
 		return -1;
 	if (!a->ready) {
-		memset(a->hits, 0, (size_t)n * sizeof(a->hits[0]));
-		memset(a->cold, 0, (size_t)n * sizeof(a->cold[0]));
+		memset(a->hits, 0, ARENA_TOUCH * sizeof(a->hits[0]));
+		memset(a->cold, 0, ARENA_TOUCH * sizeof(a->cold[0]));
 	}
 	/* A whole huge page of hit lines: ask for one (a hint).  Not for
 	 * the smaller first blocks: a small context would pay 2 MB. */

@@ -25,8 +25,8 @@
 #define PAGE 4096UL
 /* Any addresses: the none backend touches no memory. */
 #define RANGE_START 0x100000000UL
-/* Past the arena's first block (64 regions) and its second. */
-#define NREG 500
+/* Past the arena's first block (1,024 regions) and its second. */
+#define NREG 2500
 
 struct walk {
 	struct gdrc_region *r[2 * NREG];
