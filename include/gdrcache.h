@@ -374,8 +374,9 @@ GDRC_API gdrc_status_t gdrc_source_status(struct gdrc_ctx *ctx,
  *         GDRC_MAX_REGIONS or GDRC_MAX_BYTES, or, with a ring, every
  *         slot of its table is held, or the context has eight times
  *         GDRC_MAX_REGIONS registrations alive (at least 65,536, at
- *         most 2^27: cached, held, being made or being released; its
- *         region arena's size, fixed at gdrc_init);
+ *         most 2^27, and at most a sixteenth of RLIMIT_AS at 80 bytes
+ *         each: cached, held, being made or being released; its region
+ *         arena's size, fixed at gdrc_init);
  *         GDRC_ERR_NO_MEMORY if memory could not be pinned even after
  *         evicting every unused registration;
  *         GDRC_ERR_VERBS if ibv_reg_mr failed otherwise;

@@ -18,7 +18,8 @@
  *     (collected, dead, free) link through (gdrc_region_link_to).
  *
  * How many: eight times the context's GDRC_MAX_REGIONS, at least
- * ARENA_MIN and at most ARENA_MAX, alive at once (cached, held, being
+ * ARENA_MIN and at most ARENA_MAX (fewer under an address-space limit:
+ * arena_cap), alive at once (cached, held, being
  * registered or waiting for release); a get that needs one more answers
  * GDRC_ERR_LIMIT (gdrc_arena_full; a block the system would not make
  * accessible: GDRC_ERR_NO_MEMORY).  The reservation is PROT_NONE (no memory is
@@ -37,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "cache_int.h"
 
@@ -91,13 +93,22 @@ static void *reserve(size_t bytes, size_t align)
 
 static int arena_grow(struct gdrc_arena *a);
 
-/* Eight times max_regions, a power of two in [ARENA_MIN, ARENA_MAX]. */
+/* Eight times max_regions, a power of two in [ARENA_MIN, ARENA_MAX],
+ * and under an address-space limit (RLIMIT_AS, which a reservation
+ * counts against though it commits nothing) at most a sixteenth of it:
+ * a context without a count limit must not take the program's room. */
 static uint32_t arena_cap(uint64_t max_regions)
 {
+	const size_t each = sizeof(struct gdrc_region) +
+			    sizeof(struct gdrc_region_cold);
 	uint32_t cap = ARENA_MIN;
+	struct rlimit rl;
 
 	while (cap < ARENA_MAX && cap / 8 < max_regions)
 		cap *= 2;
+	if (!getrlimit(RLIMIT_AS, &rl) && rl.rlim_cur != RLIM_INFINITY)
+		while (cap > ARENA_MIN && (uint64_t)cap * each > rl.rlim_cur / 16)
+			cap /= 2;
 	return cap;
 }
 

@@ -14,8 +14,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -204,12 +208,87 @@ static void test_arena_full_refuses(void **state)
 	free(c);
 }
 
+/* The pages of this process's address space (/proc/self/statm), or -1. */
+static long vm_pages(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+/*
+ * A context without a count limit reserves room for 2^27 regions (10
+ * GiB of address space), but under an address-space limit at most a
+ * sixteenth of it: 2^25 under 64 GiB.  In a child (the limit stays
+ * there).  Exit codes: 0 as expected, 2 no limit could be set, 3 the
+ * cap, 4 gdrc_cache_init failed.
+ */
+static int limited_child(void)
+{
+	struct rlimit rl = { .rlim_cur = 64UL << 30, .rlim_max = 64UL << 30 };
+	struct gdrc_cache *c;
+	struct rlimit old;
+
+	if (getrlimit(RLIMIT_AS, &old) ||
+	    (old.rlim_max != RLIM_INFINITY && old.rlim_max < rl.rlim_max))
+		return 2;
+	if (setrlimit(RLIMIT_AS, &rl))
+		return 2;
+	c = cache_layer_new(&gdrc_pin_none_ops, 0);
+	if (!c)
+		return 4;
+	if (c->regions.cap != 1u << 25)
+		return 3;
+	gdrc_cache_cleanup(c);
+	free(c);
+	return 0;
+}
+
+static void test_arena_address_space_limit(void **state)
+{
+	struct gdrc_cache *c = cache_layer_new(&gdrc_pin_none_ops, 0);
+	long v = vm_pages();
+	int status = 0;
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(c);
+	/* valgrind grants a few GiB of address space at most: its arena is
+	 * a halved one, and a limit is its own business. */
+	if (getenv("GDRC_TEST_VALGRIND")) {
+		gdrc_cache_cleanup(c);
+		free(c);
+		skip();
+	}
+	assert_int_equal(c->regions.cap, 1u << 27); /* no limit: the most */
+	gdrc_cache_cleanup(c);
+	free(c);
+	/* Sanitizers and valgrind take tens of terabytes or refuse limits:
+	 * a limit of 64 GiB would leave them no room. */
+	if (v < 0 || (uint64_t)v * (uint64_t)sysconf(_SC_PAGESIZE) > (16UL << 30))
+		skip();
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid)
+		_exit(limited_child());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_arena_lines_side_by_side),
 		cmocka_unit_test(test_arena_reuse_first_in_first_out),
 		cmocka_unit_test(test_arena_full_refuses),
+		cmocka_unit_test(test_arena_address_space_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
