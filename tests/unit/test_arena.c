@@ -25,6 +25,7 @@
 
 #include "cache/cache_int.h"
 #include "cache_layer.h"
+#include "vm_pages.h"
 
 #define PAGE 4096UL
 /* Any addresses: the none backend touches no memory. */
@@ -206,20 +207,6 @@ static void test_arena_full_refuses(void **state)
 	free(held);
 	gdrc_cache_cleanup(c);
 	free(c);
-}
-
-/* The pages of this process's address space (/proc/self/statm), or -1. */
-static long vm_pages(void)
-{
-	FILE *f = fopen("/proc/self/statm", "r");
-	long v = -1;
-
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
 }
 
 /*

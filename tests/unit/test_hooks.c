@@ -36,6 +36,8 @@
 
 #include <cmocka.h>
 
+#include "vm_pages.h"
+
 #include "gdrc_int.h"
 #include "hooks/hooks.h"
 #include "hooks/hooks_int.h"
@@ -394,20 +396,6 @@ static void test_hooks_mremap_fixed_reports_old_and_target(void **state)
 	assert_reported_once(t + page, t + 3 * page);
 	assert_int_equal(rec_count(), 2);
 	munmap(t, 4 * page);
-}
-
-/* The pages of the current address space (for RLIMIT_AS). */
-static long vm_pages(void)
-{
-	FILE *f = fopen("/proc/self/statm", "r");
-	long v = -1;
-
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
 }
 
 /*
