@@ -36,12 +36,11 @@
 
 #include <cmocka.h>
 
-#include "vm_pages.h"
-
 #include "gdrc_int.h"
 #include "hooks/hooks.h"
 #include "hooks/hooks_int.h"
 #include "libc_sym.h"
+#include "vm_pages.h"
 
 #define REC_MAX 4096
 
