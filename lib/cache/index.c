@@ -344,19 +344,24 @@ void *gdrc_index_prepare(const struct gdrc_cache *c)
 /*
  * A retired table's slots are never written again, and a reader still in
  * it needs none of them: an empty slot ends its probe as a miss, which
- * the locked query answers.  So a mapped one gives its memory back now
- * (it would otherwise stay resident until the cache goes: as much again
- * as the current table) and keeps only its first page, where the header
- * lives that such a reader reads (bits: its mask); pages read again are
- * zero.  One system call per growth, under the lock; growths are
- * logarithmic.
+ * the locked query answers.  So a table gives its memory back now (it
+ * would otherwise stay resident until the cache goes: as much again as
+ * the current table, mapped or malloc'ed) and keeps only the page where
+ * the header lives that such a reader reads (bits: its mask); pages read
+ * again are zero.  A malloc'ed table gives back only the whole pages
+ * inside it, so that malloc's own words on either side stay.  One
+ * system call per growth, under the lock; growths are logarithmic.
  */
 static void ph_retire_pages(struct gdrc_phash *t)
 {
-	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	size_t size = t->bytes ? t->bytes :
+				 sizeof(*t) + (sizeof(t->slot[0]) << t->bits);
+	uintptr_t lo = ((uintptr_t)t & ~(page - 1)) + page;
+	uintptr_t hi = ((uintptr_t)t + size) & ~(page - 1);
 
-	if (t->bytes > (size_t)page)
-		madvise((char *)t + page, t->bytes - (size_t)page,
+	if (hi > lo)
+		madvise((void *)lo, hi - lo,
 			MADV_DONTNEED); /* a hint: the table stays valid */
 }
 
