@@ -19,10 +19,10 @@
  *
  * How many: eight times the context's GDRC_MAX_REGIONS, at least
  * ARENA_MIN and at most ARENA_MAX (fewer under an address-space limit:
- * arena_cap), alive at once (cached, held, being
- * registered or waiting for release); a get that needs one more answers
- * GDRC_ERR_LIMIT (gdrc_arena_full; a block the system would not make
- * accessible: GDRC_ERR_NO_MEMORY).  The reservation is PROT_NONE (no memory is
+ * arena_cap), alive at once (cached, held, being registered or waiting
+ * for release); a get that needs one more answers GDRC_ERR_LIMIT
+ * (gdrc_arena_full; a block the system would not make accessible:
+ * GDRC_ERR_NO_MEMORY).  The reservation is PROT_NONE (no memory is
  * committed, under strict overcommit too) and halved until the system
  * grants it; blocks become readable and writable as the bump index
  * reaches them.
@@ -32,13 +32,14 @@
  *
  * Locks: cache->slab_lock guards free, free_tail, ready and the writes
  * of made (read by the clock hand under cache->lock); it is a leaf
- * under cache->lock.  Callers: region.c (get, put), cache.c (init,
- * walks, destroy), lru.c (the hand's index).
+ * under cache->lock.  Callers: region.c (get, put), miss.c (full),
+ * cache.c (init, walks, destroy), lru.c (the hand's index).
  */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "cache_int.h"
 
@@ -75,7 +76,16 @@ _Static_assert(sizeof(struct gdrc_region) == GDRC_CACHELINE,
 _Static_assert(sizeof(struct gdrc_region_cold) == 16,
 	       "a cold record is 16 bytes");
 
-/* PROT_NONE address space of bytes, aligned to align; NULL if refused. */
+/* The system's page: mprotect's unit. */
+static uintptr_t page_size(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	return page > 0 ? (uintptr_t)page : 4096;
+}
+
+/* PROT_NONE address space of bytes, aligned to align (a power of two,
+ * a page or more); NULL if refused. */
 static void *reserve(size_t bytes, size_t align)
 {
 	char *p = mmap(NULL, bytes + align, PROT_NONE,
@@ -123,7 +133,7 @@ int gdrc_arena_init(struct gdrc_arena *a, uint64_t max_regions)
 		a->hits = reserve(a->hits_bytes, ARENA_ALIGN);
 		if (!a->hits)
 			continue;
-		a->cold = reserve(a->cold_bytes, 4096);
+		a->cold = reserve(a->cold_bytes, page_size());
 		if (a->cold)
 			break;
 		munmap(a->hits, a->hits_bytes);
@@ -158,8 +168,9 @@ void gdrc_arena_destroy(struct gdrc_arena *a)
  * records of a block start mid-page). */
 static int open_up(void *p, size_t bytes)
 {
-	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095;
-	uintptr_t hi = ((uintptr_t)p + bytes + 4095) & ~(uintptr_t)4095;
+	uintptr_t page = page_size();
+	uintptr_t lo = (uintptr_t)p & ~(page - 1);
+	uintptr_t hi = ((uintptr_t)p + bytes + page - 1) & ~(page - 1);
 
 	return mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE);
 }

@@ -27,7 +27,8 @@
  *   api*.c -> cache.c, lookup.c, miss.c, inval.c, handle.c (put, the
  *             parked table), cache.h, hit.h
  *   miss.c -> lookup.c, inval.c, lru.c, region.c, handle.c,
- *             index.c (prepare), index_sum.c (the plan's walk)
+ *             index.c (prepare), index_sum.c (the plan's walk),
+ *             arena.c (full)
  *   lookup.c -> inval.c, index.c, handle.c, region.c
  *   inval.c -> index_sum.c (overlap), region.c, lru.c (a collected
  *             region off the list)

@@ -596,11 +596,9 @@ static struct gdrc_region_ext *ext_for_handles(struct gdrc_region *r)
 {
 	struct gdrc_region_ext *x = atomic_load_explicit(&r->ext,
 							 memory_order_acquire);
-	struct gdrc_region_ext *none =
-		(struct gdrc_region_ext *)&gdrc_region_ext_none;
 	struct gdrc_region_ext *own;
 
-	if (x != none)
+	if (x != REGION_EXT_NONE)
 		return x;
 	own = malloc(sizeof(*own));
 	if (!own)

@@ -45,10 +45,12 @@ int gdrc_collect_fn(struct gdrc_region *r, void *arg)
 	    (r->start < col->start || r->end > col->end ||
 	     (r->access & ~col->access) || !gdrc_same_memory(r, col->req)))
 		return 0;
-	if (col->alloc_match &&
-	    !(gdrc_region_ext(r)->alloc_start < col->end &&
-	      gdrc_region_ext(r)->alloc_end > col->start))
-		return 0;
+	if (col->alloc_match) {
+		const struct gdrc_region_ext *x = gdrc_region_ext(r);
+
+		if (!(x->alloc_start < col->end && x->alloc_end > col->start))
+			return 0;
+	}
 	gdrc_collect_push(col, r);
 	return 0;
 }

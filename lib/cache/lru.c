@@ -6,9 +6,8 @@
  * or through the index, sets its region's used byte (gdrc_region_used,
  * hit.h: a store only when it was clear, so that hits on a region write
  * nothing once it is marked).  The clock hand goes round the region
- * arena in index order (arena.c; cached regions are those
- * listed, a byte set at insertion and cleared at removal, both under the
- * write lock): a listed region it finds used is cleared and passed over,
+ * arena in index order (arena.c; cached regions are those listed, a bit
+ * set at insertion and cleared at removal, both under the write lock): a listed region it finds used is cleared and passed over,
  * one it finds unused and that nobody holds is the victim.  The contract,
  * which test_lru checks: a region used since the hand last passed it is
  * never evicted while an unused one that nobody holds is cached (the
@@ -28,8 +27,9 @@
  * a miss can be counted as cold, evicted or invalidated.
  *
  * Locks: everything here runs under cache->lock for writing (asserted),
- * but gdrc_lru_check (either mode), which takes slab_lock.  Callers: region.c (list, unlist, ghosts), inval.c
- * (unlist), miss.c (evict, reserve), cache.c (release_unused, checks).
+ * but gdrc_lru_check (either mode), which takes slab_lock.  Callers:
+ * region.c (list, unlist, ghosts), inval.c (unlist), miss.c (evict,
+ * reserve), cache.c (release_unused, checks).
  */
 #include "cache_int.h"
 
@@ -96,7 +96,7 @@ static struct gdrc_region *clock_step(struct gdrc_cache *c, uint32_t made)
  * The hand's next victim of device (or any, GDRC_DEVICE_ALL): a listed
  * region of it that is unused (its used byte clear, else cleared and
  * passed over) and that nobody holds, claimed for eviction (INVALID
- * set).  At most two rounds of the pool: the first may only clear used
+ * set).  At most two rounds of the arena: the first may only clear used
  * bytes.  Other devices' regions are passed over as they are.
  */
 static struct gdrc_region *lru_claim_victim(struct gdrc_cache *c, int device)

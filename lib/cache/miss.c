@@ -420,7 +420,7 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	if (x)
 		atomic_store_explicit(&r->ext, x, memory_order_relaxed);
 	else
-		x = (struct gdrc_region_ext *)&gdrc_region_ext_none;
+		x = REGION_EXT_NONE;
 	r->kern = k.slot >= 0;
 	gdrc_region_cold(r)->id = atomic_fetch_add_explicit(
 		&region_id_next, 1, memory_order_relaxed);

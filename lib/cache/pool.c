@@ -3,18 +3,19 @@
  * pool.c - fixed-size objects (handles), a cache line each at
  * least, carved from chunks (each twice the last, up to POOL_MAX
  * objects; large ones on huge pages) that are freed only with the
- * cache.  Region memory is therefore type-stable: a reader holding a
- * stale pointer to a region or a handle reads an object of the same
- * type, never memory given back to malloc, which is what lets the fast
- * path and a put read a handle without a lock.
+ * cache.  Handle memory is therefore type-stable: a reader holding a
+ * stale pointer to a handle reads a handle, never memory given back to
+ * malloc, which is what lets the fast path and a put read a handle
+ * without a lock.  (Regions are type-stable the same way in the arena,
+ * arena.c.)
  *
  * Reuse is first in, first out, so that a stale pointer finds a dead
  * object (magic word cleared) for as long as possible.
  *
  * Locks: cache->slab_lock guards every pool's lists (free, free_tail,
  * chunks); it is a leaf under cache->lock, never held across a call out.
- * Callers: region.c, handle.c, cache.c.  (Regions live in the arena,
- * arena.c, which also holds slab_lock's functions' other users.)
+ * Callers: region.c, handle.c, cache.c.  slab_lock's functions are here;
+ * the arena takes the same lock.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +140,7 @@ int gdrc_pool_grow(struct gdrc_cache *c, struct gdrc_pool *pool)
 }
 
 /* Take an object: the one freed longest ago, else a fresh one (zero,
- * set up by pool->init), growing the pool when both run out. */
+ * growing the pool when both run out. */
 void *gdrc_pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
 {
 	void *obj;
@@ -161,8 +162,6 @@ void *gdrc_pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
 	 * made, a mapped one is fresh pages). */
 	obj = pool->bump;
 	pool->bump = obj + pool->size;
-	if (pool->init)
-		pool->init(obj);
 	gdrc_slab_unlock(c);
 	return obj;
 }

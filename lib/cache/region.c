@@ -59,7 +59,7 @@ _Static_assert(offsetof(struct gdrc_handle, pub) == 0,
 void gdrc_region_init_free(struct gdrc_region *r)
 {
 	atomic_init(&r->word, REGION_DEAD | REGION_INVALID);
-	atomic_init(&r->ext, (struct gdrc_region_ext *)&gdrc_region_ext_none);
+	atomic_init(&r->ext, REGION_EXT_NONE);
 }
 
 struct gdrc_region *gdrc_region_alloc(struct gdrc_cache *c)
@@ -83,9 +83,7 @@ void gdrc_region_ext_free(struct gdrc_region *r)
 
 	if (!x || x == &gdrc_region_ext_none)
 		return;
-	atomic_store_explicit(&r->ext,
-			      (struct gdrc_region_ext *)&gdrc_region_ext_none,
-			      memory_order_relaxed);
+	atomic_store_explicit(&r->ext, REGION_EXT_NONE, memory_order_relaxed);
 	free(x->kpins);
 	free(x);
 }

@@ -107,6 +107,9 @@ struct gdrc_region_ext {
 
 /* The ext of every region that needs none (read only). */
 extern const struct gdrc_region_ext gdrc_region_ext_none;
+/* The same, as gdrc_region.ext holds it (never written through: a
+ * region that needs its own gets a copy, handle.c). */
+#define REGION_EXT_NONE ((struct gdrc_region_ext *)&gdrc_region_ext_none)
 
 /*
  * One registration: a 64-byte line, all that a hit (fast or through the
@@ -409,7 +412,6 @@ struct gdrc_pool {
 	size_t size;   /* memory an object takes, a multiple of
 			* GDRC_CACHELINE */
 	size_t link;   /* offset of the free-list pointer in an object */
-	void (*init)(void *obj); /* for each fresh object, or NULL */
 };
 
 /*
