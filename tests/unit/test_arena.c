@@ -7,8 +7,9 @@
  * their 32-bit links; the walk (cleanup, checks, the clock hand) visits
  * each region handed out once; and a full arena refuses a region
  * (GDRC_ERR_LIMIT from a miss) without changing anything, then
- * serves again once one is given back.  Drives the cache layer
- * directly, with the none backend.
+ * serves again once one is given back; and under an address-space
+ * limit the arena is sized to a sixteenth of it.  Drives the cache
+ * layer directly, with the none backend.
  */
 #include <setjmp.h>
 #include <stdarg.h>

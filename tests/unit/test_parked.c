@@ -340,20 +340,11 @@ static int miss_next_extra(void)
 }
 
 /*
- * A thread taking BIG buffers in turn: its parked table grows to hold
- * them (so that an invalidation of them all leaves far more than 128
- * pinned by its handles), every get after the first round is a hit, and
- * its handles on regions that left the cache are let go of over its next
- * few gets that the fast path does not serve (a large table is looked
- * over a part at a time), then nothing of theirs is pinned.
- */
-/*
  * Run run (rounds of gets) on a worker over the first pages pages (each
  * missed once, then hit hits times in all), invalidate them, and check
- * that more than
- * pinned of them stay pinned by the worker's parked handles (the table
- * grew to hold them) until its next EXTRA gets, which let go of them.
- * @return the worker, still running.
+ * that more than pinned of them stay pinned by the worker's parked
+ * handles (the table grew to hold them) until its next EXTRA gets, which
+ * let go of them.  @return the worker, still running.
  */
 static pthread_t grown_then_let_go(int (*run)(void), int pages,
 				   uint64_t hits, uint64_t pinned)
@@ -375,6 +366,14 @@ static pthread_t grown_then_let_go(int (*run)(void), int pages,
 	return t;
 }
 
+/*
+ * A thread taking BIG buffers in turn: its parked table grows to hold
+ * them (so that an invalidation of them all leaves far more than 128
+ * pinned by its handles), every get after the first round is a hit, and
+ * its handles on regions that left the cache are let go of over its next
+ * few gets that the fast path does not serve (a large table is looked
+ * over a part at a time), then nothing of theirs is pinned.
+ */
 static void test_parked_grows(void **state)
 {
 	pthread_t t = grown_then_let_go(big_rounds, BIG, 9 * BIG, BIG / 2);
