@@ -65,6 +65,14 @@ static inline __attribute__((always_inline)) int hooks_trusted(void)
 }
 
 GDRC_NOINLINE
+static gdrc_status_t get_args(struct gdrc_ctx *pub, const void *addr,
+			      size_t len, uint32_t access, uint32_t flags,
+			      struct gdrc_mr **mr_p);
+GDRC_NOINLINE
+static gdrc_status_t mr_get_checked(struct gdrc_ctx *ctx, uintptr_t start,
+				    uintptr_t end, uint32_t access,
+				    uint32_t flags, struct gdrc_mr **mr_p);
+GDRC_NOINLINE
 static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,
 				 uint32_t flags, struct gdrc_mr **mr_p);
@@ -76,36 +84,81 @@ static struct gdrc_req_policy req_policy(struct gdrc_ctx *ctx,
 					 const struct gdrc_class *cls);
 static gdrc_status_t gpu_refused(struct gdrc_ctx *ctx, uintptr_t start);
 GDRC_NOINLINE
+static void put_direct(struct gdrc_ctx *pub, struct gdrc_mr *mr);
+GDRC_NOINLINE
 static void mr_put_slow(struct gdrc_ctx *pub, struct gdrc_mr *mr);
 GDRC_NOINLINE
 static void put_misuse(const struct gdrc_mr *mr, int fault);
 
-/* Step 1: the hit path.  Everything a hit runs is here, inline. */
+/*
+ * Step 1: the hit path.  Everything a hit runs is here, inline, and it
+ * calls nothing (so it needs no frame): a plain get (no flags) of a
+ * valid range from a live context, served by one of this thread's
+ * entries on a plain host region.  Anything else goes on by a jump:
+ * arguments the hit path does not take to get_args, which checks and
+ * answers them.
+ */
 GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *pub, const void *addr,
 				   size_t len, uint32_t access, uint32_t flags,
 				   struct gdrc_mr **mr_p)
 {
 	uintptr_t start = (uintptr_t)addr, end = start + len;
+	struct gdrc_tls_entry *e;
 	struct gdrc_ctx *ctx;
-	struct gdrc_mr *r;
 
-	if (gdrc_unlikely(!pub || !mr_p || !range_ok(addr, len) ||
-			  (access & ~GDRC_ACCESS_ALL) ||
-			  (flags & ~GDRC_GET_ALL)))
-		return GDRC_ERR_INVALID_PARAM;
-	ctx = ctx_open(pub, __func__);
+	if (gdrc_unlikely(!pub || !mr_p || flags || !range_ok(addr, len) ||
+			  (access & ~GDRC_ACCESS_ALL)))
+		return get_args(pub, addr, len, access, flags, mr_p);
+	ctx = ctx_of(pub);
 	if (gdrc_unlikely(!ctx))
-		return GDRC_ERR_INVALID_PARAM;
+		return get_args(pub, addr, len, access, flags, mr_p);
 	access = access_needed(access);
-	if (gdrc_likely(!flags)) {
-		r = gdrc_cache_get_fast(&ctx->cache, start, end, access,
-					hooks_trusted);
-		if (gdrc_likely(r != NULL)) {
-			*mr_p = r;
-			return GDRC_OK;
-		}
-	}
-	return mr_get_slow(ctx, start, end, access, flags, mr_p);
+	e = gdrc_tls_find(&gdrc_tls_cur, &ctx->cache, start, end, access);
+	if (!e)
+		return mr_get_slow(ctx, start, end, access, 0, mr_p);
+	if (gdrc_unlikely(!gdrc_cache_get_host(&ctx->cache, e, hooks_trusted,
+					       mr_p)))
+		return mr_get_checked(ctx, start, end, access, 0, mr_p);
+	return GDRC_OK;
+}
+
+/* The arguments gdrc_mr_get's hit path does not take: flags, and
+ * anything wrong (GDRC_ERR_INVALID_PARAM, nothing changed; a context
+ * that is not one is a misuse too). */
+GDRC_NOINLINE
+static gdrc_status_t get_args(struct gdrc_ctx *pub, const void *addr,
+			      size_t len, uint32_t access, uint32_t flags,
+			      struct gdrc_mr **mr_p)
+{
+	uintptr_t start = (uintptr_t)addr;
+	struct gdrc_ctx *ctx;
+
+	if (!pub || !mr_p || !range_ok(addr, len) ||
+	    (access & ~GDRC_ACCESS_ALL) || (flags & ~GDRC_GET_ALL))
+		return GDRC_ERR_INVALID_PARAM;
+	ctx = ctx_open(pub, "gdrc_mr_get");
+	if (!ctx)
+		return GDRC_ERR_INVALID_PARAM;
+	return mr_get_slow(ctx, start, start + len, access_needed(access),
+			   flags, mr_p);
+}
+
+/* Step 1b: one of this thread's entries covers the request, but its
+ * region needs more than a plain host hit's checks (a BUFFER_ID, the
+ * kernel's word), or did not pass them: all of gdrc_cache_hit_ok's
+ * checks, else on to step 2. */
+GDRC_NOINLINE
+static gdrc_status_t mr_get_checked(struct gdrc_ctx *ctx, uintptr_t start,
+				    uintptr_t end, uint32_t access,
+				    uint32_t flags, struct gdrc_mr **mr_p)
+{
+	struct gdrc_mr *r = gdrc_cache_get_fast(&ctx->cache, start, end,
+						access, hooks_trusted);
+
+	if (!r)
+		return mr_get_slow(ctx, start, end, access, flags, mr_p);
+	*mr_p = r;
+	return GDRC_OK;
 }
 
 /* Step 2: not found by the fast path: this thread's parked handles, the
@@ -255,8 +308,10 @@ GDRC_API gdrc_status_t gdrc_mr_reget(struct gdrc_ctx *pub,
 		       GDRC_ERR_STALE;
 }
 
-/* The put's hit path: a live context and a handle the cache takes back
- * without a lock; everything else goes to mr_put_slow. */
+/* The put's hit path: a live context and a handle this thread
+ * remembers, taken back with two plain stores; like the get's, it calls
+ * nothing.  A direct reference goes to put_direct, the rest to
+ * mr_put_slow, by a jump. */
 GDRC_API void gdrc_mr_put(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 {
 	struct gdrc_ctx *ctx;
@@ -264,23 +319,29 @@ GDRC_API void gdrc_mr_put(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 	if (gdrc_unlikely(!pub || !mr))
 		return;
 	ctx = ctx_of(pub);
-	if (gdrc_likely(ctx)) {
-		/* A direct reference (an index hit that does not repeat) is
-		 * none of this thread's entries: they are not looked over
-		 * for it.  Its magic is on the line its put changes; a
-		 * handle's, on the line its get just wrote. */
-		if (mr->magic == GDRC_MR_SELF_MAGIC) {
-			if (gdrc_cache_put_direct(&ctx->cache, mr))
-				return;
-		} else if (gdrc_likely(gdrc_cache_put_fast(&ctx->cache,
-							   mr))) {
-			return;
-		}
-	}
+	if (gdrc_unlikely(!ctx))
+		return mr_put_slow(pub, mr);
+	/* A direct reference (an index hit that does not repeat) is none
+	 * of this thread's entries: they are not looked over for it.  Its
+	 * magic is on the line its put changes; a handle's, on the line
+	 * its get just wrote. */
+	if (mr->magic == GDRC_MR_SELF_MAGIC)
+		return put_direct(pub, mr);
+	if (gdrc_likely(gdrc_cache_put_fast(&ctx->cache, mr)))
+		return;
 	mr_put_slow(pub, mr);
 }
 
-/* gdrc_mr_put past the fast path: the context checked, then the rest. */
+/* A put of a direct reference from live context pub; anything wrong
+ * with it is mr_put_slow's. */
+GDRC_NOINLINE
+static void put_direct(struct gdrc_ctx *pub, struct gdrc_mr *mr)
+{
+	if (!gdrc_cache_put_direct(&ctx_base(pub)->cache, mr))
+		mr_put_slow(pub, mr);
+}
+
+/* gdrc_mr_put past its hit path: the context checked, then the rest. */
 GDRC_NOINLINE
 static void mr_put_slow(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 {

@@ -155,11 +155,13 @@ static inline struct gdrc_ctx *ctx_of_cache(struct gdrc_cache *c)
 static inline int range_ok(const void *addr, size_t len)
 {
 	const uintptr_t top = UINTPTR_MAX - GDRC_MAX_ROUNDING;
-	uintptr_t start = (uintptr_t)addr;
+	uintptr_t start = (uintptr_t)addr, end = start + len;
 
-	/* start in [1, top], len in [1, top - start]: each one compare of
-	 * the value less one, which wraps a zero past the bound. */
-	return (start - 1 < top) & (len - 1 < top - start);
+	/* 1 <= start < end <= top: two compares of the values less one,
+	 * which wraps a zero past the bound (a start or length of zero,
+	 * an end that wrapped to zero; one that wrapped further is below
+	 * start). */
+	return (start - 1 < end - 1) & (end - 1 < top);
 }
 
 /* What a put, a query or a key read says of an mr that is not a live

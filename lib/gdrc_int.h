@@ -14,6 +14,9 @@
 
 /* Kept out of its caller, so a fast path does not pay for its frame. */
 #define GDRC_NOINLINE __attribute__((noinline, cold))
+/* The same for a step that is not rare (not cold: compiled for speed,
+ * not size). */
+#define GDRC_OUTLINE __attribute__((noinline))
 
 #define GDRC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -455,7 +455,7 @@ static struct gdrc_handle *tls_unpark(struct gdrc_cache *c,
 	entry_clear(p);
 	to = tls_free_entry(c); /* may park another entry where p was */
 	*to = e;
-	t->mru = (unsigned)(to - t->e);
+	gdrc_tls_set_mru(t, to);
 	return e.h;
 }
 

@@ -64,11 +64,65 @@ gdrc_owned_add(_Atomic uint64_t *v, uint64_t n);
  * ==================================================================== */
 
 /*
+ * This thread's entry of c that serves a get of [start, end) with
+ * access, or NULL.  The entry that served the last get is tried first,
+ * then the others from the one after it: buffers taken in turn are
+ * found at the first of them.  The one found becomes the first tried.
+ * (Comparing all four without a branch each, for patterns the four do
+ * not serve, was tried: it cost buffers taken in turn more than it
+ * saved random ones, 2026-11-28.)  A fork child never gets here with
+ * its parent's entries: they were forgotten.
+ */
+static inline __attribute__((always_inline)) struct gdrc_tls_entry *
+gdrc_tls_find(struct gdrc_tls *t, const struct gdrc_cache *c,
+	      uintptr_t start, uintptr_t end, uint32_t access)
+{
+	struct gdrc_tls_entry *e = gdrc_tls_mru(t);
+	unsigned i = (unsigned)(e - t->e);
+
+	if (gdrc_likely(gdrc_tls_covers(e, c, start, end, access)))
+		return e;
+	for (int k = 1; k < GDRC_TLS_ENTRIES; k++) {
+		i = (i + 1) % GDRC_TLS_ENTRIES;
+		if (gdrc_tls_covers(&t->e[i], c, start, end, access)) {
+			gdrc_tls_set_mru(t, &t->e[i]);
+			return &t->e[i];
+		}
+	}
+	return NULL;
+}
+
+/*
+ * A hit on a plain host region through entry e (found by gdrc_tls_find):
+ * served if e's region needs neither a BUFFER_ID check nor the kernel's
+ * word (those are gdrc_cache_get_fast's) and passes the checks every hit
+ * makes (gdrc_region_live, after host_ok: gdrc_cache_hit_ok says why in
+ * that order).  Nothing here calls a function but host_ok, inline, so
+ * that gdrc_mr_get's hit needs no frame.
+ * @return 1: served, the handle in *mr_p, its get counted; 0: not (the
+ *         caller goes on to gdrc_cache_get_fast's checks, or slow).
+ */
+static inline __attribute__((always_inline)) int
+gdrc_cache_get_host(struct gdrc_cache *c, struct gdrc_tls_entry *e,
+		    int (*host_ok)(void), struct gdrc_mr **mr_p)
+{
+	struct gdrc_region *r = e->r;
+	const struct gdrc_tls *t = &gdrc_tls_cur;
+
+	if (gdrc_unlikely(!(r->tag_check == 0 && r->kern == 0)) ||
+	    !host_ok() || !gdrc_region_live(c, r))
+		return 0;
+	gdrc_owned_add(&e->h->held, 1);
+	gdrc_cache_hit_count(c, r, t, &c->shards[t->shard].hits);
+	*mr_p = &e->h->pub;
+	return 1;
+}
+
+/*
  * A get of [start, end) with access: served if one of this thread's four
- * remembered entries covers it and its region passes gdrc_cache_hit_ok.
- * The entry that served the last get is tried first, then the others
- * from the one after it.  (A fork child never gets here: its entries
- * were forgotten.)
+ * entries covers it (gdrc_tls_find) and its region passes
+ * gdrc_cache_hit_ok, whatever the region (BUFFER_ID checks and the
+ * kernel's word included).
  * @return the handle, its get counted; or NULL (go slow).
  */
 static inline __attribute__((always_inline)) struct gdrc_mr *
@@ -76,24 +130,11 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		    uint32_t access, int (*host_ok)(void))
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_tls_entry *e = &t->e[t->mru];
+	struct gdrc_tls_entry *e = gdrc_tls_find(t, c, start, end, access);
 	_Atomic uint64_t *count;
 
-	if (gdrc_unlikely(!gdrc_tls_covers(e, c, start, end, access))) {
-		/* The others from the one after it: ranges taken in turn
-		 * are found at the first of them. */
-		unsigned i = t->mru;
-
-		for (int k = 1;; k++) {
-			if (k == GDRC_TLS_ENTRIES)
-				return NULL;
-			i = (i + 1) % GDRC_TLS_ENTRIES;
-			if (gdrc_tls_covers(&t->e[i], c, start, end, access))
-				break;
-		}
-		t->mru = i;
-		e = &t->e[i];
-	}
+	if (!e)
+		return NULL;
 	count = gdrc_cache_hit_ok(c, e->r, t, start, end, host_ok);
 	if (!count)
 		return NULL;
@@ -416,7 +457,7 @@ static inline __attribute__((always_inline)) struct gdrc_tls_entry *
 gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
 		 const struct gdrc_mr *mr)
 {
-	struct gdrc_tls_entry *e = &t->e[t->mru];
+	struct gdrc_tls_entry *e = gdrc_tls_mru(t);
 
 	if (gdrc_likely(gdrc_tls_holds(e, c, mr)))
 		return e;

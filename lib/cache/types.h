@@ -321,9 +321,11 @@ struct gdrc_tls_parked {
 
 struct gdrc_tls {
 	struct gdrc_tls_entry e[GDRC_TLS_ENTRIES];
-	unsigned mru;       /* the entry the last fast get found: tried
-			     * first, so that a hit costs the same in
-			     * whichever slot its cache's entry lies */
+	unsigned mru;       /* the entry the last fast get found, as its
+			     * byte offset in e (gdrc_tls_mru: one add
+			     * where an index takes three): tried first,
+			     * so that a hit costs the same in whichever
+			     * slot its cache's entry lies */
 	unsigned next;      /* round-robin replacement */
 	unsigned seen_next; /* round-robin replacement in seen */
 	const struct gdrc_region *seen[GDRC_TLS_SEEN]; /* compared only */
@@ -347,6 +349,19 @@ struct gdrc_tls {
 	uint16_t parked_fill;    /* reviews to skip while a grown table
 				  * fills */
 };
+
+/* The entry the last fast get found (struct gdrc_tls, mru). */
+static inline struct gdrc_tls_entry *gdrc_tls_mru(struct gdrc_tls *t)
+{
+	return (struct gdrc_tls_entry *)((char *)t->e + t->mru);
+}
+
+/* Make e, one of t's four entries, the one tried first. */
+static inline void gdrc_tls_set_mru(struct gdrc_tls *t,
+				    const struct gdrc_tls_entry *e)
+{
+	t->mru = (unsigned)((const char *)e - (const char *)t->e);
+}
 
 extern __thread struct gdrc_tls gdrc_tls_cur
 	__attribute__((tls_model("initial-exec")));

@@ -228,11 +228,13 @@ static inline int gdrc_hooks_probe_ok(void)
 	const uint64_t *q = atomic_load_explicit(&gdrc_cuhooks_probe_addr,
 						 memory_order_relaxed);
 
-	/* & rather than &&: both words are read anyway, one branch. */
-	return (*(const volatile uint64_t *)p ==
-		atomic_load_explicit(&gdrc_hooks_probe_val,
-				     memory_order_relaxed)) &
-	       (*(const volatile uint64_t *)q == gdrc_cuhooks_probe_val);
+	/* One word after the other: a hit that compares both at once
+	 * holds four values in registers, and its caller then saves
+	 * registers for them. */
+	return *(const volatile uint64_t *)p ==
+		       atomic_load_explicit(&gdrc_hooks_probe_val,
+					    memory_order_relaxed) &&
+	       *(const volatile uint64_t *)q == gdrc_cuhooks_probe_val;
 }
 
 #endif /* GDRC_HOOKS_H */
