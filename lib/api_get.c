@@ -72,10 +72,18 @@ GDRC_NOINLINE
 static gdrc_status_t mr_get_checked(struct gdrc_ctx *ctx, uintptr_t start,
 				    uintptr_t end, uint32_t access,
 				    uint32_t flags, struct gdrc_mr **mr_p);
-GDRC_NOINLINE
+GDRC_OUTLINE
+static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
+				   uintptr_t end, uint32_t access,
+				   uint32_t flags, struct gdrc_mr **mr_p);
+GDRC_OUTLINE
 static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,
 				 uint32_t flags, struct gdrc_mr **mr_p);
+GDRC_OUTLINE
+static gdrc_status_t mr_get_index(struct gdrc_ctx *ctx, uintptr_t start,
+				  uintptr_t end, uint32_t access,
+				  uint32_t flags, struct gdrc_mr **mr_p);
 GDRC_NOINLINE
 static gdrc_status_t mr_get_miss(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,
@@ -115,7 +123,7 @@ GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *pub, const void *addr,
 	access = access_needed(access);
 	e = gdrc_tls_find(&gdrc_tls_cur, &ctx->cache, start, end, access);
 	if (!e)
-		return mr_get_slow(ctx, start, end, access, 0, mr_p);
+		return mr_get_parked(ctx, start, end, access, 0, mr_p);
 	if (gdrc_unlikely(!gdrc_cache_get_host(&ctx->cache, e, hooks_trusted,
 					       mr_p)))
 		return mr_get_checked(ctx, start, end, access, 0, mr_p);
@@ -143,6 +151,25 @@ static gdrc_status_t get_args(struct gdrc_ctx *pub, const void *addr,
 			   flags, mr_p);
 }
 
+/* Step 2: none of this thread's four entries covers the request: its
+ * parked table (gdrc_cache_parked_host, calling nothing, so that this
+ * needs no frame either), then the index.  What the inline lookup leaves
+ * to gdrc_cache_get_parked goes to mr_get_slow. */
+GDRC_OUTLINE
+static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
+				   uintptr_t end, uint32_t access,
+				   uint32_t flags, struct gdrc_mr **mr_p)
+{
+	int parked = gdrc_cache_parked_host(&ctx->cache, start, end, access,
+					    hooks_trusted, mr_p);
+
+	if (parked > 0)
+		return GDRC_OK;
+	if (parked < 0)
+		return mr_get_slow(ctx, start, end, access, flags, mr_p);
+	return mr_get_index(ctx, start, end, access, flags, mr_p);
+}
+
 /* Step 1b: one of this thread's entries covers the request, but its
  * region needs more than a plain host hit's checks (a BUFFER_ID, the
  * kernel's word), or did not pass them: all of gdrc_cache_hit_ok's
@@ -164,13 +191,12 @@ static gdrc_status_t mr_get_checked(struct gdrc_ctx *ctx, uintptr_t start,
 /* Step 2: not found by the fast path: this thread's parked handles, the
  * index, then a miss.  Not inlined: its frame would cost every hit six
  * register saves. */
-GDRC_NOINLINE
+GDRC_OUTLINE
 static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,
 				 uint32_t flags, struct gdrc_mr **mr_p)
 {
 	struct gdrc_mr *r;
-	int ret;
 
 	/* The fast path's second look: this thread's parked handle.  (A
 	 * failed get leaves *mr_p alone.) */
@@ -179,6 +205,19 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 		*mr_p = r;
 		return GDRC_OK;
 	}
+	return mr_get_index(ctx, start, end, access, flags, mr_p);
+}
+
+/* Step 3: the index.  Not found by this thread's handles: after checking
+ * that nobody patched over our hooks and waiting for unmaps still posting
+ * their events, the cache's index; else a miss. */
+GDRC_OUTLINE
+static gdrc_status_t mr_get_index(struct gdrc_ctx *ctx, uintptr_t start,
+				  uintptr_t end, uint32_t access,
+				  uint32_t flags, struct gdrc_mr **mr_p)
+{
+	int ret;
+
 	if (!(flags & GDRC_GET_UNCACHED))
 		gdrc_index_prefetch(&ctx->cache, start);
 	gdrc_api_hooks_check();

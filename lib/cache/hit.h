@@ -14,7 +14,8 @@
  *   gdrc_cache_get_parked   a get the four did not serve: look in this
  *                           thread's parked table (its review and its
  *                           second hit in a row are out of line,
- *                           handle.c).
+ *                           handle.c); gdrc_cache_parked_host, the same
+ *                           for a plain host region, calling nothing.
  *   gdrc_cache_reget        a get served by an mr the caller holds.
  *   gdrc_cache_put_fast     a put of a handle this thread remembers.
  *   gdrc_cache_put          a put, fast or not.
@@ -78,15 +79,18 @@ gdrc_tls_find(struct gdrc_tls *t, const struct gdrc_cache *c,
 	      uintptr_t start, uintptr_t end, uint32_t access)
 {
 	struct gdrc_tls_entry *e = gdrc_tls_mru(t);
-	unsigned i = (unsigned)(e - t->e);
+	unsigned off = t->mru;
 
 	if (gdrc_likely(gdrc_tls_covers(e, c, start, end, access)))
 		return e;
 	for (int k = 1; k < GDRC_TLS_ENTRIES; k++) {
-		i = (i + 1) % GDRC_TLS_ENTRIES;
-		if (gdrc_tls_covers(&t->e[i], c, start, end, access)) {
-			gdrc_tls_set_mru(t, &t->e[i]);
-			return &t->e[i];
+		off += sizeof(t->e[0]);
+		if (off == sizeof(t->e))
+			off = 0;
+		e = (struct gdrc_tls_entry *)((char *)t->e + off);
+		if (gdrc_tls_covers(e, c, start, end, access)) {
+			t->mru = off;
+			return e;
 		}
 	}
 	return NULL;
@@ -196,6 +200,58 @@ gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	t->parked_last = p;
 	gdrc_owned_add(&p->h->held, 1);
 	return &p->h->pub;
+}
+
+/*
+ * gdrc_cache_get_parked for gdrc_mr_get's frameless path, inline: the
+ * same lookup, for a plain host region (gdrc_cache_get_host's checks),
+ * calling nothing.  What needs a call (the review that is due, a region
+ * with more checks, the second hit in a row on one entry) is left to
+ * gdrc_cache_get_parked, before anything here changed: -1.
+ * @return 1: served (as gdrc_cache_get_parked serves it, *mr_p set);
+ *         0: not parked (go to the index; the lookup counted); -1: ask
+ *         gdrc_cache_get_parked.
+ */
+static inline __attribute__((always_inline)) int
+gdrc_cache_parked_host(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
+		       uint32_t access, int (*host_ok)(void),
+		       struct gdrc_mr **mr_p)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+	struct gdrc_tls_parked *tab = t->parked;
+	struct gdrc_tls_entry *p;
+	struct gdrc_region *r;
+
+	if (!tab)
+		return 0;
+	if (t->parked_off) {
+		t->parked_clock++;
+		t->parked_off--;
+		return 0;
+	}
+	if (gdrc_unlikely(t->parked_looks + 1 == GDRC_PARKED_REVIEW))
+		return -1;
+	p = &tab->e[gdrc_tls_parked_slot(start, tab->size)];
+	if (gdrc_tls_covers(p, c, start, end, access)) {
+		r = p->r;
+		if (gdrc_unlikely(!(r->tag_check == 0 && r->kern == 0) ||
+				  t->parked_last == p))
+			return -1;
+		t->parked_clock++;
+		t->parked_looks++;
+		if (!host_ok() || !gdrc_region_live(c, r))
+			return 0;
+		t->parked_hits++;
+		gdrc_cache_hit_count(c, r, t, &c->shards[t->shard].hits);
+		p->last = t->parked_clock;
+		t->parked_last = p;
+		gdrc_owned_add(&p->h->held, 1);
+		*mr_p = &p->h->pub;
+		return 1;
+	}
+	t->parked_clock++;
+	t->parked_looks++;
+	return 0;
 }
 
 /* gdrc_cache_reget's checks for a region that needs more than a host
