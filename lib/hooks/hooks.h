@@ -32,6 +32,8 @@
 
 #include <gdrcache.h>
 
+#include "gdrc_int.h"
+
 /* Subscribers at most. */
 #define GDRC_HOOKS_MAX_SUBSCRIBERS 64
 
@@ -187,12 +189,12 @@ int gdrc_hooks_intact(void);
  * first, then address: a reader that sees one new and one old finds them
  * unequal and goes slow, which is safe.)
  */
-extern const uint64_t gdrc_probe_none;
-extern const uint64_t *_Atomic gdrc_hooks_probe_addr;
-extern _Atomic uint64_t gdrc_hooks_probe_val;
+extern GDRC_HIDDEN const uint64_t gdrc_probe_none;
+extern GDRC_HIDDEN const uint64_t *_Atomic gdrc_hooks_probe_addr;
+extern GDRC_HIDDEN _Atomic uint64_t gdrc_hooks_probe_val;
 /* The same for the CUDA hooks: the first eight bytes of cuMemFree_v2. */
-extern const uint64_t *_Atomic gdrc_cuhooks_probe_addr;
-extern uint64_t gdrc_cuhooks_probe_val;
+extern GDRC_HIDDEN const uint64_t *_Atomic gdrc_cuhooks_probe_addr;
+extern GDRC_HIDDEN uint64_t gdrc_cuhooks_probe_val;
 
 /*
  * Replacements in progress: a replacement that may lose memory counts
@@ -203,7 +205,7 @@ extern uint64_t gdrc_cuhooks_probe_val;
  * is nonzero (gdrc_hooks_idle) and waits for the window to close
  * (gdrc_hooks_wait_idle) before it looks in the tree.
  */
-extern _Atomic unsigned gdrc_hooks_busy;
+extern GDRC_HIDDEN _Atomic unsigned gdrc_hooks_busy;
 
 /* Any context: one load.  0 while a replacement is in its window. */
 static inline int gdrc_hooks_idle(void)
