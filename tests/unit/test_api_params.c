@@ -89,6 +89,15 @@ static void test_mr_get_bad_args_invalid_param(void **state)
 			 GDRC_ERR_INVALID_PARAM);
 	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, SIZE_MAX, 0, 0, &mr),
 			 GDRC_ERR_INVALID_PARAM);
+	/* Ends exactly at the top of the address space (the end wraps to
+	 * zero), and one byte into the room kept for rounding out. */
+	assert_int_equal(gdrc_mr_get(f->ctx, (const void *)(UINTPTR_MAX - 4095),
+				     4096, 0, 0, &mr),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_mr_get(f->ctx,
+				     (const void *)(UINTPTR_MAX - 65536 - 100),
+				     101, 0, 0, &mr),
+			 GDRC_ERR_INVALID_PARAM);
 	/* Unknown access and flag bits. */
 	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 1u << 4, 0, &mr),
 			 GDRC_ERR_INVALID_PARAM);
@@ -115,6 +124,16 @@ static void test_mr_get_bad_args_after_hit_change_nothing(void **state)
 	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 1u << 5, 0, &mr2),
 			 GDRC_ERR_INVALID_PARAM);
 	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, 64, 0, 4, &mr2),
+			 GDRC_ERR_INVALID_PARAM);
+	/* Lengths whose end wraps past the top of the address space, to
+	 * zero or into the cached range: a hit compares the end with the
+	 * remembered range's, so the range must be refused before. */
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf,
+				     (size_t)(0 - (uintptr_t)f->buf), 0, 0,
+				     &mr2),
+			 GDRC_ERR_INVALID_PARAM);
+	assert_int_equal(gdrc_mr_get(f->ctx, f->buf, SIZE_MAX - 31, 0, 0,
+				     &mr2),
 			 GDRC_ERR_INVALID_PARAM);
 	assert_ptr_equal(mr2, SENTINEL);
 	assert_unchanged(f->ctx, before);
