@@ -68,14 +68,14 @@ GDRC_NOINLINE
 static gdrc_status_t get_args(struct gdrc_ctx *pub, const void *addr,
 			      size_t len, uint32_t access, uint32_t flags,
 			      struct gdrc_mr **mr_p);
-GDRC_NOINLINE
-static gdrc_status_t mr_get_checked(struct gdrc_ctx *ctx, uintptr_t start,
-				    uintptr_t end, uint32_t access,
-				    uint32_t flags, struct gdrc_mr **mr_p);
 GDRC_OUTLINE
 static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
 				   uintptr_t end, uint32_t access,
 				   uint32_t flags, struct gdrc_mr **mr_p);
+GDRC_NOINLINE
+static gdrc_status_t mr_get_checked(struct gdrc_ctx *ctx, uintptr_t start,
+				    uintptr_t end, uint32_t access,
+				    uint32_t flags, struct gdrc_mr **mr_p);
 GDRC_OUTLINE
 static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,
@@ -121,7 +121,8 @@ GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *pub, const void *addr,
 	if (gdrc_unlikely(!ctx))
 		return get_args(pub, addr, len, access, flags, mr_p);
 	access = access_needed(access);
-	e = gdrc_tls_find(&gdrc_tls_cur, &ctx->cache, start, end, access);
+	e = gdrc_tls_find(&gdrc_tls_cur, &ctx->cache, start, end, access, 0,
+			  GDRC_TLS_FIRST - 1);
 	if (!e)
 		return mr_get_parked(ctx, start, end, access, 0, mr_p);
 	if (gdrc_unlikely(!gdrc_cache_get_host(&ctx->cache, e, hooks_trusted,
@@ -162,12 +163,20 @@ static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
 {
 	int parked = gdrc_cache_parked_host(&ctx->cache, start, end, access,
 					    hooks_trusted, mr_p);
+	struct gdrc_tls_entry *e;
 
 	if (parked > 0)
 		return GDRC_OK;
 	if (parked < 0)
 		return mr_get_slow(ctx, start, end, access, flags, mr_p);
-	return mr_get_index(ctx, start, end, access, flags, mr_p);
+	/* The four entries gdrc_mr_get did not try. */
+	e = gdrc_tls_find(&gdrc_tls_cur, &ctx->cache, start, end, access,
+			  GDRC_TLS_FIRST, GDRC_TLS_ENTRIES - 1);
+	if (!e)
+		return mr_get_index(ctx, start, end, access, flags, mr_p);
+	if (!gdrc_cache_get_host(&ctx->cache, e, hooks_trusted, mr_p))
+		return mr_get_checked(ctx, start, end, access, flags, mr_p);
+	return GDRC_OK;
 }
 
 /* Step 1b: one of this thread's entries covers the request, but its
@@ -200,8 +209,10 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 
 	/* The fast path's second look: this thread's parked handle.  (A
 	 * failed get leaves *mr_p alone.) */
-	if (!flags && (r = gdrc_cache_get_parked(&ctx->cache, start, end,
-						 access, hooks_trusted))) {
+	if (!flags && ((r = gdrc_cache_get_parked(&ctx->cache, start, end,
+						  access, hooks_trusted)) ||
+		       (r = gdrc_cache_get_fast(&ctx->cache, start, end, access,
+						hooks_trusted)))) {
 		*mr_p = r;
 		return GDRC_OK;
 	}

@@ -66,27 +66,36 @@ gdrc_owned_add(_Atomic uint64_t *v, uint64_t n);
 
 /*
  * This thread's entry of c that serves a get of [start, end) with
- * access, or NULL.  The entry that served the last get is tried first,
- * then the others from the one after it: buffers taken in turn are
- * found at the first of them.  The one found becomes the first tried.
- * (Comparing all four without a branch each, for patterns the four do
- * not serve, was tried: it cost buffers taken in turn more than it
- * saved random ones, 2026-11-28.)  A fork child never gets here with
- * its parent's entries: they were forgotten.
+ * access, among the entries k = from .. to places after the one that
+ * served the last get (k = 0 is that one); or NULL.  The one found
+ * becomes the first tried.  Walking on from the last one, buffers taken
+ * in turn are found at the first entry tried after it.
+ * gdrc_mr_get tries k = 0 and 1 (GDRC_TLS_FIRST), then the parked
+ * table, then the other two (a thread whose gets the four do not serve
+ * pays for two compares less before its parked lookup).  A fork child
+ * never gets here with its parent's entries: they were forgotten.
  */
+#define GDRC_TLS_FIRST 2
+
 static inline __attribute__((always_inline)) struct gdrc_tls_entry *
 gdrc_tls_find(struct gdrc_tls *t, const struct gdrc_cache *c,
-	      uintptr_t start, uintptr_t end, uint32_t access)
+	      uintptr_t start, uintptr_t end, uint32_t access, int from,
+	      int to)
 {
-	struct gdrc_tls_entry *e = gdrc_tls_mru(t);
+	struct gdrc_tls_entry *e;
 	unsigned off = t->mru;
 
-	if (gdrc_likely(gdrc_tls_covers(e, c, start, end, access)))
-		return e;
-	for (int k = 1; k < GDRC_TLS_ENTRIES; k++) {
+	if (from == 0) {
+		e = gdrc_tls_mru(t);
+		if (gdrc_likely(gdrc_tls_covers(e, c, start, end, access)))
+			return e;
+	}
+	for (int k = 1; k <= to; k++) {
 		off += sizeof(t->e[0]);
 		if (off == sizeof(t->e))
 			off = 0;
+		if (k < from)
+			continue;
 		e = (struct gdrc_tls_entry *)((char *)t->e + off);
 		if (gdrc_tls_covers(e, c, start, end, access)) {
 			t->mru = off;
@@ -134,7 +143,8 @@ gdrc_cache_get_fast(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		    uint32_t access, int (*host_ok)(void))
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_tls_entry *e = gdrc_tls_find(t, c, start, end, access);
+	struct gdrc_tls_entry *e = gdrc_tls_find(t, c, start, end, access, 0,
+						 GDRC_TLS_ENTRIES - 1);
 	_Atomic uint64_t *count;
 
 	if (!e)

@@ -148,6 +148,53 @@ static void test_parked_remap_not_served(void **state)
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), misses + 1);
 }
 
+/* Four pages, as many as the fast path's entries: after two rounds each
+ * is in an entry of its own.  Every pair of them in turn, so that the
+ * second is found in each place after the entry that served the first
+ * (gdrc_mr_get looks at two, the other two after the parked table): all
+ * hits, each its own registration.  Then page 2 is mapped again, and
+ * the same pairs serve it a new registration once, never the old one. */
+static void test_four_entries_any_order(void **state)
+{
+	uint64_t ids[4], misses, hits, id2 = 0;
+
+	(void)state;
+	for (int round = 0; round < 3; round++)
+		for (int i = 0; i < 4; i++)
+			assert_int_not_equal(ids[i] = touch(i), 0);
+	misses = ctx_stat(ctx, GDRC_STAT_MISSES);
+	hits = ctx_stat(ctx, GDRC_STAT_HITS);
+	for (int a = 0; a < 4; a++)
+		for (int b = 0; b < 4; b++) {
+			assert_int_equal(touch(a), ids[a]);
+			assert_int_equal(touch(b), ids[b]);
+		}
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), misses);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), hits + 32);
+	assert_true(mmap(buf + 2 * PAGE, PAGE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+		    buf + 2 * PAGE);
+	for (int a = 0; a < 4; a++)
+		for (int b = 0; b < 4; b++) {
+			int pages[2] = { a, b };
+
+			for (int k = 0; k < 2; k++) {
+				uint64_t id = touch(pages[k]);
+
+				assert_int_not_equal(id, 0);
+				if (pages[k] != 2) {
+					assert_int_equal(id, ids[pages[k]]);
+					continue;
+				}
+				assert_int_not_equal(id, ids[2]);
+				if (!id2)
+					id2 = id;
+				assert_int_equal(id, id2);
+			}
+		}
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), misses + 1);
+}
+
 /* A second thread that runs what it is given, one job at a time, so
  * that its handles stay its own while this thread invalidates. */
 static int (*_Atomic job)(void);
@@ -518,6 +565,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_parked_rounds_hit, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_four_entries_any_order,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parked_remap_not_served,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_parked_released, setup,
