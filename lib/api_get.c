@@ -371,13 +371,16 @@ GDRC_API void gdrc_mr_put(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 	ctx = ctx_of(pub);
 	if (gdrc_unlikely(!ctx))
 		return mr_put_slow(pub, mr);
+	/* The handle the last get served, or the last parked hit's: mr is
+	 * compared with their addresses, nothing of it is read. */
+	if (gdrc_likely(gdrc_cache_put_from(&ctx->cache, mr, 0)))
+		return;
 	/* A direct reference (an index hit that does not repeat) is none
 	 * of this thread's entries: they are not looked over for it.  Its
-	 * magic is on the line its put changes; a handle's, on the line
-	 * its get just wrote. */
+	 * magic is on the line its put changes. */
 	if (mr->magic == GDRC_MR_SELF_MAGIC)
 		return put_direct(pub, mr);
-	if (gdrc_likely(gdrc_cache_put_fast(&ctx->cache, mr)))
+	if (gdrc_cache_put_fast(&ctx->cache, mr))
 		return;
 	mr_put_slow(pub, mr);
 }

@@ -45,7 +45,9 @@ gdrc_tls_covers(const struct gdrc_tls_entry *e, const struct gdrc_cache *c,
 		uintptr_t start, uintptr_t end, uint32_t access);
 static inline __attribute__((always_inline)) struct gdrc_tls_entry *
 gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
-		 const struct gdrc_mr *mr);
+		 const struct gdrc_mr *mr, int four);
+static inline __attribute__((always_inline)) int
+gdrc_cache_put_from(struct gdrc_cache *c, struct gdrc_mr *mr, int four);
 static inline __attribute__((always_inline)) _Atomic uint64_t *
 gdrc_cache_hit_ok(struct gdrc_cache *c, struct gdrc_region *r,
 		  const struct gdrc_tls *t, uintptr_t start, uintptr_t end,
@@ -287,7 +289,8 @@ gdrc_cache_reget(struct gdrc_cache *c, const struct gdrc_mr *mr,
 		 int (*host_ok)(void))
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_tls_entry *e = gdrc_tls_holding(t, c, mr);
+	struct gdrc_tls_entry *e = gdrc_tls_holding(t, c, mr,
+						    GDRC_TLS_ENTRIES);
 	struct gdrc_region *r;
 
 	if (!e || start < e->start || end > e->end || (access & ~e->access))
@@ -320,8 +323,18 @@ gdrc_cache_reget(struct gdrc_cache *c, const struct gdrc_mr *mr,
 static inline __attribute__((always_inline)) int
 gdrc_cache_put_fast(struct gdrc_cache *c, struct gdrc_mr *mr)
 {
+	return gdrc_cache_put_from(c, mr, GDRC_TLS_ENTRIES);
+}
+
+/* The same, looking at the entries gdrc_tls_holding tries first and
+ * then at most the first four (0: none) of the thread's entries:
+ * gdrc_mr_put looks at none of the four before it checks whether mr is
+ * a direct reference. */
+static inline __attribute__((always_inline)) int
+gdrc_cache_put_from(struct gdrc_cache *c, struct gdrc_mr *mr, int four)
+{
 	struct gdrc_tls *t = &gdrc_tls_cur;
-	struct gdrc_tls_entry *e = gdrc_tls_holding(t, c, mr);
+	struct gdrc_tls_entry *e = gdrc_tls_holding(t, c, mr, four);
 	struct gdrc_handle *h;
 	uint64_t held;
 
@@ -516,12 +529,12 @@ gdrc_tls_holds(const struct gdrc_tls_entry *e, const struct gdrc_cache *c,
  * put most likely finds it: the entry the last fast get served (a put or
  * reget follows its get), then the parked entry the last parked hit
  * served (the get before a put that the first misses was most often a
- * parked hit: buffers taken in turn, more than four), then the other
- * three.
+ * parked hit: buffers taken in turn, more than four), then the first
+ * four entries (all of them, but for gdrc_cache_put_from).
  */
 static inline __attribute__((always_inline)) struct gdrc_tls_entry *
 gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
-		 const struct gdrc_mr *mr)
+		 const struct gdrc_mr *mr, int four)
 {
 	struct gdrc_tls_entry *e = gdrc_tls_mru(t);
 
@@ -530,7 +543,7 @@ gdrc_tls_holding(struct gdrc_tls *t, const struct gdrc_cache *c,
 	e = t->parked_last; /* NULL, or in this thread's parked table */
 	if (e && gdrc_tls_holds(e, c, mr))
 		return e;
-	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+	for (int i = 0; i < four; i++)
 		if (gdrc_tls_holds(&t->e[i], c, mr))
 			return &t->e[i];
 	return NULL;
