@@ -161,10 +161,16 @@ static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
 				   uintptr_t end, uint32_t access,
 				   uint32_t flags, struct gdrc_mr **mr_p)
 {
+	/* A thread whose parked table rests (its gets seldom hit there)
+	 * most likely goes to the index: the index's first line is asked
+	 * for now, while the rest of the look runs. */
+	int resting = gdrc_tls_parked_resting(&gdrc_tls_cur);
 	int parked = gdrc_cache_parked_host(&ctx->cache, start, end, access,
 					    hooks_trusted, mr_p);
 	struct gdrc_tls_entry *e;
 
+	if (resting)
+		gdrc_index_prefetch(&ctx->cache, start);
 	if (parked > 0)
 		return GDRC_OK;
 	if (parked < 0)
@@ -172,8 +178,11 @@ static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
 	/* The four entries gdrc_mr_get did not try. */
 	e = gdrc_tls_find(&gdrc_tls_cur, &ctx->cache, start, end, access,
 			  GDRC_TLS_FIRST, GDRC_TLS_ENTRIES - 1);
-	if (!e)
+	if (!e) {
+		if (!resting)
+			gdrc_index_prefetch(&ctx->cache, start);
 		return mr_get_index(ctx, start, end, access, flags, mr_p);
+	}
 	if (!gdrc_cache_get_host(&ctx->cache, e, hooks_trusted, mr_p))
 		return mr_get_checked(ctx, start, end, access, flags, mr_p);
 	return GDRC_OK;
@@ -216,12 +225,16 @@ static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 		*mr_p = r;
 		return GDRC_OK;
 	}
+	if (!(flags & GDRC_GET_UNCACHED))
+		gdrc_index_prefetch(&ctx->cache, start);
 	return mr_get_index(ctx, start, end, access, flags, mr_p);
 }
 
 /* Step 3: the index.  Not found by this thread's handles: after checking
  * that nobody patched over our hooks and waiting for unmaps still posting
- * their events, the cache's index; else a miss. */
+ * their events, the cache's index; else a miss.  The caller asked for
+ * the index's first line already (gdrc_index_prefetch), as soon as it
+ * knew the handles would not serve. */
 GDRC_OUTLINE
 static gdrc_status_t mr_get_index(struct gdrc_ctx *ctx, uintptr_t start,
 				  uintptr_t end, uint32_t access,
@@ -229,8 +242,6 @@ static gdrc_status_t mr_get_index(struct gdrc_ctx *ctx, uintptr_t start,
 {
 	int ret;
 
-	if (!(flags & GDRC_GET_UNCACHED))
-		gdrc_index_prefetch(&ctx->cache, start);
 	gdrc_api_hooks_check();
 	/* An unmap of these addresses may still be posting its event. */
 	gdrc_hooks_wait_idle();

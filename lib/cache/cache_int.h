@@ -266,11 +266,39 @@ int gdrc_index_check(const struct gdrc_cache *c);
 
 /* ---- handle.c ---- */
 
-int gdrc_tls_shard(void);
-void gdrc_tls_count_hit(struct gdrc_cache *c);
+/* This thread's stats shard, given on its first call (shard.c). */
+static inline int gdrc_tls_shard(void)
+{
+	int shard = gdrc_tls_cur.shard;
+
+	return gdrc_likely(shard >= 0) ? shard : gdrc_cache_tls_shard();
+}
+
+/* A hit served through the index, counted in this thread's shard. */
+static inline void gdrc_tls_count_hit(struct gdrc_cache *c)
+{
+	int shard = gdrc_tls_shard();
+
+	gdrc_shard_inc(&c->shards[shard].hits, shard);
+}
+
 void gdrc_tls_drop_region_locked(struct gdrc_cache *c, struct gdrc_region *r,
 				 struct gdrc_defer *d);
-void gdrc_tls_drop_invalid(struct gdrc_cache *c);
+void gdrc_tls_sweep(struct gdrc_cache *c);
+
+/* Let go of this thread's handles on c's regions that left the cache
+ * (gdrc_tls_sweep), unless c removed none since its last look: inline,
+ * so that an index hit that finds nothing to look at makes no call. */
+static inline void gdrc_tls_drop_invalid(struct gdrc_cache *c)
+{
+	const struct gdrc_tls *t = &gdrc_tls_cur;
+
+	if (t->swept_uid == c->uid &&
+	    t->swept_gen ==
+		    atomic_load_explicit(&c->removals, memory_order_acquire))
+		return;
+	gdrc_tls_sweep(c);
+}
 void gdrc_tls_forget(const struct gdrc_cache *c);
 /* Thread exit: let go of every remembered and parked handle. */
 void gdrc_tls_drop_all(void);

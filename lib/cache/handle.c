@@ -44,26 +44,6 @@
 #include "cache_int.h"
 
 /* ====================================================================
- * Stats shards (the first assignment and the exit hook: shard.c)
- * ==================================================================== */
-
-/* This thread's shard, given on its first call (shard.c).  Defined here,
- * where most of its callers are, so that they inline the check. */
-int gdrc_tls_shard(void)
-{
-	int shard = gdrc_tls_cur.shard;
-
-	return shard >= 0 ? shard : gdrc_cache_tls_shard();
-}
-
-void gdrc_tls_count_hit(struct gdrc_cache *c)
-{
-	int shard = gdrc_tls_shard();
-
-	gdrc_shard_inc(&c->shards[shard].hits, shard);
-}
-
-/* ====================================================================
  * Handles (see cache.h)
  * ==================================================================== */
 
@@ -351,7 +331,7 @@ static int entry_invalid(const struct gdrc_tls_entry *e,
  * finishes its looks, and one that alternates lets go of both caches'
  * entries as the looks pass them.
  */
-void gdrc_tls_drop_invalid(struct gdrc_cache *c)
+void gdrc_tls_sweep(struct gdrc_cache *c)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	struct gdrc_tls_parked *tab = t->parked;

@@ -214,6 +214,14 @@ gdrc_cache_get_parked(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	return &p->h->pub;
 }
 
+/* Is this thread's parked table switched off for now, or not made?
+ * (Then its gets the four entries do not serve go to the index.) */
+static inline __attribute__((always_inline)) int
+gdrc_tls_parked_resting(const struct gdrc_tls *t)
+{
+	return !t->parked || t->parked_off;
+}
+
 /*
  * gdrc_cache_get_parked for gdrc_mr_get's frameless path, inline: the
  * same lookup, for a plain host region (gdrc_cache_get_host's checks),
