@@ -5,27 +5,40 @@
  * when the cache cannot answer at once.  Read from the top down; a get
  * goes through as many of these steps as it needs:
  *
- *   1. gdrc_mr_get checks its arguments and the context pointer
- *      (ctx_open), then asks the fast path (gdrc_cache_get_fast: this
- *      thread's handles, no lock, no system call).  A hit returns here;
- *      this is the code every hit runs, kept inline in one function.
- *   2. mr_get_slow: this thread's parked handles, then, after checking
- *      that nobody patched over our hooks (gdrc_api_hooks_check) and
- *      waiting for unmaps still posting their events, the cache's index
- *      (gdrc_cache_lookup).
- *   3. mr_get_miss: not cached.  Ask the CUDA driver what the memory is
+ *   1. gdrc_mr_get looks at its arguments and the context pointer, then
+ *      at two of this thread's four entries (gdrc_tls_find: the one that
+ *      served the last get, the one after it) and, for a plain host
+ *      region, serves the hit (gdrc_cache_get_host).  This is the code
+ *      every hit runs, inline in one function that calls nothing, so it
+ *      needs no frame; every other case goes on by a jump:
+ *      get_args checks what the hit path does not take (flags, bad
+ *      arguments, a dead context), mr_get_checked serves an entry whose
+ *      region needs more checks (a BUFFER_ID, the kernel's word).
+ *   2. mr_get_parked: this thread's parked table (gdrc_cache_parked_host,
+ *      inline and calling nothing too), then the other two entries.
+ *      What the inline lookup leaves (a review due, more checks, the
+ *      second hit in a row) goes to mr_get_slow, the general lookups.
+ *   3. mr_get_index: after checking that nobody patched over our hooks
+ *      (gdrc_api_hooks_check) and waiting for unmaps still posting their
+ *      events, the cache's index (gdrc_cache_lookup).  The index's first
+ *      line was asked for before (gdrc_index_prefetch), as soon as the
+ *      thread's handles could not serve.
+ *   4. mr_get_miss: not cached.  Ask the CUDA driver what the memory is
  *      (gdrc_classify), turn that and the context's choices into a
  *      request (req_policy, gdrc_req_from_class; cuFile's rules on top),
  *      and have the cache register it (gdrc_cache_get_miss).  GPU memory
  *      with no GPU backend that works is refused (gpu_refused).
  *
- * A put is the same in two steps: gdrc_mr_put's fast path, then
- * mr_put_slow, which checks the context and reports a bad handle as a
- * misuse (put_misuse).
+ * A put is the same: gdrc_mr_put's hit path (the handle the last get or
+ * the last parked hit served), then a direct reference's put
+ * (put_direct), the thread's other entries, and mr_put_slow, which
+ * checks the context and reports a bad handle as a misuse (put_misuse).
  *
- * Steps 2 and 3 are out of line (GDRC_NOINLINE) on purpose: their frames
- * would cost every hit register saves.  No lock here; the cache takes its
- * own (cache.h).  Never called in hook context.  Callers: the program.
+ * Everything past step 1 is out of line on purpose: its frames would
+ * cost every hit register saves.  The steps a random pattern runs on
+ * every get (2, 3) are GDRC_OUTLINE, compiled for speed; the rare ones
+ * GDRC_NOINLINE (cold).  No lock here; the cache takes its own
+ * (cache.h).  Never called in hook context.  Callers: the program.
  */
 #include <stdlib.h>
 
@@ -101,10 +114,10 @@ static void put_misuse(const struct gdrc_mr *mr, int fault);
 /*
  * Step 1: the hit path.  Everything a hit runs is here, inline, and it
  * calls nothing (so it needs no frame): a plain get (no flags) of a
- * valid range from a live context, served by one of this thread's
- * entries on a plain host region.  Anything else goes on by a jump:
- * arguments the hit path does not take to get_args, which checks and
- * answers them.
+ * valid range from a live context, served by one of the two of this
+ * thread's entries it tries, on a plain host region.  Anything else goes
+ * on by a jump: arguments the hit path does not take to get_args, which
+ * checks and answers them.
  */
 GDRC_API gdrc_status_t gdrc_mr_get(struct gdrc_ctx *pub, const void *addr,
 				   size_t len, uint32_t access, uint32_t flags,
@@ -152,10 +165,11 @@ static gdrc_status_t get_args(struct gdrc_ctx *pub, const void *addr,
 			   flags, mr_p);
 }
 
-/* Step 2: none of this thread's four entries covers the request: its
- * parked table (gdrc_cache_parked_host, calling nothing, so that this
- * needs no frame either), then the index.  What the inline lookup leaves
- * to gdrc_cache_get_parked goes to mr_get_slow. */
+/* Step 2: neither of the two entries gdrc_mr_get tried covers the
+ * request: this thread's parked table (gdrc_cache_parked_host, calling
+ * nothing, so that this needs no frame either), then the other two
+ * entries, then the index.  What the inline lookup leaves to
+ * gdrc_cache_get_parked goes to mr_get_slow. */
 GDRC_OUTLINE
 static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
 				   uintptr_t end, uint32_t access,
@@ -206,9 +220,10 @@ static gdrc_status_t mr_get_checked(struct gdrc_ctx *ctx, uintptr_t start,
 	return GDRC_OK;
 }
 
-/* Step 2: not found by the fast path: this thread's parked handles, the
- * index, then a miss.  Not inlined: its frame would cost every hit six
- * register saves. */
+/* Step 2b: the general lookups, with every check and the parked
+ * table's out-of-line steps: this thread's parked table, then its four
+ * entries; then the index.  Also where a get with flags starts (it
+ * skips both). */
 GDRC_OUTLINE
 static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,
@@ -253,7 +268,7 @@ static gdrc_status_t mr_get_index(struct gdrc_ctx *ctx, uintptr_t start,
 	return mr_get_miss(ctx, start, end, access, flags, mr_p);
 }
 
-/* Step 3: not cached: classify and register.  Not inlined: its frame
+/* Step 4: not cached: classify and register.  Not inlined: its frame
  * (the request, the segments on the stack) would cost every index hit. */
 GDRC_NOINLINE
 static gdrc_status_t mr_get_miss(struct gdrc_ctx *ctx, uintptr_t start,

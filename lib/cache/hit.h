@@ -8,16 +8,23 @@
  *
  * Read it from the top down:
  *
- *   gdrc_cache_get_fast     a get: look in this thread's four entries
- *                           (the one that served the last get first),
- *                           check the region, count the get.
+ *   gdrc_tls_find           which of this thread's four entries covers a
+ *                           get (the one that served the last get first,
+ *                           then the ones after it).
+ *   gdrc_cache_get_host     a hit through an entry on a plain host region
+ *                           (no BUFFER_ID, no kernel word): the checks
+ *                           and the count, calling nothing, so that
+ *                           gdrc_mr_get needs no frame.
+ *   gdrc_cache_get_fast     the same for any region, every check.
  *   gdrc_cache_get_parked   a get the four did not serve: look in this
  *                           thread's parked table (its review and its
  *                           second hit in a row are out of line,
  *                           handle.c); gdrc_cache_parked_host, the same
  *                           for a plain host region, calling nothing.
  *   gdrc_cache_reget        a get served by an mr the caller holds.
- *   gdrc_cache_put_fast     a put of a handle this thread remembers.
+ *   gdrc_cache_put_fast     a put of a handle this thread remembers
+ *                           (gdrc_cache_put_from: of the last one got or
+ *                           parked only).
  *   gdrc_cache_put          a put, fast or not.
  *
  * then what they call: the checks a hit makes on its region
