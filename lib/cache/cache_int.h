@@ -306,6 +306,7 @@ void gdrc_tls_drop_all(void);
 void gdrc_handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
 			struct gdrc_defer *d);
 int gdrc_handles_busy(struct gdrc_region *r);
+int gdrc_handles_used(struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r);
 uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,

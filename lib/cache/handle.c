@@ -418,7 +418,8 @@ static void tls_install(struct gdrc_cache *c, struct gdrc_handle *h)
 	e = tls_free_entry(c);
 	e->start = r->start;
 	e->end = r->end;
-	e->access = r->access;
+	e->access = r->access |
+		    (r->tag_check || r->kern ? GDRC_TLS_CHECKED : 0);
 	e->h = h;
 	e->r = r;
 	e->uid = c->uid;
@@ -641,6 +642,8 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 		h->pub.r = r;
 		h->pub.magic = GDRC_MR_MAGIC;
 		atomic_init(&h->state, HANDLE_CLAIMED);
+		atomic_init(&h->uses, 0);
+		h->uses_seen = 0;
 		h->next = atomic_load_explicit(&x->handles,
 					       memory_order_relaxed);
 		while (!atomic_compare_exchange_weak_explicit(
@@ -754,6 +757,32 @@ int gdrc_handles_busy(struct gdrc_region *r)
 			return 1;
 	}
 	return 0;
+}
+
+/*
+ * Was r hit through a handle since the clock hand last asked?  The hits
+ * gdrc_cache_get_host and gdrc_cache_parked_host serve count in their
+ * handle's uses instead of marking r used (they do not read r's line);
+ * each handle's count is compared with what the hand saw last time, and
+ * remembered.  cache->lock held for writing (the hand's).
+ */
+int gdrc_handles_used(struct gdrc_region *r)
+{
+	struct gdrc_handle *h;
+	int used = 0;
+
+	for (h = atomic_load_explicit(&gdrc_region_ext(r)->handles,
+				      memory_order_acquire);
+	     h; h = h->next) {
+		uint32_t uses = atomic_load_explicit(&h->uses,
+						     memory_order_relaxed);
+
+		if (uses != h->uses_seen) {
+			h->uses_seen = uses;
+			used = 1;
+		}
+	}
+	return used;
 }
 
 /* A fork child: forget (let go of nothing) this thread's entries of c. */

@@ -61,6 +61,12 @@ gdrc_cache_hit_ok(struct gdrc_cache *c, struct gdrc_region *r,
 		  int (*host_ok)(void));
 static inline __attribute__((always_inline)) int
 gdrc_region_live(const struct gdrc_cache *c, const struct gdrc_region *r);
+static inline __attribute__((always_inline)) int
+gdrc_tls_live(const struct gdrc_cache *c, const struct gdrc_tls *t,
+	      const struct gdrc_region *r);
+static inline __attribute__((always_inline)) void
+gdrc_handle_hit(struct gdrc_cache *c, const struct gdrc_tls *t,
+		struct gdrc_handle *h);
 static inline __attribute__((always_inline)) void
 gdrc_cache_hit_count(struct gdrc_cache *c, struct gdrc_region *r,
 		     const struct gdrc_tls *t, _Atomic uint64_t *count);
@@ -128,14 +134,12 @@ static inline __attribute__((always_inline)) int
 gdrc_cache_get_host(struct gdrc_cache *c, struct gdrc_tls_entry *e,
 		    int (*host_ok)(void), struct gdrc_mr **mr_p)
 {
-	struct gdrc_region *r = e->r;
 	const struct gdrc_tls *t = &gdrc_tls_cur;
 
-	if (gdrc_unlikely(!(r->tag_check == 0 && r->kern == 0)) ||
-	    !host_ok() || !gdrc_region_live(c, r))
+	if (gdrc_unlikely(e->access & GDRC_TLS_CHECKED) || !host_ok() ||
+	    !gdrc_tls_live(c, t, e->r))
 		return 0;
-	gdrc_owned_add(&e->h->held, 1);
-	gdrc_cache_hit_count(c, r, t, &c->shards[t->shard].hits);
+	gdrc_handle_hit(c, t, e->h);
 	*mr_p = &e->h->pub;
 	return 1;
 }
@@ -247,7 +251,6 @@ gdrc_cache_parked_host(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	struct gdrc_tls_parked *tab = t->parked;
 	struct gdrc_tls_entry *p;
-	struct gdrc_region *r;
 
 	if (!tab)
 		return 0;
@@ -260,19 +263,17 @@ gdrc_cache_parked_host(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		return -1;
 	p = &tab->e[gdrc_tls_parked_slot(start, tab->size)];
 	if (gdrc_tls_covers(p, c, start, end, access)) {
-		r = p->r;
-		if (gdrc_unlikely(!(r->tag_check == 0 && r->kern == 0) ||
+		if (gdrc_unlikely((p->access & GDRC_TLS_CHECKED) ||
 				  t->parked_last == p))
 			return -1;
 		t->parked_clock++;
 		t->parked_looks++;
-		if (!host_ok() || !gdrc_region_live(c, r))
+		if (!host_ok() || !gdrc_tls_live(c, t, p->r))
 			return 0;
 		t->parked_hits++;
-		gdrc_cache_hit_count(c, r, t, &c->shards[t->shard].hits);
+		gdrc_handle_hit(c, t, p->h);
 		p->last = t->parked_clock;
 		t->parked_last = p;
-		gdrc_owned_add(&p->h->held, 1);
 		*mr_p = &p->h->pub;
 		return 1;
 	}
@@ -471,6 +472,52 @@ gdrc_region_live(const struct gdrc_cache *c, const struct gdrc_region *r)
 	return !atomic_load_explicit(&c->invq.pending, memory_order_acquire) &&
 	       !(atomic_load_explicit(&r->word, memory_order_acquire) &
 		 REGION_INVALID);
+}
+
+/*
+ * gdrc_region_live for a region of one of this thread's entries, most
+ * often without reading the region: no event queued, then no region of
+ * c removed since this thread last looked over its entries for removed
+ * ones (gdrc_tls_drop_invalid: its uid and removals count).  That look
+ * let go of every entry whose region had been taken out when it began,
+ * and an entry made since holds a region that was cached after that
+ * (its get took it): a region taken out later counted itself in
+ * c->removals after marking itself INVALID (gdrc_region_take_out), so
+ * the count seen here differs.  Then, and only then, r's word is read,
+ * as gdrc_region_live does.  The order with the queue is the one
+ * gdrc_cache_hit_ok proves: a drain takes regions out before it clears
+ * pending.
+ */
+static inline __attribute__((always_inline)) int
+gdrc_tls_live(const struct gdrc_cache *c, const struct gdrc_tls *t,
+	      const struct gdrc_region *r)
+{
+	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
+		return 0;
+	if (gdrc_likely(t->swept_uid == c->uid &&
+			t->swept_gen == atomic_load_explicit(
+						&c->removals,
+						memory_order_acquire)))
+		return 1;
+	return !(atomic_load_explicit(&r->word, memory_order_acquire) &
+		 REGION_INVALID);
+}
+
+/*
+ * A hit through this thread's handle h, counted without touching its
+ * region's line: one more get held, one more use (the clock hand reads
+ * a handle's uses as its region's used mark: lru.c), the shard's hit.
+ */
+static inline __attribute__((always_inline)) void
+gdrc_handle_hit(struct gdrc_cache *c, const struct gdrc_tls *t,
+		struct gdrc_handle *h)
+{
+	gdrc_owned_add(&h->held, 1);
+	atomic_store_explicit(&h->uses,
+			      atomic_load_explicit(&h->uses,
+						   memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	gdrc_shard_inc(&c->shards[t->shard].hits, t->shard);
 }
 
 /*

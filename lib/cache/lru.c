@@ -2,12 +2,17 @@
 /*
  * lru.c - recency, limits and eviction.
  *
- * Replacement is CLOCK (second chance), not exact LRU.  Every hit, fast
- * or through the index, sets its region's used byte (gdrc_region_used,
- * hit.h: a store only when it was clear, so that hits on a region write
- * nothing once it is marked).  The clock hand goes round the region
- * arena in index order (arena.c; cached regions are those listed, a bit
- * set at insertion and cleared at removal, both under the write lock): a listed region it finds used is cleared and passed over,
+ * Replacement is CLOCK (second chance), not exact LRU.  A hit marks its
+ * region used: through the index or with every check, by setting the
+ * region's used byte (gdrc_region_used, hit.h: a store only when it was
+ * clear, so that hits on a region write nothing once it is marked); a
+ * plain host hit through a thread's handle, which does not read the
+ * region's line, by counting in the handle's uses, which the hand
+ * compares with what it saw last (gdrc_handles_used).  The clock hand
+ * goes round the region arena in index order (arena.c; cached regions
+ * are those listed, a bit set at insertion and cleared at removal, both
+ * under the write lock): a listed region it finds used is cleared and
+ * passed over,
  * one it finds unused and that nobody holds is the victim.  The contract,
  * which test_lru checks: a region used since the hand last passed it is
  * never evicted while an unused one that nobody holds is cached (the
@@ -110,7 +115,9 @@ static struct gdrc_region *lru_claim_victim(struct gdrc_cache *c, int device)
 
 		if (!on_clock(r, device))
 			continue;
-		if (atomic_load_explicit(&r->used, memory_order_relaxed)) {
+		/* Both asked, so that each handle's count is remembered. */
+		if (atomic_load_explicit(&r->used, memory_order_relaxed) |
+		    gdrc_handles_used(r)) {
 			atomic_store_explicit(&r->used, 0,
 					      memory_order_relaxed);
 			continue;

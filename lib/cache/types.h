@@ -245,8 +245,12 @@ struct gdrc_handle {
 	_Atomic uint64_t remote;    /* puts not counted in held, plus
 				     * HANDLE_RETIRED - held once retired */
 	_Atomic int state;          /* HANDLE_IN_USE, _RELEASED, _CLAIMED */
+	_Atomic uint32_t uses;      /* owner: hits that did not mark the
+				     * region used (gdrc_cache_get_host) */
 	struct gdrc_handle *next;   /* on its region's ext->handles */
 	struct gdrc_handle *free_next; /* slab, under cache->slab_lock */
+	uint32_t uses_seen;         /* uses when the clock hand last looked
+				     * (lru.c, under cache->lock) */
 } GDRC_ALIGNED_CL;
 
 enum {
@@ -270,11 +274,16 @@ struct gdrc_tls_entry {
 	uint64_t uid;          /* cache->uid; 0 = empty */
 	uintptr_t start;       /* region key range and access, copied */
 	uintptr_t end;
-	uint32_t access;
+	uint32_t access;       /* and GDRC_TLS_CHECKED */
 	uint32_t last;         /* parked: parked_clock at its last use */
 	struct gdrc_handle *h; /* deref only after uid matched */
 	struct gdrc_region *r; /* h->pub.r, one load nearer */
 };
+
+/* gdrc_tls_entry.access: the region needs more than a plain host hit's
+ * checks (a BUFFER_ID, the kernel's word).  Never in a request's access,
+ * so it changes no compare of rights. */
+#define GDRC_TLS_CHECKED (1u << 31)
 
 /* Regions this thread last hit through the index (handle.c). */
 #define GDRC_TLS_SEEN 4

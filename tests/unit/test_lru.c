@@ -119,6 +119,37 @@ static void test_lru_used_since_sweep_survives(void **state)
 	gdrc_fini(ctx);
 }
 
+/*
+ * The same contract for hits a thread's handle serves without reading
+ * the region (lru.c: they count in the handle, which the hand reads as
+ * the region's used mark).  Pages 0 and 2 are got three times each (the
+ * second get makes the handle, the third hits through it); then sixteen
+ * new pages, each a miss that evicts, with hits on 0 and 2 between: the
+ * hand goes round the eight twice, clearing marks, yet never takes 0 or
+ * 2, hit since it last passed them.
+ */
+static void test_lru_handle_hits_survive(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_with(8, GDRC_LIMIT_NONE);
+	uint64_t id[8];
+
+	(void)state;
+	for (int i = 0; i < 8; i++)
+		id[i] = page_id(ctx, i);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(page_id(ctx, 0), id[0]);
+		assert_int_equal(page_id(ctx, 2), id[2]);
+	}
+	for (int i = 0; i < 16; i++) {
+		(void)page_id(ctx, 30 + i);
+		assert_int_equal(page_id(ctx, 0), id[0]);
+		assert_int_equal(page_id(ctx, 2), id[2]);
+	}
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_EVICTIONS), 16);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), 8 + 16);
+	gdrc_fini(ctx);
+}
+
 static void test_lru_order_follows_tree_path_hits(void **state)
 {
 	/* Six regions, more than a thread remembers (GDRC_TLS_ENTRIES), so
@@ -271,6 +302,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lru_evicts_least_recently_used),
 		cmocka_unit_test(test_lru_used_since_sweep_survives),
+		cmocka_unit_test(test_lru_handle_hits_survive),
 		cmocka_unit_test(test_lru_order_follows_tree_path_hits),
 		cmocka_unit_test(test_lru_miss_causes_by_address),
 		cmocka_unit_test(test_lru_never_evicts_in_use),
