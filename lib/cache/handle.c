@@ -423,6 +423,14 @@ static void tls_install(struct gdrc_cache *c, struct gdrc_handle *h)
 	e->h = h;
 	e->r = r;
 	e->uid = c->uid;
+	/* The look just made may have ended after r was taken out (between
+	 * the get that took r and now): then this entry was not in it, and
+	 * the hit path must not trust that look for it (gdrc_tls_live).
+	 * Read after the entry is in place: a removal this load does not
+	 * see counts itself after it. */
+	if (atomic_load_explicit(&r->word, memory_order_acquire) &
+	    REGION_INVALID)
+		gdrc_tls_cur.swept_uid = 0;
 }
 
 /* Move parked entry p back among the remembered ones, where the fast

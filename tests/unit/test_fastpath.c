@@ -20,6 +20,7 @@
  * Drives the cache layer directly, with the none backend and one that
  * fails.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +30,7 @@
 
 #include <cmocka.h>
 
+#include "cache/cache_int.h"
 #include "cache/invq.h"
 #include "cache_layer.h"
 
@@ -209,6 +211,66 @@ static void test_miss_failed_while_unmapped_is_busy(void **state)
 	cache = NULL;
 }
 
+/*
+ * A region taken out between the get that took it and the entry made for
+ * it, this thread's look for removed regions ending in between (the
+ * look tls_install makes first): the hit path trusts a finished look
+ * instead of reading a region (gdrc_tls_live), so the entry must not be
+ * covered by that one.  In a thread of its own (no parked table, so the
+ * look ends in one call); the asserts are made here.
+ */
+struct taken_out {
+	int peeked;     /* gdrc_cache_peek's result */
+	int entry;      /* an entry covers the range */
+	int served;     /* gdrc_cache_get_host served it */
+};
+
+static int host_ok_yes(void)
+{
+	return 1;
+}
+
+static void *taken_out_thread(void *arg)
+{
+	struct taken_out *o = arg;
+	struct gdrc_region *r;
+	struct gdrc_tls_entry *e;
+	struct gdrc_mr *mr, *mr2;
+
+	if (cache_layer_get_host(cache, RANGE_START, RANGE_END, &mr))
+		return NULL;
+	gdrc_cache_put(cache, mr);
+	o->peeked = gdrc_cache_peek(cache, RANGE_START, RANGE_END, &r);
+	if (o->peeked != 1)
+		return NULL;
+	if (gdrc_cache_invalidate(cache, RANGE_START, RANGE_END,
+				  GDRC_STAT_INV_EXPLICIT))
+		return NULL;
+	mr = gdrc_serve(cache, r); /* the peek's pin becomes the get */
+	e = gdrc_tls_find(&gdrc_tls_cur, cache, RANGE_START, RANGE_END, 0, 0,
+			  GDRC_TLS_ENTRIES - 1);
+	o->entry = e != NULL;
+	if (e && gdrc_cache_get_host(cache, e, host_ok_yes, &mr2)) {
+		o->served = 1;
+		gdrc_cache_put(cache, mr2);
+	}
+	gdrc_cache_put(cache, mr);
+	return NULL;
+}
+
+static void test_fastpath_taken_out_before_entry_not_served(void **state)
+{
+	struct taken_out o = { 0 };
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(pthread_create(&t, NULL, taken_out_thread, &o), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(o.peeked, 1);
+	assert_int_equal(o.entry, 1);
+	assert_int_equal(o.served, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -221,6 +283,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_fastpath_event_drained_while_looking_goes_slow,
 			setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_fastpath_taken_out_before_entry_not_served, setup,
+			teardown),
 		cmocka_unit_test(test_miss_failed_while_unmapped_is_busy),
 	};
 
