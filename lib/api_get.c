@@ -205,25 +205,31 @@ static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
 /* Step 1b: one of this thread's entries covers the request, but its
  * region needs more than a plain host hit's checks (a BUFFER_ID, the
  * kernel's word), or did not pass them: all of gdrc_cache_hit_ok's
- * checks, else on to step 2. */
+ * checks on the four entries, else the parked table's general lookup,
+ * else the index (the four are not looked at again: a failed BUFFER_ID
+ * check would ask the driver twice).  flags: 0 (a plain get). */
 GDRC_NOINLINE
 static gdrc_status_t mr_get_checked(struct gdrc_ctx *ctx, uintptr_t start,
 				    uintptr_t end, uint32_t access,
 				    uint32_t flags, struct gdrc_mr **mr_p)
 {
-	struct gdrc_mr *r = gdrc_cache_get_fast(&ctx->cache, start, end,
-						access, hooks_trusted);
+	struct gdrc_mr *r;
 
-	if (!r)
-		return mr_get_slow(ctx, start, end, access, flags, mr_p);
-	*mr_p = r;
-	return GDRC_OK;
+	if ((r = gdrc_cache_get_fast(&ctx->cache, start, end, access,
+				     hooks_trusted)) ||
+	    (r = gdrc_cache_get_parked(&ctx->cache, start, end, access,
+				       hooks_trusted))) {
+		*mr_p = r;
+		return GDRC_OK;
+	}
+	gdrc_index_prefetch(&ctx->cache, start);
+	return mr_get_index(ctx, start, end, access, flags, mr_p);
 }
 
-/* Step 2b: the general lookups, with every check and the parked
- * table's out-of-line steps: this thread's parked table, then its four
- * entries; then the index.  Also where a get with flags starts (it
- * skips both). */
+/* Step 2b: what the inline parked lookup left (a review due, more
+ * checks, the second hit in a row): the parked table's general lookup,
+ * then the four entries with every check (two of them not tried yet);
+ * then the index.  Also where a get with flags starts (it skips both). */
 GDRC_OUTLINE
 static gdrc_status_t mr_get_slow(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -431,6 +432,35 @@ static void test_gpu_fake_free_realloc_same_va_new_id(void **state)
 	gdrc_fini(ctx);
 }
 
+/* A remembered registration whose allocation was freed and made again
+ * at the same address: the next get asks the driver for its BUFFER_ID
+ * once on the fast path (the mismatch: one failed check) and once more
+ * where the index finds it (which removes it), then registers anew; no
+ * check is repeated on the way. */
+static void test_gpu_fake_stale_hit_checked_once(void **state)
+{
+	struct gdrc_ctx *ctx = ctx_mode("always");
+	CUdeviceptr p = fake_cuda_alloc(FAKE_DEVICE, MIB, 0), q;
+	struct gdrc_mr_info a, b;
+	uint64_t checks;
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		a = get_info(ctx, p, 64); /* the third through the handle */
+	assert_int_equal(fake_cuda_free(p), 0);
+	q = fake_cuda_alloc(FAKE_DEVICE, MIB, 0);
+	assert_int_equal(q, p);
+	checks = stat_of(ctx, GDRC_STAT_TAG_CHECKS);
+	fake_cuda_calls_reset();
+	b = get_info(ctx, q, 64);
+	assert_int_not_equal(b.id, a.id);
+	assert_int_equal(fake_cuda_calls("cuPointerGetAttribute"), 2);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_TAG_CHECKS) - checks, 2);
+	assert_int_equal(stat_of(ctx, GDRC_STAT_INV_TAG_CHECK), 1);
+	gdrc_fini(ctx);
+	fake_cuda_free(q);
+}
+
 static void test_gpu_fake_shared_page_neighbour_never_validates(void **state)
 {
 	struct gdrc_ctx *ctx = ctx_mode(NULL);
@@ -710,6 +740,7 @@ int main(void)
 		T(test_gpu_fake_vmm_other_device_current_not_flagged),
 		T(test_gpu_fake_vmm_current_context_gets_flag),
 		T(test_gpu_fake_free_realloc_same_va_new_id),
+		T(test_gpu_fake_stale_hit_checked_once),
 		T(test_gpu_fake_shared_page_neighbour_never_validates),
 		T(test_gpu_fake_held_registration_valid_after_free),
 		T(test_gpu_fake_hit_cuda_calls_per_mode),
