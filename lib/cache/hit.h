@@ -124,7 +124,7 @@ gdrc_tls_find(struct gdrc_tls *t, const struct gdrc_cache *c,
  * A hit on a plain host region through entry e (found by gdrc_tls_find):
  * served if e's region needs neither a BUFFER_ID check nor the kernel's
  * word (those are gdrc_cache_get_fast's) and passes the checks every hit
- * makes (gdrc_region_live, after host_ok: gdrc_cache_hit_ok says why in
+ * makes (gdrc_tls_live, after host_ok: gdrc_cache_hit_ok says why in
  * that order).  Nothing here calls a function but host_ok, inline, so
  * that gdrc_mr_get's hit needs no frame.
  * @return 1: served, the handle in *mr_p, its get counted; 0: not (the

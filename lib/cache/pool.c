@@ -139,7 +139,7 @@ int gdrc_pool_grow(struct gdrc_cache *c, struct gdrc_pool *pool)
 	return 0;
 }
 
-/* Take an object: the one freed longest ago, else a fresh one (zero,
+/* Take an object: the one freed longest ago, else a fresh one (zero),
  * growing the pool when both run out. */
 void *gdrc_pool_get(struct gdrc_cache *c, struct gdrc_pool *pool)
 {

@@ -81,7 +81,7 @@ void gdrc_region_ext_free(struct gdrc_region *r)
 	struct gdrc_region_ext *x = atomic_load_explicit(&r->ext,
 							 memory_order_relaxed);
 
-	if (!x || x == &gdrc_region_ext_none)
+	if (!x || x == REGION_EXT_NONE)
 		return;
 	atomic_store_explicit(&r->ext, REGION_EXT_NONE, memory_order_relaxed);
 	free(x->kpins);
