@@ -26,6 +26,7 @@
 
 #include "cache/cache_int.h"
 #include "cache_layer.h"
+#include "child_capture.h"
 #include "vm_pages.h"
 
 #define PAGE 4096UL
@@ -238,12 +239,19 @@ static int limited_child(void)
 	return 0;
 }
 
+/* limited_child, as child_run runs it (its status the exit code). */
+static void limited_child_exit(int unused)
+{
+	(void)unused;
+	_exit(limited_child());
+}
+
 static void test_arena_address_space_limit(void **state)
 {
 	struct gdrc_cache *c = cache_layer_new(&gdrc_pin_none_ops, 0);
 	long v = vm_pages();
-	int status = 0;
-	pid_t pid;
+	char out[256];
+	int status;
 
 	(void)state;
 	assert_non_null(c);
@@ -261,11 +269,7 @@ static void test_arena_address_space_limit(void **state)
 	 * a limit of 64 GiB would leave them no room. */
 	if (v < 0 || (uint64_t)v * (uint64_t)sysconf(_SC_PAGESIZE) > (16UL << 30))
 		skip();
-	pid = fork();
-	assert_true(pid >= 0);
-	if (!pid)
-		_exit(limited_child());
-	assert_int_equal(waitpid(pid, &status, 0), pid);
+	status = child_run(limited_child_exit, 0, out, sizeof(out), 60);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
