@@ -15,7 +15,10 @@
  *      arguments, a dead context), mr_get_checked serves an entry whose
  *      region needs more checks (a BUFFER_ID, the kernel's word).
  *   2. mr_get_parked: this thread's parked table (gdrc_cache_parked_host,
- *      inline and calling nothing too), then the other two entries.
+ *      inline and calling nothing too), then the other two entries,
+ *      then a hit through a hazard cell (gdrc_cache_get_cell: a plain
+ *      one-page region read from the index's bucket alone, with the
+ *      fast path's checks).
  *      What the inline lookup leaves (a review due, more checks, the
  *      second hit in a row) goes to mr_get_slow, the general lookups.
  *   3. mr_get_index: after checking that nobody patched over our hooks
@@ -107,6 +110,8 @@ static gdrc_status_t gpu_refused(struct gdrc_ctx *ctx, uintptr_t start);
 GDRC_NOINLINE
 static void put_direct(struct gdrc_ctx *pub, struct gdrc_mr *mr);
 GDRC_NOINLINE
+static void put_cell(struct gdrc_ctx *pub, struct gdrc_mr *mr);
+GDRC_NOINLINE
 static void mr_put_slow(struct gdrc_ctx *pub, struct gdrc_mr *mr);
 GDRC_NOINLINE
 static void put_misuse(const struct gdrc_mr *mr, int fault);
@@ -195,6 +200,11 @@ static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
 	if (!e) {
 		if (!resting)
 			gdrc_index_prefetch(&ctx->cache, start);
+		/* A hit through a hazard cell needs none of the index
+		 * step's waits: the fast path's checks do. */
+		if (gdrc_cache_get_cell(&ctx->cache, start, end, access,
+					hooks_trusted, mr_p))
+			return GDRC_OK;
 		return mr_get_index(ctx, start, end, access, flags, mr_p);
 	}
 	if (!gdrc_cache_get_host(&ctx->cache, e, hooks_trusted, mr_p))
@@ -412,6 +422,10 @@ GDRC_API void gdrc_mr_put(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 	 * magic is on the line its put changes. */
 	if (mr->magic == GDRC_MR_SELF_MAGIC)
 		return put_direct(pub, mr);
+	/* A hazard cell (an index hit on a plain host region): its line is
+	 * the one its put changes. */
+	if (mr->magic == GDRC_MR_CELL_MAGIC)
+		return put_cell(pub, mr);
 	if (gdrc_cache_put_fast(&ctx->cache, mr))
 		return;
 	mr_put_slow(pub, mr);
@@ -423,6 +437,15 @@ GDRC_NOINLINE
 static void put_direct(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 {
 	if (!gdrc_cache_put_direct(&ctx_base(pub)->cache, mr))
+		mr_put_slow(pub, mr);
+}
+
+/* A put of a hazard cell from live context pub; anything wrong with it
+ * is mr_put_slow's (which finds it again, changing nothing). */
+GDRC_NOINLINE
+static void put_cell(struct gdrc_ctx *pub, struct gdrc_mr *mr)
+{
+	if (gdrc_cache_put_cell(&ctx_base(pub)->cache, mr))
 		mr_put_slow(pub, mr);
 }
 
@@ -451,7 +474,8 @@ static void put_misuse(const struct gdrc_mr *mr, int fault)
 		[GDRC_PUT_TOO_MANY] = "has no get outstanding: a double put",
 	};
 
-	if (fault == GDRC_PUT_NOT_MR)
+	/* An emptied cell names no registration any more. */
+	if (fault == GDRC_PUT_NOT_MR || !gdrc_mr_region(mr))
 		gdrc_api_misuse("gdrc_mr_put", "handle %p %s",
 				(const void *)mr, what[fault]);
 	else

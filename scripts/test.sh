@@ -65,7 +65,7 @@ passed=$((passed + 1))
 # TSan over the cache, the threads and the hooks (hook context itself is
 # left uninstrumented: GDRC_HOOK_CONTEXT in lib/gdrc_int.h).
 echo "== TSan: the cache, thread and hook tests"
-tsan_tests="test_threads test_parked test_cache test_lru test_index test_alloc_stress test_stress_remap test_uring_stale
+tsan_tests="test_threads test_parked test_cache test_lru test_index test_cell test_alloc_stress test_stress_remap test_uring_stale
 	test_stress_remap_wide
 	test_hooks test_hooks_lost test_cuda_hooks test_detour test_fork test_misuse
 	test_exit test_uffd test_cufile"

@@ -345,27 +345,34 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 	c->page_size = page > 0 ? (uintptr_t)page : 4096;
 	atomic_flag_clear(&c->oom_warned);
 	gdrc_invq_init(&c->invq);
-	if (gdrc_index_init(c))
+	/* The arena first: the index names regions by their place in it.
+	 * Made now, so that the first miss costs what later ones do. */
+	if (gdrc_arena_init(&c->regions, params->max_regions))
 		return GDRC_ERR_NO_MEMORY;
+	if (gdrc_index_init(c)) {
+		gdrc_arena_destroy(&c->regions);
+		return GDRC_ERR_NO_MEMORY;
+	}
 	c->handles = (struct gdrc_pool){
 		.size = sizeof(struct gdrc_handle),
 		.link = offsetof(struct gdrc_handle, free_next),
 	};
 	if (pthread_rwlock_init(&c->lock, NULL)) {
 		gdrc_index_cleanup(c);
+		gdrc_arena_destroy(&c->regions);
 		return GDRC_ERR_NO_MEMORY;
 	}
 	if (pthread_mutex_init(&c->slab_lock, NULL)) {
 		pthread_rwlock_destroy(&c->lock);
 		gdrc_index_cleanup(c);
+		gdrc_arena_destroy(&c->regions);
 		return GDRC_ERR_NO_MEMORY;
 	}
-	/* The arena, and the handle pool's first chunk, now, so that the
-	 * first miss costs what later ones do (it cost twenty: a chunk's
-	 * allocation and the first touch of its pages). */
+	/* The handle pool's first chunk now, as the arena (a first miss
+	 * cost twenty: a chunk's allocation and the first touch of its
+	 * pages). */
 	status = GDRC_ERR_NO_MEMORY;
-	if (gdrc_arena_init(&c->regions, params->max_regions) ||
-	    gdrc_pool_grow(c, &c->handles))
+	if (gdrc_pool_grow(c, &c->handles))
 		goto err;
 	c->registry_slot = -1;
 	pthread_mutex_lock(&cache_registry_lock);
@@ -426,7 +433,8 @@ static void cleanup_one(struct gdrc_region *r, void *arg)
 
 	if (w & REGION_DEAD)
 		return;
-	if ((w & REGION_REF_MASK) || gdrc_handles_busy(r))
+	if ((w & REGION_REF_MASK) || gdrc_handles_busy(r) ||
+	    gdrc_cells_hold(r))
 		cl->held++;
 	gdrc_region_release(cl->c, r);
 }
@@ -438,6 +446,7 @@ void gdrc_cache_cleanup(struct gdrc_cache *c)
 
 	registry_del(c);
 	gdrc_arena_each(&c->regions, cleanup_one, &cl);
+	gdrc_cells_forget(c);
 	held = cl.held;
 	if (held)
 		gdrc_warn("%u registrations still held at fini; released",
@@ -453,5 +462,6 @@ void gdrc_cache_cleanup_forked(struct gdrc_cache *c)
 	 * registry lock was consistent at fork (taken by no other thread
 	 * in the child). */
 	registry_del(c);
+	gdrc_cells_forget(c);
 	free_chunks(c);
 }

@@ -371,6 +371,23 @@ int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr);
  */
 int gdrc_cache_put_direct(struct gdrc_cache *c, struct gdrc_mr *mr);
 
+/*
+ * A get that this thread's handles did not serve, tried as a hit through
+ * a hazard cell (cell.c) before the index step's own checks: a plain
+ * one-page host region this thread would hold directly, with the fast
+ * path's checks (host_ok, then no event queued).  @return 1 served
+ * (*mr_p, the hit counted); 0 not (nothing changed: go to the index).
+ */
+int gdrc_cache_get_cell(struct gdrc_cache *c, uintptr_t start,
+			uintptr_t end, uint32_t access, int (*host_ok)(void),
+			struct gdrc_mr **mr_p);
+
+/* A put of mr, a hazard cell (its magic says so: the caller read it;
+ * cell.c), from any thread.  @return GDRC_PUT_OK, GDRC_PUT_OTHER_CTX or
+ * GDRC_PUT_TOO_MANY (an empty cell: a double put); nothing done on a
+ * fault. */
+int gdrc_cache_put_cell(struct gdrc_cache *c, struct gdrc_mr *mr);
+
 /* First-time shard assignment for this thread (shard.c). */
 int gdrc_cache_tls_shard(void);
 

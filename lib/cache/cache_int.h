@@ -247,6 +247,34 @@ void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r);
 /* No lock: a cached region covering [start, end) with access, held as
  * hold_of says (*hold_p), or NULL (none, or not found this way: ask
  * again under the lock). */
+/* A cell hit's look (without the lock): the region whose one-page,
+ * plain entry is the first of start's page, if it has the rights; tk
+ * says where, for gdrc_index_ticket_valid after the cell is stored. */
+struct gdrc_ix_ticket {
+	_Atomic uint32_t *state; /* the bucket's state word */
+	uint32_t seq;            /* as read before the entry */
+	unsigned way;
+};
+struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,
+					  uintptr_t start, uintptr_t end,
+					  uint32_t access,
+					  struct gdrc_ix_ticket *tk);
+/* Is the bucket as it was (sequentially consistent read: cell.c)?  Then
+ * the hit is marked used in it.  @return 1 yes. */
+int gdrc_index_ticket_valid(const struct gdrc_ix_ticket *tk);
+/* Was r hit through a cell since the clock hand last asked (the mark
+ * cleared)?  cache->lock held for writing. */
+int gdrc_index_used_take(struct gdrc_cache *c, const struct gdrc_region *r);
+
+/* ---- cell.c ---- */
+struct gdrc_cell *gdrc_cell_take(struct gdrc_cache *c, struct gdrc_region *r);
+void gdrc_cell_drop(struct gdrc_cache *c, struct gdrc_cell *cell);
+void gdrc_cells_convert(struct gdrc_cache *c, struct gdrc_region *r);
+int gdrc_cells_hold(const struct gdrc_region *r);
+void gdrc_cells_forget(struct gdrc_cache *c);
+void gdrc_cells_release(void);
+void gdrc_cells_fork_child(void);
+
 struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 					 uintptr_t start, uintptr_t end,
 					 uint32_t access, gdrc_hold_fn hold_of,
@@ -311,6 +339,7 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r);
 uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 		       uintptr_t start);
+void gdrc_hit_seen(struct gdrc_region *r, uintptr_t start);
 struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
 			       uint64_t hold);
 

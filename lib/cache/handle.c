@@ -140,6 +140,8 @@ int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr)
 	struct gdrc_handle *h;
 	int fault;
 
+	if (mr->magic == GDRC_MR_CELL_MAGIC)
+		return gdrc_cache_put_cell(c, mr);
 	if (!gdrc_mr_live(mr))
 		return GDRC_PUT_NOT_MR;
 	if (gdrc_mr_region(mr)->cache != c)
@@ -724,6 +726,18 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 	 * contend for the table's slots (parked_review). */
 	t->parked_clashes += seen && seen != r;
 	return 1;
+}
+
+/* A cell hit on r at start, remembered among this thread's index hits
+ * as a direct reference's is (gdrc_serve_hit), by the request's page:
+ * r's line is not read (a cell's region is one page). */
+void gdrc_hit_seen(struct gdrc_region *r, uintptr_t start)
+{
+	struct gdrc_tls *t = &gdrc_tls_cur;
+
+	t->seen[t->seen_next++ % GDRC_TLS_SEEN] = r;
+	if (!t->parked_off && parked_table())
+		t->parked->seen[parked_slot(t, start)] = r;
 }
 
 /* Serve a hit held as gdrc_hold_for said (hold); a direct reference is

@@ -10,12 +10,12 @@
  *   it touches, keyed by (granule, L).  A request starting in granule g
  *   of level L can only be covered by a region of that level that
  *   touches g, so probing (start's granule, L) at each level that holds
- *   regions finds every region that covers it.  An entry is one 8-byte
- *   word (ph_entry): the region's address (pool memory, 64-byte aligned,
- *   below 2^47), which granule of it this is, and a fingerprint of the
- *   key; the key itself is recomputed from the region when the writer
- *   needs it (moving an entry, growing the table).  A one-page region is
- *   one word.
+ *   regions finds every region that covers it.  The table is of 64-byte
+ *   buckets of six 80-bit entries (index_int.h): the exact key, the
+ *   region's arena index, which granule of it this is, its span and
+ *   rights, and whether the entry alone says all a hit checks (plain:
+ *   the hazard cells' hit, cell.c, reads no more).  A one-page region is
+ *   one entry, 10.7 bytes of a bucket.
  *
  *   The summaries answer for a range: what invalidation (an munmap of a
  *   gigabyte, or of everything) and the miss's plan ask, every region
@@ -39,21 +39,28 @@
  * 64 GiB) go to the tree (itree/), through a node in their ext.  They
  * are found by both kinds of query like the rest.
  *
- * The lock-free read.  The page hash is linear probing; a removal shifts
- * later entries of the cluster back (no tombstones), and a full table is
- * replaced by one twice its size, the old one kept until the cache goes
- * (readers may still be in it) but, when mapped, emptied of its pages
- * (ph_retire_pages: a reader there then misses).  A reader may therefore
- * see an entry moved past it, one whose fingerprint matches another key,
- * or a region released and reused for other memory since the entry was
- * written (a word is read whole: never torn).  None of that can serve a
- * wrong registration: a candidate counts only once a compare-and-swap
+ * The lock-free read.  An entry goes into the first bucket from its key's
+ * home with a free way, and each full bucket it passes counts one more
+ * spill, so that a lookup goes on past a bucket only while it has some;
+ * a removal empties its way in place (no entry moves) and counts the
+ * spills back.  A writer makes the bucket's sequence odd while it
+ * changes it; a reader without the lock takes an entry only between two
+ * equal, even reads of the sequence (never torn, never half-written).  A
+ * full table is replaced by one twice its size, the old one kept until
+ * the cache goes (readers may still be in it) but, when mapped, emptied
+ * of its pages (ph_retire_pages: a reader there then misses).  An entry
+ * read may still name a region released and reused for other memory
+ * since.  That cannot serve a wrong registration: on the general path
+ * (gdrc_index_find_fast) a candidate counts only once a compare-and-swap
  * added a pin or a reference to a word that was neither INVALID nor DEAD
  * (region memory is type-stable, arena.c), after which its key, rights
  * and kernel word are checked and cannot change.  What the read can do
  * is miss: the caller then asks again under the lock, which is exact.  A
  * region removed since a get's first load of pending has INVALID set
- * before pending clears (inval.c), so the CAS refuses it.
+ * before pending clears (inval.c), so the CAS refuses it.  A cell hit
+ * (gdrc_index_find_plain) takes no reference: it reads the sequence
+ * again after storing its cell, and a removal looks at the cells after
+ * changing the bucket (cell.c says why one of the two sees the other).
  *
  * Room.  A table grows at three quarters full, with a larger one made
  * before the lock is taken (gdrc_index_prepare); an insertion that finds
@@ -82,25 +89,28 @@
 
 #include "index_int.h"
 
-/* Slots of the first tables; a table grows at 3/4 full. */
-#define PH_MIN_SLOTS 1024
+/* Buckets of the first page hash (768 entries, 8 KiB), slots of the
+ * first summaries; a table grows at 3/4 full. */
+#define PH_MIN_BUCKETS 128
 #define SUM_MIN_SLOTS 64
 
 /* A table this large is mapped on its own, with transparent huge pages
  * asked for (a lookup that misses the TLB as well pays twice). */
 #define PH_HUGE (2UL << 20)
 
-static struct gdrc_phash *ph_new(unsigned bits)
+static struct gdrc_phash *ph_new(struct gdrc_region *base, unsigned bits)
 {
 	size_t bytes = sizeof(struct gdrc_phash) +
-		       (sizeof(uint64_t) << bits);
+		       (sizeof(struct ph_bucket) << bits);
 	struct gdrc_phash *t;
 
 	if (bytes < PH_HUGE) {
-		/* Touched now, not left to calloc's fresh zero pages: the
-		 * first table is made at gdrc_init, and a context's first
-		 * insert should take no page fault. */
-		t = malloc(bytes);
+		/* Touched now, not left to fresh zero pages: the first
+		 * table is made at gdrc_init, and a context's first insert
+		 * should take no page fault. */
+		void *p;
+
+		t = posix_memalign(&p, 64, bytes) ? NULL : p;
 		if (t)
 			memset(t, 0, bytes);
 		bytes = 0;
@@ -113,6 +123,7 @@ static struct gdrc_phash *ph_new(unsigned bits)
 		madvise(t, bytes, MADV_HUGEPAGE); /* a hint: may fail */
 	}
 	if (t) {
+		t->base = base;
 		t->bytes = bytes;
 		t->bits = bits;
 	}
@@ -163,46 +174,87 @@ int gdrc_index_wide(uintptr_t start, uintptr_t end)
 
 /* ---- the page hash (writers: under the lock for writing) ---- */
 
-static void ph_put(struct gdrc_phash *t, uintptr_t key, uint64_t e)
+/* A bucket's state, plus add (a spill count, or a sequence step): an
+ * atomic add, so that nothing else a reader may set there is lost. */
+static void pb_add(struct ph_bucket *b, int32_t add)
 {
-	uint64_t i = ix_home(t->bits, key);
-
-	while (ph_get(t, i))
-		i = (i + 1) & ph_mask(t);
-	/* Release: a reader that sees e sees the region's key published
-	 * before it (the region's own fields, region.c). */
-	atomic_store_explicit(&t->slot[i], e, memory_order_release);
+	atomic_fetch_add_explicit(&b->state, (uint32_t)add,
+				  memory_order_relaxed);
 }
 
-/* The slot holding exactly e, or -1. */
-static int64_t ph_find_e(const struct gdrc_phash *t, uintptr_t key,
-			 uint64_t e)
+/* One more entry lies past b (255 sticks: never counted back). */
+static void pb_spill_add(struct ph_bucket *b, int sign)
 {
-	uint64_t i = ix_home(t->bits, key), x;
-
-	for (; (x = ph_get(t, i)); i = (i + 1) & ph_mask(t))
-		if (x == e)
-			return (int64_t)i;
-	return -1;
+	if (pb_spill(b) != PB_SPILL_MAX)
+		pb_add(b, sign);
 }
 
-/* Empty slot i, shifting the rest of its cluster back (the caller
- * counts it: ph_used_add). */
-static void ph_del_at(struct gdrc_phash *t, uint64_t i)
+/* A writer's change of b's entries, between begin and end: the sequence
+ * is odd in between (the fences order the entries' stores after the
+ * first step and before the second, as a reader reads them). */
+static void pb_begin(struct ph_bucket *b)
 {
-	uint64_t mask = ph_mask(t), j, x;
+	pb_add(b, PB_SEQ_ONE);
+	atomic_thread_fence(memory_order_release);
+}
 
-	for (j = i;;) {
-		j = (j + 1) & mask;
-		x = ph_get(t, j);
-		if (!x)
-			break;
-		if (ix_stays(i, j, ix_home(t->bits, e_key(x))))
-			continue;
-		atomic_store_explicit(&t->slot[i], x, memory_order_release);
-		i = j;
+static void pb_end(struct ph_bucket *b)
+{
+	atomic_fetch_add_explicit(&b->state, PB_SEQ_ONE, memory_order_release);
+}
+
+/* Put entry (kv, lo) of key in the first bucket from its home with a free
+ * way, counting a spill in each full one it passes.  There is one: the
+ * caller checked the room (ph_fits). */
+static void ph_put(struct gdrc_phash *t, uint64_t kv, uint16_t lo)
+{
+	uint64_t i = ph_home(t, pe_key(kv));
+
+	for (;; i = (i + 1) & ph_mask(t)) {
+		struct ph_bucket *b = &t->b[i];
+
+		for (unsigned w = 0; w < PH_WAYS; w++) {
+			if (pb_kv(b, w))
+				continue;
+			pb_begin(b);
+			atomic_store_explicit(&b->lo[w], lo,
+					      memory_order_relaxed);
+			atomic_store_explicit(&b->kv[w], kv,
+					      memory_order_relaxed);
+			pb_end(b);
+			return;
+		}
+		pb_spill_add(b, 1);
 	}
-	atomic_store_explicit(&t->slot[i], 0, memory_order_relaxed);
+}
+
+/* Empty the entry of key naming region idx at granule off, and count
+ * back the spills of the buckets from its home to it.  @return 0, or -1:
+ * not there. */
+static int ph_del(struct gdrc_phash *t, uint64_t key, uint32_t idx,
+		  unsigned off)
+{
+	uint64_t home = ph_home(t, key);
+	struct ph_iter it = { 0 };
+	struct ph_bucket *b;
+	unsigned w;
+
+	do {
+		if (!ph_next(t, key, &it))
+			return -1;
+		b = &t->b[it.b];
+		w = it.w - 1;
+	} while (pe_index(pb_kv(b, w), pb_lo(b, w)) != idx ||
+		 pe_off(pb_kv(b, w)) != off);
+	pb_begin(b);
+	atomic_store_explicit(&b->kv[w], 0, memory_order_relaxed);
+	atomic_store_explicit(&b->lo[w], 0, memory_order_relaxed);
+	atomic_fetch_and_explicit(&b->state, ~(PB_USED_ONE << w),
+				  memory_order_relaxed);
+	pb_end(b);
+	for (uint64_t i = home; i != it.b; i = (i + 1) & ph_mask(t))
+		pb_spill_add(&t->b[i], -1);
+	return 0;
 }
 
 /* n entries more or fewer (a plain store: writers hold the lock). */
@@ -217,20 +269,45 @@ static void ph_used_add(struct gdrc_phash *t, int64_t n)
 
 /* ---- a region in and out ---- */
 
+/* Region r's entry for its granule off (of span). */
+static uint64_t pe_make(const struct gdrc_cache *c,
+			const struct gdrc_region *r, uint64_t key, unsigned off,
+			unsigned span, uint16_t *lo)
+{
+	uint32_t idx = (uint32_t)(r - c->regions.hits);
+	unsigned s = ix_shift(r->ix_level);
+	/* What a hit through a cell may serve from the entry alone
+	 * (cell.c): one page, whole, no tag check, no kernel word. */
+	int plain = r->ix_level == 0 && span == 1 && !r->tag_check &&
+		    !r->kern && !(r->start & ((1ULL << s) - 1)) &&
+		    r->end == r->start + (1ULL << s);
+
+	*lo = (uint16_t)idx;
+	return key | (uint64_t)(idx >> 16) << PE_HI_SHIFT |
+	       (uint64_t)off << PE_OFF_SHIFT |
+	       (uint64_t)(span - 1) << PE_SPAN_SHIFT |
+	       (uint64_t)(r->access & 15) << PE_ACCESS_SHIFT |
+	       (plain ? PE_PLAIN : 0);
+}
+
 /* An entry for each granule r touches; its first granule in the
  * summaries (range queries look for regions by their first granule). */
-static void ix_enter(struct gdrc_index *ix, struct gdrc_phash *t,
+static void ix_enter(struct gdrc_cache *c, struct gdrc_phash *t,
 		     struct gdrc_region *r)
 {
+	struct gdrc_index *ix = &c->ix;
 	int level = r->ix_level;
 	unsigned s = ix_shift(level), off = 0;
 	uintptr_t first = r->start >> s;
-	int fresh = !ph_has_first(t, ix_key(first, level, 0));
+	unsigned span = (unsigned)(((r->end - 1) >> s) - first + 1);
+	int fresh = !ph_has_first(t, ph_key(first, level));
 
 	for (uintptr_t g = first; g <= (r->end - 1) >> s; g++) {
-		uintptr_t key = ix_key(g, level, 0);
+		uint16_t lo;
+		uint64_t kv = pe_make(c, r, ph_key(g, level), off++, span,
+				      &lo);
 
-		ph_put(t, key, e_make(r, key, off++));
+		ph_put(t, kv, lo);
 	}
 	ph_used_add(t, off);
 	if (fresh) {
@@ -239,31 +316,38 @@ static void ix_enter(struct gdrc_index *ix, struct gdrc_phash *t,
 	}
 }
 
-static void ix_leave(struct gdrc_index *ix, struct gdrc_phash *t,
+static void ix_leave(struct gdrc_cache *c, struct gdrc_phash *t,
 		     struct gdrc_region *r)
 {
+	struct gdrc_index *ix = &c->ix;
 	int level = r->ix_level;
 	unsigned s = ix_shift(level), off = 0;
 	uintptr_t first = r->start >> s;
+	uint32_t idx = (uint32_t)(r - c->regions.hits);
 
-	for (uintptr_t g = first; g <= (r->end - 1) >> s; g++) {
-		uintptr_t key = ix_key(g, level, 0);
-		int64_t i = ph_find_e(t, key, e_make(r, key, off++));
-
-		if (i >= 0) { /* always: gdrc_index_check says */
-			ph_del_at(t, (uint64_t)i);
+	for (uintptr_t g = first; g <= (r->end - 1) >> s; g++)
+		if (!ph_del(t, ph_key(g, level), idx, off++)) /* always:
+							       * gdrc_index_check
+							       * says */
 			ph_used_add(t, -1);
-		}
-	}
-	if (!ph_has_first(t, ix_key(first, level, 0))) {
+	if (!ph_has_first(t, ph_key(first, level))) {
 		gdrc_ixsum_clear(ix->sums, first, level);
 		gdrc_ixsums_publish(ix);
 	}
 }
 
+/* Room for more entries in t: below 3/4 (soft) or 15/16 (hard) of its
+ * ways full. */
+static int ph_room(unsigned bits, uint64_t used, uint64_t more, int hard)
+{
+	uint64_t ways = (uint64_t)PH_WAYS << bits;
+
+	return used + more <= (hard ? ways - ways / 16 : 3 * ways / 4);
+}
+
 static int ph_fits(const struct gdrc_phash *t, uint64_t more, int hard)
 {
-	return ix_fits(t->bits,
+	return ph_room(t->bits,
 		       atomic_load_explicit(&t->used, memory_order_relaxed),
 		       more, hard);
 }
@@ -277,7 +361,8 @@ static int sums_fits(const struct gdrc_ixsums *s, uint64_t more, int hard)
 
 gdrc_status_t gdrc_index_init(struct gdrc_cache *c)
 {
-	struct gdrc_phash *t = ph_new(__builtin_ctz(PH_MIN_SLOTS));
+	struct gdrc_phash *t = ph_new(c->regions.hits,
+				      __builtin_ctz(PH_MIN_BUCKETS));
 
 	gdrc_itree_init(&c->ix.tree);
 	c->ix.sums = gdrc_ixsums_new(__builtin_ctz(SUM_MIN_SLOTS));
@@ -335,7 +420,7 @@ void *gdrc_index_prepare(const struct gdrc_cache *c)
 	if (!sp)
 		return NULL;
 	if (grow_ph)
-		sp->ph = ph_new(t->bits + 1);
+		sp->ph = ph_new(t->base, t->bits + 1);
 	if (grow_sums)
 		sp->sums = gdrc_ixsums_new(sbits + 1);
 	return sp;
@@ -356,7 +441,7 @@ static void ph_retire_pages(struct gdrc_phash *t)
 {
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	size_t size = t->bytes ? t->bytes :
-				 sizeof(*t) + (sizeof(t->slot[0]) << t->bits);
+				 sizeof(*t) + (sizeof(t->b[0]) << t->bits);
 	uintptr_t lo = ((uintptr_t)t & ~(page - 1)) + page;
 	uintptr_t hi = ((uintptr_t)t + size) & ~(page - 1);
 
@@ -369,12 +454,13 @@ static void ph_retire_pages(struct gdrc_phash *t)
 static void ph_grow(struct gdrc_cache *c, struct gdrc_phash *t,
 		    struct gdrc_phash *spare)
 {
-	for (uint64_t i = 0; i <= ph_mask(t); i++) {
-		uint64_t e = ph_get(t, i);
+	for (uint64_t i = 0; i <= ph_mask(t); i++)
+		for (unsigned w = 0; w < PH_WAYS; w++) {
+			uint64_t kv = pb_kv(&t->b[i], w);
 
-		if (e)
-			ph_put(spare, e_key(e), e);
-	}
+			if (kv)
+				ph_put(spare, kv, pb_lo(&t->b[i], w));
+		}
 	atomic_store_explicit(&spare->used,
 			      atomic_load_explicit(&t->used,
 						   memory_order_relaxed),
@@ -432,11 +518,11 @@ int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 		gdrc_itree_insert(&c->ix.tree, &x->node);
 		return 0;
 	}
-	if (!e_fits(r))
-		return -1; /* an address above 2^47: cannot happen on x86-64
+	if (!ph_key_fits((r->end - 1) >> ix_shift(level)))
+		return -1; /* an address above 2^48: cannot happen on x86-64
 			    * unless asked for */
 	if (!ph_fits(t, GDRC_IX_SPAN, 0) && sp && sp->ph &&
-	    ix_fits(sp->ph->bits, used, GDRC_IX_SPAN, 0)) {
+	    ph_room(sp->ph->bits, used, GDRC_IX_SPAN, 0)) {
 		ph_grow(c, t, sp->ph);
 		t = sp->ph;
 		sp->ph = NULL;
@@ -448,7 +534,7 @@ int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 	    !sums_fits(c->ix.sums, IX_SUMS_MAX, 1))
 		return -1;
 	r->ix_level = (int8_t)level;
-	ix_enter(&c->ix, t, r);
+	ix_enter(c, t, r);
 	level_count(&c->ix, level,
 		    (unsigned)range_slots(r->start, r->end, level), 1);
 	return 0;
@@ -464,7 +550,7 @@ void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r)
 		gdrc_itree_remove(&c->ix.tree, &wide_ext(r)->node);
 		return;
 	}
-	ix_leave(&c->ix, t, r);
+	ix_leave(c, t, r);
 	level_count(&c->ix, r->ix_level,
 		    (unsigned)range_slots(r->start, r->end, r->ix_level), -1);
 	r->ix_level = -1;
@@ -495,6 +581,55 @@ static int region_try_get(struct gdrc_cache *c, struct gdrc_region *r,
 	return 0;
 }
 
+/*
+ * The next entry of key in t for a reader without the lock, from bucket
+ * *i way *w on (both advanced past it): its region, or NULL (no more, or
+ * a writer was changing the bucket: the locked query answers).  An entry
+ * counts only if its bucket's sequence was even and the same before and
+ * after it was read.
+ */
+static struct gdrc_region *ph_next_unlocked(const struct gdrc_phash *t,
+					    uint64_t key, uint64_t *i,
+					    unsigned *w)
+{
+	for (uint64_t n = 0; n <= ph_mask(t); n++) {
+		const struct ph_bucket *b = &t->b[*i];
+		uint32_t s0 = atomic_load_explicit(&b->state,
+						   memory_order_acquire);
+		unsigned match = 0;
+
+		/* All six compared without a branch each: the way that
+		 * holds a key is anyone's guess. */
+#pragma GCC unroll 6
+		for (unsigned k = 0; k < PH_WAYS; k++)
+			match |= (unsigned)(pe_key(atomic_load_explicit(
+					&b->kv[k], memory_order_relaxed)) ==
+					    key) << k;
+		match &= ~0u << *w;
+		if (match) {
+			unsigned k = (unsigned)__builtin_ctz(match);
+			uint64_t kv = atomic_load_explicit(
+				&b->kv[k], memory_order_relaxed);
+			uint16_t lo = atomic_load_explicit(
+				&b->lo[k], memory_order_relaxed);
+
+			*w = k + 1;
+			atomic_thread_fence(memory_order_acquire);
+			if ((s0 & PB_SEQ_ONE) || pe_key(kv) != key ||
+			    (atomic_load_explicit(&b->state,
+						  memory_order_relaxed) ^
+			     s0) >> 16)
+				return NULL;
+			return pe_region(t, kv, lo);
+		}
+		if (!(s0 & 0xff))
+			return NULL;
+		*i = (*i + 1) & ph_mask(t);
+		*w = 0;
+	}
+	return NULL;
+}
+
 struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 					 uintptr_t start, uintptr_t end,
 					 uint32_t access, gdrc_hold_fn hold_of,
@@ -508,21 +643,12 @@ struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 	for (uint32_t m = atomic_load_explicit(&c->ix.levels,
 					       memory_order_relaxed);
 	     m; m &= m - 1) {
-		int level = __builtin_ctz(m);
-		uintptr_t key = ix_addr_key(start, level);
-		uint64_t mask = ph_mask(t), i = ix_home(t->bits, key);
-		uint64_t fp = ix_fp(key);
+		uint64_t key = ph_addr_key(start, __builtin_ctz(m));
+		uint64_t i = ph_home(t, key);
+		unsigned w = 0;
+		struct gdrc_region *r;
 
-		for (uint64_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
-			uint64_t e = atomic_load_explicit(
-				&t->slot[i], memory_order_acquire);
-			struct gdrc_region *r;
-
-			if (!e)
-				break;
-			if (e >> E_FP_SHIFT != fp)
-				continue;
-			r = e_region(e);
+		while ((r = ph_next_unlocked(t, key, &i, &w))) {
 			*hold_p = hold_of(c, r, start);
 			if (region_try_get(c, r, start, end, access, *hold_p))
 				return r;
@@ -543,8 +669,7 @@ void gdrc_index_prefetch(const struct gdrc_cache *c, uintptr_t start)
 	if (!t || !m)
 		return;
 	level = __builtin_ctz(m);
-	__builtin_prefetch(&t->slot[ix_home(
-		t->bits, ix_addr_key(start, level))]);
+	__builtin_prefetch(&t->b[ph_home(t, ph_addr_key(start, level))]);
 }
 
 /* ------------------------------------------------------------------ */
@@ -564,14 +689,14 @@ struct gdrc_region *gdrc_index_find_cover(const struct gdrc_cache *c,
 					       memory_order_relaxed);
 	     m; m &= m - 1) {
 		int level = __builtin_ctz(m);
-		uintptr_t key = ix_addr_key(start, level);
-		uint64_t i = ix_home(t->bits, key), e;
+		uint64_t key = ph_addr_key(start, level);
+		struct ph_iter it = { 0 };
 
-		for (; (e = ph_get(t, i)); i = (i + 1) & ph_mask(t)) {
-			struct gdrc_region *r = e_region(e);
+		while (ph_next(t, key, &it)) {
+			struct gdrc_region *r = ph_it_region(t, &it);
 
-			if (e_is(e, key) && r->start <= start &&
-			    end <= r->end && (!fn || fn(r, arg)))
+			if (r->start <= start && end <= r->end &&
+			    (!fn || fn(r, arg)))
 				return r;
 		}
 	}
@@ -580,4 +705,100 @@ struct gdrc_region *gdrc_index_find_cover(const struct gdrc_cache *c,
 	node = gdrc_itree_find_cover(&c->ix.tree, start, end,
 				     fn ? visit_fn : NULL, &v);
 	return node ? node_region(node) : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* The cell hit's look (cell.c, lookup.c): without the lock. */
+
+struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,
+					  uintptr_t start, uintptr_t end,
+					  uint32_t access,
+					  struct gdrc_ix_ticket *tk)
+{
+	const struct gdrc_phash *t =
+		atomic_load_explicit(&c->ix.ph, memory_order_acquire);
+	uint64_t key = ph_addr_key(start, 0), i;
+
+	if (!t || !(atomic_load_explicit(&c->ix.levels,
+					  memory_order_relaxed) & 1) ||
+	    end > ((start >> ix_shift(0)) + 1) << ix_shift(0))
+		return NULL;
+	i = ph_home(t, key);
+	for (uint64_t n = 0; n <= ph_mask(t); n++) {
+		const struct ph_bucket *b = &t->b[i];
+		uint32_t s0 = atomic_load_explicit(&b->state,
+						   memory_order_acquire);
+		unsigned match = 0;
+
+		/* All six compared without a branch each: the way that
+		 * holds a key is anyone's guess. */
+#pragma GCC unroll 6
+		for (unsigned k = 0; k < PH_WAYS; k++)
+			match |= (unsigned)(pe_key(atomic_load_explicit(
+					&b->kv[k], memory_order_relaxed)) ==
+					    key) << k;
+		if (match) {
+			unsigned w = (unsigned)__builtin_ctz(match);
+			uint64_t kv = atomic_load_explicit(
+				&b->kv[w], memory_order_relaxed);
+			uint16_t lo = atomic_load_explicit(
+				&b->lo[w], memory_order_relaxed);
+
+			/* The first entry of the page only: another (other
+			 * rights) is the general lookup's. */
+			if (!(kv & PE_PLAIN) || (s0 & PB_SEQ_ONE) ||
+			    pe_key(kv) != key ||
+			    (access & ~(uint32_t)(kv >> PE_ACCESS_SHIFT & 15)))
+				return NULL;
+			tk->state = (_Atomic uint32_t *)&b->state;
+			tk->seq = s0;
+			tk->way = w;
+			return pe_region(t, kv, lo);
+		}
+		if (!(s0 & 0xff))
+			return NULL;
+		i = (i + 1) & ph_mask(t);
+	}
+	return NULL;
+}
+
+int gdrc_index_ticket_valid(const struct gdrc_ix_ticket *tk)
+{
+	uint32_t s = atomic_load_explicit(tk->state, memory_order_seq_cst);
+
+	if ((s ^ tk->seq) >> 16)
+		return 0;
+	/* The hit's used mark, in the line just read: a store only when
+	 * the clock hand cleared it (gdrc_index_used_take). */
+	if (!(s & PB_USED_ONE << tk->way))
+		atomic_fetch_or_explicit(tk->state, PB_USED_ONE << tk->way,
+					 memory_order_relaxed);
+	return 1;
+}
+
+int gdrc_index_used_take(struct gdrc_cache *c, const struct gdrc_region *r)
+{
+	struct gdrc_phash *t = atomic_load_explicit(&c->ix.ph,
+						    memory_order_relaxed);
+	uint32_t idx = (uint32_t)(r - c->regions.hits);
+	struct ph_iter it = { 0 };
+
+	gdrc_assert_wrlocked(c);
+	if (r->ix_level != 0)
+		return 0;
+	while (ph_next(t, ph_addr_key(r->start, 0), &it)) {
+		struct ph_bucket *b = &t->b[it.b];
+		unsigned w = it.w - 1;
+		uint32_t bit = PB_USED_ONE << w;
+
+		if (pe_index(pb_kv(b, w), pb_lo(b, w)) != idx)
+			continue;
+		if (!(atomic_load_explicit(&b->state, memory_order_relaxed) &
+		      bit))
+			return 0;
+		atomic_fetch_and_explicit(&b->state, ~bit,
+					  memory_order_relaxed);
+		return 1;
+	}
+	return 0;
 }

@@ -28,21 +28,54 @@
 #define IX_SUMS_MAX (2 * IX_TIERS)
 
 /*
- * A page-hash entry: bits 0-40 the region's address >> 6, 41-44 the
- * granule's offset in the region (0 to GDRC_IX_SPAN - 1), 45-63 a
- * fingerprint of the key; 0: empty.
+ * The page hash: 64-byte buckets (one line), each a word of state and
+ * six entries of 80 bits, so that a lookup reads one line and an entry
+ * names its region, key and what a hit checks without reading the
+ * region.  An entry is kv (0: empty) and lo:
+ *   kv bits 0-38   the key: (granule << 3 | level) + 1 (ph_key);
+ *          39-49   the region's arena index >> 16;
+ *          50-53   the granule's offset in its region;
+ *          54-57   the region's span in granules, less one;
+ *          58-61   its rights (GDRC_ACCESS_*);
+ *          62      plain: a host region without a tag check or kernel
+ *                  word whose key is whole granules of its level;
+ *   lo             the arena index's low 16 bits.
+ * A bucket's state word: bits 0-7 how many entries lie past it that a
+ * lookup through it must go on to find (it was full when they were
+ * put; 255 sticks), bits 8-13 the used marks of cell hits on its six
+ * ways (the clock hand's, lru.c), bits 16-31 a sequence, odd while a writer changes
+ * the bucket's entries (a reader without the lock reads an entry only
+ * between two equal, even reads of it).
  */
-#define E_PTR_BITS 41
-#define E_OFF_SHIFT 41
-#define E_FP_SHIFT 45
+#define PH_WAYS 6
+#define PK_BITS 39
+#define PK_MASK ((1ULL << PK_BITS) - 1)
+#define PE_HI_SHIFT 39
+#define PE_OFF_SHIFT 50
+#define PE_SPAN_SHIFT 54
+#define PE_ACCESS_SHIFT 58
+#define PE_PLAIN (1ULL << 62)
+#define PB_SPILL_MAX 255u
+#define PB_USED_ONE (1u << 8) /* way w's used mark: PB_USED_ONE << w */
+#define PB_SEQ_ONE (1u << 16)
+
+struct ph_bucket {
+	_Atomic uint32_t state;
+	_Atomic uint16_t lo[PH_WAYS];
+	_Atomic uint64_t kv[PH_WAYS];
+};
 
 struct gdrc_phash {
 	struct gdrc_phash *retired_next;
-	size_t bytes;          /* mapped: its size; else 0 (malloc'ed) */
-	unsigned bits;         /* slots = 1 << bits */
-	_Atomic uint64_t used; /* written under the lock, read as a hint */
-	_Atomic uint64_t slot[];
+	struct gdrc_region *base; /* the arena's regions: indices name them */
+	size_t bytes;             /* mapped: its size; else 0 (malloc'ed) */
+	unsigned bits;            /* buckets = 1 << bits */
+	_Atomic uint64_t used;    /* entries; written under the lock, read
+				   * as a hint */
+	struct ph_bucket b[] __attribute__((aligned(64)));
 };
+
+_Static_assert(sizeof(struct ph_bucket) == 64, "a bucket is one line");
 
 struct ix_sum {
 	uintptr_t key; /* ix_key(block, level, tier); 0: empty */
@@ -73,22 +106,9 @@ static inline uintptr_t ix_key(uintptr_t g, int level, unsigned tier)
 	return (g << 7 | (uintptr_t)tier << 3 | (uintptr_t)level) + 1;
 }
 
-/* The key of the level's granule holding address a. */
-static inline uintptr_t ix_addr_key(uintptr_t a, int level)
-{
-	return ix_key(a >> ix_shift(level), level, 0);
-}
-
 static inline uint64_t ix_home(unsigned bits, uintptr_t key)
 {
 	return (key * 0x9e3779b97f4a7c15ULL) >> (64 - bits);
-}
-
-/* 19 bits of the key, from another multiplier than the home's (keys of
- * one cluster share their home's bits). */
-static inline uint64_t ix_fp(uintptr_t key)
-{
-	return (key * 0xd6e8feb86659fd93ULL) >> E_FP_SHIFT;
 }
 
 static inline uint64_t ph_mask(const struct gdrc_phash *t)
@@ -96,58 +116,122 @@ static inline uint64_t ph_mask(const struct gdrc_phash *t)
 	return (1ULL << t->bits) - 1;
 }
 
-static inline uint64_t ph_get(const struct gdrc_phash *t, uint64_t i)
+/* The page hash's key of granule g of level. */
+static inline uint64_t ph_key(uintptr_t g, int level)
 {
-	return atomic_load_explicit(&t->slot[i], memory_order_relaxed);
+	return ((uint64_t)g << 3 | (uint64_t)level) + 1;
 }
 
-static inline struct gdrc_region *e_region(uint64_t e)
+/* The key of the level's granule holding address a. */
+static inline uint64_t ph_addr_key(uintptr_t a, int level)
 {
-	return (struct gdrc_region *)(uintptr_t)((e & ((1ULL << E_PTR_BITS) -
-						       1)) << 6);
+	return ph_key(a >> ix_shift(level), level);
 }
 
-static inline uint64_t e_make(const struct gdrc_region *r, uintptr_t key,
-			      unsigned off)
+/* Does granule g of level fit a key? */
+static inline int ph_key_fits(uintptr_t g)
 {
-	return ix_fp(key) << E_FP_SHIFT | (uint64_t)off << E_OFF_SHIFT |
-	       (uintptr_t)r >> 6;
+	return g < (PK_MASK >> 3);
 }
 
-/* Does r fit an entry? */
-static inline int e_fits(const struct gdrc_region *r)
+static inline uint64_t ph_home(const struct gdrc_phash *t, uint64_t key)
 {
-	return !((uintptr_t)r >> (E_PTR_BITS + 6)) && !((uintptr_t)r & 63);
+	return ix_home(t->bits, key);
 }
 
-/* The granule of e in its region: 0 for the region's first. */
-static inline unsigned e_off(uint64_t e)
+static inline uint64_t pe_key(uint64_t kv)
 {
-	return (unsigned)(e >> E_OFF_SHIFT) & (GDRC_IX_SPAN - 1);
+	return kv & PK_MASK;
 }
 
-/* The key of entry e (under the lock: its region is cached). */
-static inline uintptr_t e_key(uint64_t e)
+static inline uint32_t pe_index(uint64_t kv, uint16_t lo)
 {
-	const struct gdrc_region *r = e_region(e);
-	int level = r->ix_level;
-
-	return ix_key((r->start >> ix_shift(level)) + e_off(e), level, 0);
+	return (uint32_t)(kv >> PE_HI_SHIFT & 0x7ff) << 16 | lo;
 }
 
-/* Does e (non-zero) hold key? */
-static inline int e_is(uint64_t e, uintptr_t key)
+/* The granule of an entry in its region: 0 for the region's first. */
+static inline unsigned pe_off(uint64_t kv)
 {
-	return e >> E_FP_SHIFT == ix_fp(key) && e_key(e) == key;
+	return (unsigned)(kv >> PE_OFF_SHIFT) & (GDRC_IX_SPAN - 1);
+}
+
+static inline struct gdrc_region *pe_region(const struct gdrc_phash *t,
+					    uint64_t kv, uint16_t lo)
+{
+	return &t->base[pe_index(kv, lo)];
+}
+
+/* Writers' and queries' reads (under the lock): relaxed. */
+static inline uint64_t pb_kv(const struct ph_bucket *b, unsigned w)
+{
+	return atomic_load_explicit(&b->kv[w], memory_order_relaxed);
+}
+
+static inline uint16_t pb_lo(const struct ph_bucket *b, unsigned w)
+{
+	return atomic_load_explicit(&b->lo[w], memory_order_relaxed);
+}
+
+static inline unsigned pb_spill(const struct ph_bucket *b)
+{
+	return atomic_load_explicit(&b->state, memory_order_relaxed) & 0xff;
+}
+
+/*
+ * The entries of key, one after the other (lock held, either mode):
+ * start with it = { 0 }; each call finds the next, in it->b (its
+ * bucket) and it->w (its way + 1).  @return 1 found; 0 no more.
+ */
+struct ph_iter {
+	uint64_t b;  /* the bucket */
+	uint64_t n;  /* buckets gone past */
+	unsigned w;  /* the way found + 1; 0 before the first call */
+	int started;
+};
+
+static inline int ph_next(const struct gdrc_phash *t, uint64_t key,
+			  struct ph_iter *it)
+{
+	if (!it->started) {
+		it->started = 1;
+		it->b = ph_home(t, key);
+	}
+	for (;;) {
+		const struct ph_bucket *b = &t->b[it->b];
+
+		while (it->w < PH_WAYS)
+			if (pe_key(pb_kv(b, it->w++)) == key)
+				return 1;
+		/* Nothing of key lies past a bucket that never spilled. */
+		if (!pb_spill(b) || ++it->n > ph_mask(t))
+			return 0;
+		it->b = (it->b + 1) & ph_mask(t);
+		it->w = 0;
+	}
+}
+
+/* The kv of the entry ph_next found. */
+static inline uint64_t ph_it_kv(const struct gdrc_phash *t,
+				const struct ph_iter *it)
+{
+	return pb_kv(&t->b[it->b], it->w - 1);
+}
+
+static inline struct gdrc_region *ph_it_region(const struct gdrc_phash *t,
+					       const struct ph_iter *it)
+{
+	const struct ph_bucket *b = &t->b[it->b];
+
+	return pe_region(t, pb_kv(b, it->w - 1), pb_lo(b, it->w - 1));
 }
 
 /* Does a region start in key's granule (an entry of key, offset 0)? */
-static inline int ph_has_first(const struct gdrc_phash *t, uintptr_t key)
+static inline int ph_has_first(const struct gdrc_phash *t, uint64_t key)
 {
-	uint64_t i = ix_home(t->bits, key), x;
+	struct ph_iter it = { 0 };
 
-	for (; (x = ph_get(t, i)); i = (i + 1) & ph_mask(t))
-		if (!e_off(x) && e_is(x, key))
+	while (ph_next(t, key, &it))
+		if (!pe_off(ph_it_kv(t, &it)))
 			return 1;
 	return 0;
 }

@@ -161,16 +161,16 @@ struct ix_walk {
 /* The regions starting in granule g that overlap the range. */
 static int walk_granule(const struct ix_walk *w, uintptr_t g)
 {
-	uintptr_t key = ix_key(g, w->level, 0);
-	uint64_t i = ix_home(w->t->bits, key), e;
+	uint64_t key = ph_key(g, w->level);
+	struct ph_iter it = { 0 };
 	int ret;
 
-	for (; (e = ph_get(w->t, i)); i = (i + 1) & ph_mask(w->t)) {
+	while (ph_next(w->t, key, &it)) {
 		struct gdrc_region *r;
 
-		if (e_off(e) || !e_is(e, key))
+		if (pe_off(ph_it_kv(w->t, &it)))
 			continue;
-		r = e_region(e);
+		r = ph_it_region(w->t, &it);
 		if (r->start >= w->end || r->end <= w->start)
 			continue;
 		ret = w->fn(r, w->arg);
@@ -248,19 +248,28 @@ int gdrc_index_overlap(const struct gdrc_cache *c, uintptr_t start,
 	return ret;
 }
 
-/* Is every entry of r in t, once, where a lookup of its key finds it? */
+/* Is every entry of r in t, once, where a lookup of its key finds it,
+ * with r's offset, span and rights? */
 static int ph_has_all(const struct gdrc_phash *t, const struct gdrc_region *r)
 {
 	unsigned s = ix_shift(r->ix_level), off = 0;
+	uint64_t span = ((r->end - 1) >> s) - (r->start >> s) + 1;
 
-	for (uintptr_t g = r->start >> s; g <= (r->end - 1) >> s; g++) {
-		uintptr_t key = ix_key(g, r->ix_level, 0);
-		uint64_t e = e_make(r, key, off++), x;
-		uint64_t i = ix_home(t->bits, key), found = 0;
+	for (uintptr_t g = r->start >> s; g <= (r->end - 1) >> s; g++, off++) {
+		struct ph_iter it = { 0 };
+		uint64_t found = 0;
 
-		for (; (x = ph_get(t, i)); i = (i + 1) & ph_mask(t))
-			if (x == e)
-				found++;
+		while (ph_next(t, ph_key(g, r->ix_level), &it)) {
+			uint64_t kv = ph_it_kv(t, &it);
+
+			if (ph_it_region(t, &it) != r)
+				continue;
+			if (pe_off(kv) != off ||
+			    (kv >> PE_SPAN_SHIFT & 15) != span - 1 ||
+			    (kv >> PE_ACCESS_SHIFT & 15) != (r->access & 15))
+				return 0;
+			found++;
+		}
 		if (found != 1)
 			return 0;
 	}
@@ -291,7 +300,7 @@ static int sum_child_there(const struct gdrc_phash *t,
 {
 	uintptr_t child = b << IX_FAN | c;
 
-	return k == 1 ? ph_has_first(t, ix_key(child, level, 0)) :
+	return k == 1 ? ph_has_first(t, ph_key(child, level)) :
 			sums_find(s, ix_key(child, level, k - 1)) >= 0;
 }
 
@@ -304,13 +313,15 @@ static int check_entries(const struct gdrc_cache *c,
 	uint64_t spans[GDRC_IX_LEVELS][GDRC_IX_SPAN] = { { 0 } };
 	uint32_t levels = 0;
 
-	for (uint64_t i = 0; i <= ph_mask(t); i++) {
-		uint64_t e = ph_get(t, i);
-		const struct gdrc_region *r = e_region(e);
-		unsigned off = e_off(e), s;
+	for (uint64_t i = 0; i < (ph_mask(t) + 1) * PH_WAYS; i++) {
+		const struct ph_bucket *b = &t->b[i / PH_WAYS];
+		uint64_t kv = pb_kv(b, i % PH_WAYS);
+		const struct gdrc_region *r;
+		unsigned off = pe_off(kv), s;
 
-		if (!e)
+		if (!kv)
 			continue;
+		r = pe_region(t, kv, pb_lo(b, i % PH_WAYS));
 		used++;
 		if (r->ix_level < 0 || r->ix_level >= GDRC_IX_LEVELS)
 			return -8;

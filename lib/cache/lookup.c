@@ -19,6 +19,9 @@
  *      thread hit it through the index lately; else as a direct
  *      reference, which costs no handle for an access that does not
  *      repeat.
+ * Before 3, a plain one-page region this thread would hold directly is
+ * served through a hazard cell instead (cell_hit, cell.c): the bucket's
+ * entry says all a hit checks, and the region's line is not read.
  *
  * No CUDA call, allocation or backend call under the lock.  The fast
  * path's own checks (gdrc_cache_hit_ok) and this path's agree: both
@@ -96,11 +99,67 @@ static int tag_valid(struct gdrc_cache *c, struct gdrc_region *r,
 	return 0;
 }
 
+/*
+ * A hit held through a hazard cell (cell.c): the first entry of start's
+ * page is a plain one-page region with the rights, one this thread would
+ * hold as a direct reference (gdrc_hold_for: not one it takes again and
+ * again, which a handle serves better), and its bucket did not change
+ * while the cell was stored.  Nothing of the region is read.
+ * @return the cell's mr, its hit counted; NULL: the general lookup.
+ */
+static struct gdrc_mr *cell_hit(struct gdrc_cache *c, uintptr_t start,
+				uintptr_t end, uint32_t access)
+{
+	struct gdrc_ix_ticket tk;
+	struct gdrc_region *r;
+	struct gdrc_cell *cell;
+
+	/* The shard first: it decides whether this thread has the exit
+	 * hook that gives its cells back. */
+	gdrc_tls_shard();
+	r = gdrc_index_find_plain(c, start, end, access, &tk);
+	if (!r || gdrc_hold_for(c, r, start) != 1)
+		return NULL;
+	cell = gdrc_cell_take(c, r);
+	if (!cell)
+		return NULL;
+	if (!gdrc_index_ticket_valid(&tk)) {
+		gdrc_cell_drop(c, cell);
+		return NULL;
+	}
+	gdrc_hit_seen(r, start);
+	gdrc_tls_count_hit(c);
+	return &cell->pub;
+}
+
+int gdrc_cache_get_cell(struct gdrc_cache *c, uintptr_t start,
+			uintptr_t end, uint32_t access, int (*host_ok)(void),
+			struct gdrc_mr **mr_p)
+{
+	struct gdrc_mr *cell;
+
+	/* The fast path's order (gdrc_cache_hit_ok): no unmap in its
+	 * window, then no event queued; a drain takes the region out of
+	 * its bucket before it clears pending, so the bucket read after
+	 * shows it gone. */
+	if (!host_ok() ||
+	    atomic_load_explicit(&c->invq.pending, memory_order_acquire) ||
+	    atomic_load_explicit(&c->forked, memory_order_relaxed))
+		return 0;
+	cell = cell_hit(c, start, end, access);
+	if (!cell)
+		return 0;
+	*mr_p = cell;
+	return 1;
+}
+
 /* The index path's search: a valid covering region, held as hold_of
- * says (*hold_p). */
+ * says (*hold_p); or, asked for (cell_p), a hit through a cell (*cell_p,
+ * @return 2). */
 static int index_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		      uint32_t access, gdrc_hold_fn hold_of,
-		      struct gdrc_region **r_p, uint64_t *hold_p)
+		      struct gdrc_region **r_p, uint64_t *hold_p,
+		      struct gdrc_mr **cell_p)
 {
 	struct gdrc_cover_arg a = { .c = c, .access = access };
 	struct gdrc_region *r;
@@ -111,6 +170,14 @@ static int index_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
 		return 0; /* the miss path drains first */
 	gdrc_tls_drop_invalid(c);
+	if (cell_p) {
+		struct gdrc_mr *cell = cell_hit(c, start, end, access);
+
+		if (cell) {
+			*cell_p = cell;
+			return 2;
+		}
+	}
 	r = gdrc_index_find_fast(c, start, end, access, hold_of, &hold);
 	if (r) {
 		gdrc_region_used(r);
@@ -136,7 +203,7 @@ int gdrc_cache_peek(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 {
 	uint64_t hold;
 
-	return index_find(c, start, end, 0, hold_pin, r_p, &hold);
+	return index_find(c, start, end, 0, hold_pin, r_p, &hold, NULL);
 }
 
 int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
@@ -144,11 +211,12 @@ int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 {
 	struct gdrc_region *r;
 	uint64_t hold;
-	int ret = index_find(c, start, end, access, gdrc_hold_for, &r, &hold);
+	int ret = index_find(c, start, end, access, gdrc_hold_for, &r, &hold,
+			     mr_p);
 
 	if (ret == 1)
 		*mr_p = gdrc_hit_done(c, r, hold);
-	return ret;
+	return ret == 2 ? 1 : ret;
 }
 
 int gdrc_cache_reget_checked(struct gdrc_cache *c, struct gdrc_region *r,

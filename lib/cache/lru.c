@@ -68,7 +68,7 @@ static int region_claim_unused(struct gdrc_region *r)
 	uint64_t w = atomic_load_explicit(&r->word, memory_order_acquire);
 
 	while (!(w & (REGION_REF_MASK | REGION_INVALID | REGION_DEAD))) {
-		if (gdrc_handles_busy(r))
+		if (gdrc_handles_busy(r) || gdrc_cells_hold(r))
 			return 0;
 		if (atomic_compare_exchange_weak_explicit(
 			    &r->word, &w, w | REGION_INVALID,
@@ -115,9 +115,9 @@ static struct gdrc_region *lru_claim_victim(struct gdrc_cache *c, int device)
 
 		if (!on_clock(r, device))
 			continue;
-		/* Both asked, so that each handle's count is remembered. */
+		/* All asked, so that each mark is taken. */
 		if (atomic_load_explicit(&r->used, memory_order_relaxed) |
-		    gdrc_handles_used(r)) {
+		    gdrc_handles_used(r) | gdrc_index_used_take(c, r)) {
 			atomic_store_explicit(&r->used, 0,
 					      memory_order_relaxed);
 			continue;

@@ -499,6 +499,7 @@ void gdrc_region_take_out(struct gdrc_cache *c, struct gdrc_region *r,
 	atomic_fetch_or_explicit(&r->word, REGION_INVALID,
 				 memory_order_acq_rel);
 	gdrc_index_remove(c, r);
+	gdrc_cells_convert(c, r); /* after its bucket changed: cell.c */
 	c->nregions--;
 	/* After INVALID: a thread that sees the new count sees the mark. */
 	atomic_store_explicit(&c->removals,

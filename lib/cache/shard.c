@@ -37,6 +37,7 @@ static void shard_release(void *arg)
 	gdrc_tls_cur.no_handles = 1;
 	gdrc_tls_cur.shard = GDRC_SHARDS;
 	gdrc_tls_drop_all();
+	gdrc_cells_release();
 	if (shard >= GDRC_SHARDS)
 		return;
 	pthread_mutex_lock(&shard_lock);
@@ -86,4 +87,5 @@ int gdrc_cache_tls_shard(void)
 void gdrc_tls_fork_child(void)
 {
 	pthread_mutex_init(&shard_lock, NULL);
+	gdrc_cells_fork_child();
 }

@@ -57,6 +57,33 @@ struct gdrc_mr {
  * went back to the pool, fail here. */
 #define GDRC_MR_MAGIC 0x67647263266d7201ULL
 #define GDRC_MR_SELF_MAGIC 0x67647263266d7301ULL
+/* A hazard cell's ("gdrc-mc"): an index hit held without a write to its
+ * region (cell.c). */
+#define GDRC_MR_CELL_MAGIC 0x67647263266d6301ULL
+
+/*
+ * A hazard cell: an index hit on a plain host region, held by naming
+ * the region here instead of counting in its word, so that the hit
+ * reads one line of the index and none of the region (cell.c says how a
+ * removal finds it).  pub.r is the region held, or the region with
+ * GDRC_CELL_CONVERTED when a removal turned the hold into a direct
+ * reference, or NULL: free.  Read and written with atomics.
+ */
+struct gdrc_cell {
+	struct gdrc_mr pub;        /* magic GDRC_MR_CELL_MAGIC, fixed */
+	struct gdrc_cache *cache;  /* the hold's cache: a put checks it */
+	uint64_t unused;
+};
+
+#define GDRC_CELL_CONVERTED 1ULL
+#define GDRC_CELLS 4
+
+/* One thread's cells, and the links of every block (cell.c). */
+struct gdrc_cells {
+	struct gdrc_cell c[GDRC_CELLS];
+	struct gdrc_cells *next;      /* every block: never unlinked */
+	struct gdrc_cells *free_next; /* blocks no thread owns */
+};
 
 /*
  * What only some registrations have: GPU memory, CUDA-pinned host memory,
@@ -167,10 +194,13 @@ struct gdrc_region_cold {
 	uint64_t id; /* fixed: unique in the process */
 };
 
-/* Is mr a live handle or direct reference (its magic)? */
+/* Is mr a live handle or direct reference (its magic)?  A cell is live
+ * while it holds a region. */
 static inline int gdrc_mr_live(const struct gdrc_mr *mr)
 {
-	return mr->magic == GDRC_MR_MAGIC || mr->magic == GDRC_MR_SELF_MAGIC;
+	return mr->magic == GDRC_MR_MAGIC || mr->magic == GDRC_MR_SELF_MAGIC ||
+	       (mr->magic == GDRC_MR_CELL_MAGIC &&
+		__atomic_load_n(&mr->r, __ATOMIC_ACQUIRE));
 }
 
 /* The region of a live mr. */
@@ -179,6 +209,10 @@ static inline struct gdrc_region *gdrc_mr_region(const struct gdrc_mr *mr)
 	if (mr->magic == GDRC_MR_SELF_MAGIC)
 		return gdrc_container_of((uint64_t *)&mr->magic,
 					 struct gdrc_region, self);
+	if (mr->magic == GDRC_MR_CELL_MAGIC)
+		return (struct gdrc_region *)((uintptr_t)__atomic_load_n(
+						      &mr->r, __ATOMIC_ACQUIRE) &
+					      ~(uintptr_t)GDRC_CELL_CONVERTED);
 	return mr->r;
 }
 
@@ -341,6 +375,9 @@ struct gdrc_tls {
 	int shard;          /* stats shard; -1 until assigned */
 	int no_handles;     /* no exit hook (any more): gets are served as
 			     * direct references, and nothing is kept */
+	struct gdrc_cells *cells; /* this thread's hazard cells, or NULL:
+				   * taken on the first index hit, given
+				   * back by the exit hook (cell.c) */
 	/* The parked table, or NULL: made on the first entry given up,
 	 * freed by the exit hook. */
 	struct gdrc_tls_parked *parked;
