@@ -728,15 +728,8 @@ struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,
 		const struct ph_bucket *b = &t->b[i];
 		uint32_t s0 = atomic_load_explicit(&b->state,
 						   memory_order_acquire);
-		unsigned match = 0;
+		unsigned match = pb_match(b, key);
 
-		/* All six compared without a branch each: the way that
-		 * holds a key is anyone's guess. */
-#pragma GCC unroll 6
-		for (unsigned k = 0; k < PH_WAYS; k++)
-			match |= (unsigned)(pe_key(atomic_load_explicit(
-					&b->kv[k], memory_order_relaxed)) ==
-					    key) << k;
 		if (match) {
 			unsigned w = (unsigned)__builtin_ctz(match);
 			uint64_t kv = atomic_load_explicit(

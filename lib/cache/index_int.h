@@ -183,11 +183,24 @@ static inline unsigned pb_spill(const struct ph_bucket *b)
  * bucket) and it->w (its way + 1).  @return 1 found; 0 no more.
  */
 struct ph_iter {
-	uint64_t b;  /* the bucket */
-	uint64_t n;  /* buckets gone past */
-	unsigned w;  /* the way found + 1; 0 before the first call */
+	uint64_t b;     /* the bucket */
+	uint64_t n;     /* buckets gone past */
+	unsigned w;     /* the way found + 1 */
+	unsigned left;  /* ways of b holding key not yet returned */
 	int started;
 };
+
+/* The ways of bucket b holding key, as bits: all six compared without a
+ * branch each (which way holds a key is anyone's guess). */
+static inline unsigned pb_match(const struct ph_bucket *b, uint64_t key)
+{
+	unsigned m = 0;
+
+#pragma GCC unroll 6
+	for (unsigned w = 0; w < PH_WAYS; w++)
+		m |= (unsigned)(pe_key(pb_kv(b, w)) == key) << w;
+	return m;
+}
 
 static inline int ph_next(const struct gdrc_phash *t, uint64_t key,
 			  struct ph_iter *it)
@@ -195,18 +208,21 @@ static inline int ph_next(const struct gdrc_phash *t, uint64_t key,
 	if (!it->started) {
 		it->started = 1;
 		it->b = ph_home(t, key);
+		it->left = pb_match(&t->b[it->b], key);
 	}
 	for (;;) {
-		const struct ph_bucket *b = &t->b[it->b];
+		if (it->left) {
+			unsigned w = (unsigned)__builtin_ctz(it->left);
 
-		while (it->w < PH_WAYS)
-			if (pe_key(pb_kv(b, it->w++)) == key)
-				return 1;
+			it->left &= it->left - 1;
+			it->w = w + 1;
+			return 1;
+		}
 		/* Nothing of key lies past a bucket that never spilled. */
-		if (!pb_spill(b) || ++it->n > ph_mask(t))
+		if (!pb_spill(&t->b[it->b]) || ++it->n > ph_mask(t))
 			return 0;
 		it->b = (it->b + 1) & ph_mask(t);
-		it->w = 0;
+		it->left = pb_match(&t->b[it->b], key);
 	}
 }
 

@@ -19,9 +19,12 @@
  *      thread hit it through the index lately; else as a direct
  *      reference, which costs no handle for an access that does not
  *      repeat.
- * Before 3, a plain one-page region this thread would hold directly is
- * served through a hazard cell instead (cell_hit, cell.c): the bucket's
- * entry says all a hit checks, and the region's line is not read.
+ * Before all that, as soon as this thread's entries and parked table
+ * missed, a plain one-page region it would hold directly is served
+ * through a hazard cell (gdrc_cache_get_cell, cell_hit, cell.c): the
+ * bucket's entry says all a hit checks, and the region's line is not
+ * read.  Gets that reach the index step by the other ways (more checks,
+ * flags) are served as below.
  *
  * No CUDA call, allocation or backend call under the lock.  The fast
  * path's own checks (gdrc_cache_hit_ok) and this path's agree: both
@@ -154,12 +157,10 @@ int gdrc_cache_get_cell(struct gdrc_cache *c, uintptr_t start,
 }
 
 /* The index path's search: a valid covering region, held as hold_of
- * says (*hold_p); or, asked for (cell_p), a hit through a cell (*cell_p,
- * @return 2). */
+ * says (*hold_p). */
 static int index_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 		      uint32_t access, gdrc_hold_fn hold_of,
-		      struct gdrc_region **r_p, uint64_t *hold_p,
-		      struct gdrc_mr **cell_p)
+		      struct gdrc_region **r_p, uint64_t *hold_p)
 {
 	struct gdrc_cover_arg a = { .c = c, .access = access };
 	struct gdrc_region *r;
@@ -170,14 +171,6 @@ static int index_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
 		return 0; /* the miss path drains first */
 	gdrc_tls_drop_invalid(c);
-	if (cell_p) {
-		struct gdrc_mr *cell = cell_hit(c, start, end, access);
-
-		if (cell) {
-			*cell_p = cell;
-			return 2;
-		}
-	}
 	r = gdrc_index_find_fast(c, start, end, access, hold_of, &hold);
 	if (r) {
 		gdrc_region_used(r);
@@ -203,7 +196,7 @@ int gdrc_cache_peek(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 {
 	uint64_t hold;
 
-	return index_find(c, start, end, 0, hold_pin, r_p, &hold, NULL);
+	return index_find(c, start, end, 0, hold_pin, r_p, &hold);
 }
 
 int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
@@ -211,12 +204,11 @@ int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 {
 	struct gdrc_region *r;
 	uint64_t hold;
-	int ret = index_find(c, start, end, access, gdrc_hold_for, &r, &hold,
-			     mr_p);
+	int ret = index_find(c, start, end, access, gdrc_hold_for, &r, &hold);
 
 	if (ret == 1)
 		*mr_p = gdrc_hit_done(c, r, hold);
-	return ret == 2 ? 1 : ret;
+	return ret;
 }
 
 int gdrc_cache_reget_checked(struct gdrc_cache *c, struct gdrc_region *r,
