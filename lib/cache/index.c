@@ -596,16 +596,8 @@ static struct gdrc_region *ph_next_unlocked(const struct gdrc_phash *t,
 		const struct ph_bucket *b = &t->b[*i];
 		uint32_t s0 = atomic_load_explicit(&b->state,
 						   memory_order_acquire);
-		unsigned match = 0;
+		unsigned match = pb_match(b, key) & ~0u << *w;
 
-		/* All six compared without a branch each: the way that
-		 * holds a key is anyone's guess. */
-#pragma GCC unroll 6
-		for (unsigned k = 0; k < PH_WAYS; k++)
-			match |= (unsigned)(pe_key(atomic_load_explicit(
-					&b->kv[k], memory_order_relaxed)) ==
-					    key) << k;
-		match &= ~0u << *w;
 		if (match) {
 			unsigned k = (unsigned)__builtin_ctz(match);
 			uint64_t kv = atomic_load_explicit(
