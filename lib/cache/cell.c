@@ -93,13 +93,18 @@ struct gdrc_cell *gdrc_cell_take(struct gdrc_cache *c, struct gdrc_region *r)
 
 	if (gdrc_tls_cur.no_handles || !(b = cells_mine()))
 		return NULL;
-	for (int k = 0; k < GDRC_CELLS; k++) {
+	/* In turn from the one after the last taken, so that a cell just
+	 * put is the last to be taken again: a stale second put of it
+	 * finds it empty (a misuse, refused) for as long as possible. */
+	for (unsigned i = 1; i <= GDRC_CELLS; i++) {
+		unsigned k = (b->last + i) % GDRC_CELLS;
 		struct gdrc_cell *cell = &b->c[k];
 
 		/* Only this thread fills its cells: one seen empty stays
 		 * empty until this store. */
 		if (__atomic_load_n(&cell->pub.r, __ATOMIC_RELAXED))
 			continue;
+		b->last = k;
 		cell->cache = c;
 		__atomic_store_n(&cell->pub.r, r, __ATOMIC_SEQ_CST);
 		return cell;

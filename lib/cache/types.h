@@ -83,6 +83,7 @@ struct gdrc_cells {
 	struct gdrc_cell c[GDRC_CELLS];
 	struct gdrc_cells *next;      /* every block: never unlinked */
 	struct gdrc_cells *free_next; /* blocks no thread owns */
+	unsigned last;                /* the cell its owner took last */
 };
 
 /*

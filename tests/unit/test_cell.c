@@ -8,7 +8,8 @@
  *     not before (the removal turns the cell into a reference);
  *   - the clock hand does not evict a region a cell holds;
  *   - a cell is put from another thread; a second put is a misuse that
- *     changes nothing; a fifth hit held at once is a direct reference;
+ *     changes nothing, also after the thread's next get (cells are
+ *     taken in turn); a fifth hit held at once is a direct reference;
  *   - a get needing more rights is not served from the entry;
  *   - a removal between the hit's look and its cell makes the hit give
  *     the cell back; one after the cell converts it (the steps called
@@ -259,9 +260,18 @@ static void test_cell_put_elsewhere_and_twice(void **state)
 		gdrc_mr_put(ctx, mr[i]);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_PUTS), puts + GDRC_CELLS + 1);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), misuse + 1);
-	/* The freed cell serves again. */
+	/* Cells are taken in turn: the next gets take the other cells
+	 * before the one put last, whose stale second put stays a misuse
+	 * until then. */
 	drain(ctx);
-	gdrc_mr_put(ctx, cell_get(ctx, buf + 30 * PAGE));
+	mr[0] = cell_get(ctx, buf + 30 * PAGE);
+	gdrc_mr_put(ctx, mr[0]);
+	mr[1] = cell_get(ctx, buf + 31 * PAGE);
+	assert_ptr_not_equal(mr[1], mr[0]);
+	gdrc_mr_put(ctx, mr[0]);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), misuse + 2);
+	gdrc_mr_put(ctx, mr[1]);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), misuse + 2);
 	gdrc_fini(ctx);
 	munmap(buf, PAGES * PAGE);
 	unsetenv("GDRC_MISUSE");
