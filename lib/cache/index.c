@@ -286,7 +286,7 @@ static uint64_t pe_make(const struct gdrc_cache *c,
 	return key | (uint64_t)(idx >> 16) << PE_HI_SHIFT |
 	       (uint64_t)off << PE_OFF_SHIFT |
 	       (uint64_t)(span - 1) << PE_SPAN_SHIFT |
-	       (uint64_t)(r->access & 15) << PE_ACCESS_SHIFT |
+	       (uint64_t)(r->access & PE_FIELD4) << PE_ACCESS_SHIFT |
 	       (plain ? PE_PLAIN : 0);
 }
 
@@ -336,13 +336,11 @@ static void ix_leave(struct gdrc_cache *c, struct gdrc_phash *t,
 	}
 }
 
-/* Room for more entries in t: below 3/4 (soft) or 15/16 (hard) of its
- * ways full. */
+/* Room for more entries in a page hash of 1 << bits buckets (its ways
+ * are its slots). */
 static int ph_room(unsigned bits, uint64_t used, uint64_t more, int hard)
 {
-	uint64_t ways = (uint64_t)PH_WAYS << bits;
-
-	return used + more <= (hard ? ways - ways / 16 : 3 * ways / 4);
+	return ix_room((uint64_t)PH_WAYS << bits, used, more, hard);
 }
 
 static int ph_fits(const struct gdrc_phash *t, uint64_t more, int hard)
@@ -582,44 +580,64 @@ static int region_try_get(struct gdrc_cache *c, struct gdrc_region *r,
 }
 
 /*
- * The next entry of key in t for a reader without the lock, from bucket
- * *i way *w on (both advanced past it): its region, or NULL (no more, or
- * a writer was changing the bucket: the locked query answers).  An entry
- * counts only if its bucket's sequence was even and the same before and
- * after it was read.
+ * The next way of key in t for a reader without the lock, from bucket *i
+ * way *w on (both advanced past it): its kv and lo as read, and the
+ * bucket's state read before them (*s0), for the caller to check that
+ * the sequence was even and did not move (what it checks after depends
+ * on what it does with the entry).  @return 1 found; 0 no more.
+ */
+static int ph_scan_unlocked(const struct gdrc_phash *t, uint64_t key,
+			    uint64_t *i, unsigned *w, uint64_t *kv,
+			    uint16_t *lo, uint32_t *s0)
+{
+	for (uint64_t n = 0; n <= ph_mask(t); n++) {
+		const struct ph_bucket *b = &t->b[*i];
+		unsigned match;
+
+		*s0 = atomic_load_explicit(&b->state, memory_order_acquire);
+		match = pb_match(b, key) & ~0u << *w;
+		if (match) {
+			unsigned k = (unsigned)__builtin_ctz(match);
+
+			*kv = atomic_load_explicit(&b->kv[k],
+						   memory_order_relaxed);
+			*lo = atomic_load_explicit(&b->lo[k],
+						   memory_order_relaxed);
+			*w = k + 1;
+			return 1;
+		}
+		if (!(*s0 & PB_SPILL_MASK))
+			return 0;
+		*i = (*i + 1) & ph_mask(t);
+		*w = 0;
+	}
+	return 0;
+}
+
+/*
+ * The next entry of key in t for a reader without the lock, as
+ * ph_scan_unlocked finds it: its region, or NULL (no more, or a writer
+ * was changing the bucket: the locked query answers).  An entry counts
+ * only if its bucket's sequence was even and the same before and after
+ * it was read.
  */
 static struct gdrc_region *ph_next_unlocked(const struct gdrc_phash *t,
 					    uint64_t key, uint64_t *i,
 					    unsigned *w)
 {
-	for (uint64_t n = 0; n <= ph_mask(t); n++) {
-		const struct ph_bucket *b = &t->b[*i];
-		uint32_t s0 = atomic_load_explicit(&b->state,
-						   memory_order_acquire);
-		unsigned match = pb_match(b, key) & ~0u << *w;
+	uint64_t kv;
+	uint16_t lo;
+	uint32_t s0;
 
-		if (match) {
-			unsigned k = (unsigned)__builtin_ctz(match);
-			uint64_t kv = atomic_load_explicit(
-				&b->kv[k], memory_order_relaxed);
-			uint16_t lo = atomic_load_explicit(
-				&b->lo[k], memory_order_relaxed);
-
-			*w = k + 1;
-			atomic_thread_fence(memory_order_acquire);
-			if ((s0 & PB_SEQ_ONE) || pe_key(kv) != key ||
-			    (atomic_load_explicit(&b->state,
-						  memory_order_relaxed) ^
-			     s0) >> 16)
-				return NULL;
-			return pe_region(t, kv, lo);
-		}
-		if (!(s0 & 0xff))
-			return NULL;
-		*i = (*i + 1) & ph_mask(t);
-		*w = 0;
-	}
-	return NULL;
+	if (!ph_scan_unlocked(t, key, i, w, &kv, &lo, &s0))
+		return NULL;
+	atomic_thread_fence(memory_order_acquire);
+	if ((s0 & PB_SEQ_ONE) || pe_key(kv) != key ||
+	    !pb_same_seq(atomic_load_explicit(&t->b[*i].state,
+					      memory_order_relaxed),
+			 s0))
+		return NULL;
+	return pe_region(t, kv, lo);
 }
 
 struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
@@ -709,49 +727,34 @@ struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,
 {
 	const struct gdrc_phash *t =
 		atomic_load_explicit(&c->ix.ph, memory_order_acquire);
-	uint64_t key = ph_addr_key(start, 0), i;
+	uint64_t key = ph_addr_key(start, 0), i, kv;
+	unsigned w = 0;
+	uint16_t lo;
+	uint32_t s0;
 
 	if (!t || !(atomic_load_explicit(&c->ix.levels,
 					  memory_order_relaxed) & 1) ||
 	    end > ((start >> ix_shift(0)) + 1) << ix_shift(0))
 		return NULL;
 	i = ph_home(t, key);
-	for (uint64_t n = 0; n <= ph_mask(t); n++) {
-		const struct ph_bucket *b = &t->b[i];
-		uint32_t s0 = atomic_load_explicit(&b->state,
-						   memory_order_acquire);
-		unsigned match = pb_match(b, key);
-
-		if (match) {
-			unsigned w = (unsigned)__builtin_ctz(match);
-			uint64_t kv = atomic_load_explicit(
-				&b->kv[w], memory_order_relaxed);
-			uint16_t lo = atomic_load_explicit(
-				&b->lo[w], memory_order_relaxed);
-
-			/* The first entry of the page only: another (other
-			 * rights) is the general lookup's. */
-			if (!(kv & PE_PLAIN) || (s0 & PB_SEQ_ONE) ||
-			    pe_key(kv) != key ||
-			    (access & ~(uint32_t)(kv >> PE_ACCESS_SHIFT & 15)))
-				return NULL;
-			tk->state = (_Atomic uint32_t *)&b->state;
-			tk->seq = s0;
-			tk->way = w;
-			return pe_region(t, kv, lo);
-		}
-		if (!(s0 & 0xff))
-			return NULL;
-		i = (i + 1) & ph_mask(t);
-	}
-	return NULL;
+	/* The first entry of the page only: another (other rights) is the
+	 * general lookup's.  The sequence is read again after the cell is
+	 * stored (gdrc_index_ticket_valid). */
+	if (!ph_scan_unlocked(t, key, &i, &w, &kv, &lo, &s0) ||
+	    !(kv & PE_PLAIN) || (s0 & PB_SEQ_ONE) || pe_key(kv) != key ||
+	    (access & ~pe_access(kv)))
+		return NULL;
+	tk->state = (_Atomic uint32_t *)&t->b[i].state;
+	tk->seq = s0;
+	tk->way = w - 1;
+	return pe_region(t, kv, lo);
 }
 
 int gdrc_index_ticket_valid(const struct gdrc_ix_ticket *tk)
 {
 	uint32_t s = atomic_load_explicit(tk->state, memory_order_seq_cst);
 
-	if ((s ^ tk->seq) >> 16)
+	if (!pb_same_seq(s, tk->seq))
 		return 0;
 	/* The hit's used mark, in the line just read: a store only when
 	 * the clock hand cleared it (gdrc_index_used_take). */

@@ -43,9 +43,9 @@
  * A bucket's state word: bits 0-7 how many entries lie past it that a
  * lookup through it must go on to find (it was full when they were
  * put; 255 sticks), bits 8-13 the used marks of cell hits on its six
- * ways (the clock hand's, lru.c), bits 16-31 a sequence, odd while a writer changes
- * the bucket's entries (a reader without the lock reads an entry only
- * between two equal, even reads of it).
+ * ways (the clock hand's, lru.c), bits 16-31 a sequence, odd while a
+ * writer changes the bucket's entries (a reader without the lock reads
+ * an entry only between two equal, even reads of it).
  */
 #define PH_WAYS 6
 #define PK_BITS 39
@@ -55,6 +55,8 @@
 #define PE_SPAN_SHIFT 54
 #define PE_ACCESS_SHIFT 58
 #define PE_PLAIN (1ULL << 62)
+#define PE_FIELD4 15u  /* offset, span less one, rights: 4 bits each */
+#define PB_SPILL_MASK 0xffu
 #define PB_SPILL_MAX 255u
 #define PB_USED_ONE (1u << 8) /* way w's used mark: PB_USED_ONE << w */
 #define PB_SEQ_ONE (1u << 16)
@@ -76,6 +78,8 @@ struct gdrc_phash {
 };
 
 _Static_assert(sizeof(struct ph_bucket) == 64, "a bucket is one line");
+_Static_assert(GDRC_IX_SPAN - 1 == PE_FIELD4,
+	       "an entry's offset and span fit their 4 bits");
 
 struct ix_sum {
 	uintptr_t key; /* ix_key(block, level, tier); 0: empty */
@@ -152,7 +156,25 @@ static inline uint32_t pe_index(uint64_t kv, uint16_t lo)
 /* The granule of an entry in its region: 0 for the region's first. */
 static inline unsigned pe_off(uint64_t kv)
 {
-	return (unsigned)(kv >> PE_OFF_SHIFT) & (GDRC_IX_SPAN - 1);
+	return (unsigned)(kv >> PE_OFF_SHIFT) & PE_FIELD4;
+}
+
+/* Its region's span in granules, less one. */
+static inline unsigned pe_span1(uint64_t kv)
+{
+	return (unsigned)(kv >> PE_SPAN_SHIFT) & PE_FIELD4;
+}
+
+/* Its region's rights (GDRC_ACCESS_*). */
+static inline uint32_t pe_access(uint64_t kv)
+{
+	return (uint32_t)(kv >> PE_ACCESS_SHIFT) & PE_FIELD4;
+}
+
+/* Does sequence s (a bucket's state) still say what s0 said? */
+static inline int pb_same_seq(uint32_t s, uint32_t s0)
+{
+	return !((s ^ s0) >> 16);
 }
 
 static inline struct gdrc_region *pe_region(const struct gdrc_phash *t,
@@ -174,7 +196,8 @@ static inline uint16_t pb_lo(const struct ph_bucket *b, unsigned w)
 
 static inline unsigned pb_spill(const struct ph_bucket *b)
 {
-	return atomic_load_explicit(&b->state, memory_order_relaxed) & 0xff;
+	return atomic_load_explicit(&b->state, memory_order_relaxed) &
+	       PB_SPILL_MASK;
 }
 
 /*
@@ -259,11 +282,16 @@ static inline int ix_stays(uint64_t i, uint64_t j, uint64_t h)
 }
 
 /* Room for more: below 3/4 (soft) or 15/16 (hard) of slots full. */
+static inline int ix_room(uint64_t slots, uint64_t used, uint64_t more,
+			  int hard)
+{
+	return used + more <= (hard ? slots - slots / 16 : 3 * slots / 4);
+}
+
+/* The same for the summaries' 1 << bits slots. */
 static inline int ix_fits(unsigned bits, uint64_t used, uint64_t more, int hard)
 {
-	uint64_t slots = 1ULL << bits;
-
-	return used + more <= (hard ? slots - slots / 16 : 3 * slots / 4);
+	return ix_room(1ULL << bits, used, more, hard);
 }
 
 struct visit {

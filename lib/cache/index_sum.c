@@ -264,9 +264,8 @@ static int ph_has_all(const struct gdrc_phash *t, const struct gdrc_region *r)
 
 			if (ph_it_region(t, &it) != r)
 				continue;
-			if (pe_off(kv) != off ||
-			    (kv >> PE_SPAN_SHIFT & 15) != span - 1 ||
-			    (kv >> PE_ACCESS_SHIFT & 15) != (r->access & 15))
+			if (pe_off(kv) != off || pe_span1(kv) != span - 1 ||
+			    pe_access(kv) != (r->access & PE_FIELD4))
 				return 0;
 			found++;
 		}
