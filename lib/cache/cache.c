@@ -433,8 +433,7 @@ static void cleanup_one(struct gdrc_region *r, void *arg)
 
 	if (w & REGION_DEAD)
 		return;
-	if ((w & REGION_REF_MASK) || gdrc_handles_busy(r) ||
-	    gdrc_cells_hold(r))
+	if ((w & REGION_REF_MASK) || gdrc_region_held_aside(r))
 		cl->held++;
 	gdrc_region_release(cl->c, r);
 }

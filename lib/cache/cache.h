@@ -62,10 +62,11 @@
  * changing anything.  Pools hand objects out first in, first out, so a
  * stale pointer finds a dead object for as long as possible.
  *
- * Eviction treats a region as unused when it has no direct reference
- * and no live handle has a get outstanding (held - remote, a
- * hint read without stopping the owner: a get racing with the eviction
- * still gets a registration that stays valid until its put).  An evicted
+ * Eviction treats a region as unused when it has no direct reference,
+ * no live handle has a get outstanding (held - remote) and no hazard
+ * cell names it (cell.c): hints read without stopping the owner (a get
+ * racing with the eviction still gets a registration that stays valid
+ * until its put).  An evicted
  * or invalidated region pinned by another thread's idle handle stays
  * registered until that thread's next call on the cache or its exit.
  *

@@ -161,11 +161,18 @@ static inline struct gdrc_region *gdrc_arena_at(const struct gdrc_arena *a,
 	return &a->hits[i];
 }
 
+/* r's index in its cache's arena (the page hash names regions so). */
+static inline uint32_t gdrc_region_index(const struct gdrc_cache *c,
+					 const struct gdrc_region *r)
+{
+	return (uint32_t)(r - c->regions.hits);
+}
+
 /* A list link naming r (or none), and the region a link names. */
 static inline uint32_t gdrc_region_link_to(const struct gdrc_cache *c,
 					   const struct gdrc_region *r)
 {
-	return r ? (uint32_t)(r - c->regions.hits) + 1 : 0;
+	return r ? gdrc_region_index(c, r) + 1 : 0;
 }
 
 static inline struct gdrc_region *
@@ -335,11 +342,19 @@ void gdrc_handle_retire(struct gdrc_cache *c, struct gdrc_handle *h,
 			struct gdrc_defer *d);
 int gdrc_handles_busy(struct gdrc_region *r);
 int gdrc_handles_used(struct gdrc_region *r);
+
+/* Is r held where its word does not count it: a live handle with a get
+ * outstanding, or a hazard cell?  A hint (cache.h, eviction). */
+static inline int gdrc_region_held_aside(struct gdrc_region *r)
+{
+	return gdrc_handles_busy(r) || gdrc_cells_hold(r);
+}
+
 struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r);
 uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 		       uintptr_t start);
-void gdrc_hit_seen(struct gdrc_region *r, uintptr_t start);
+void gdrc_hit_seen(const struct gdrc_region *r, uintptr_t start);
 struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
 			       uint64_t hold);
 

@@ -728,33 +728,31 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 	return 1;
 }
 
-/* A cell hit on r at start, remembered among this thread's index hits
- * as a direct reference's is (gdrc_serve_hit), by the request's page:
- * r's line is not read (a cell's region is one page). */
-void gdrc_hit_seen(struct gdrc_region *r, uintptr_t start)
+/* An index hit on r held directly (a direct reference, or a cell),
+ * remembered among this thread's index hits (gdrc_hold_for's seen) and
+ * in the parked slot of page start: r->start, or for a cell the
+ * request's page (the same page: a cell's region is one page, and its
+ * line is not read). */
+void gdrc_hit_seen(const struct gdrc_region *r, uintptr_t start)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 
-	t->seen[t->seen_next++ % GDRC_TLS_SEEN] = r;
-	if (!t->parked_off && parked_table())
-		t->parked->seen[parked_slot(t, start)] = r;
-}
-
-/* Serve a hit held as gdrc_hold_for said (hold); a direct reference is
- * remembered among this thread's index hits (gdrc_hold_for's seen). */
-struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
-			       uint64_t hold)
-{
-	struct gdrc_tls *t = &gdrc_tls_cur;
-
-	if (hold == REGION_PIN_ONE)
-		return gdrc_serve(c, r);
 	t->seen[t->seen_next++ % GDRC_TLS_SEEN] = r;
 	/* The table is freed by the exit hook, set with the shard; a thread
 	 * without one (or whose hook ran) keeps no handle and no table. */
 	gdrc_tls_shard();
 	if (!t->no_handles && !t->parked_off && parked_table())
-		t->parked->seen[parked_slot(t, r->start)] = r;
+		t->parked->seen[parked_slot(t, start)] = r;
+}
+
+/* Serve a hit held as gdrc_hold_for said (hold); a direct reference is
+ * remembered among this thread's index hits (gdrc_hit_seen). */
+struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
+			       uint64_t hold)
+{
+	if (hold == REGION_PIN_ONE)
+		return gdrc_serve(c, r);
+	gdrc_hit_seen(r, r->start);
 	return gdrc_serve_direct(r);
 }
 

@@ -274,7 +274,7 @@ static uint64_t pe_make(const struct gdrc_cache *c,
 			const struct gdrc_region *r, uint64_t key, unsigned off,
 			unsigned span, uint16_t *lo)
 {
-	uint32_t idx = (uint32_t)(r - c->regions.hits);
+	uint32_t idx = gdrc_region_index(c, r);
 	unsigned s = ix_shift(r->ix_level);
 	/* What a hit through a cell may serve from the entry alone
 	 * (cell.c): one page, whole, no tag check, no kernel word. */
@@ -323,7 +323,7 @@ static void ix_leave(struct gdrc_cache *c, struct gdrc_phash *t,
 	int level = r->ix_level;
 	unsigned s = ix_shift(level), off = 0;
 	uintptr_t first = r->start >> s;
-	uint32_t idx = (uint32_t)(r - c->regions.hits);
+	uint32_t idx = gdrc_region_index(c, r);
 
 	for (uintptr_t g = first; g <= (r->end - 1) >> s; g++)
 		if (!ph_del(t, ph_key(g, level), idx, off++)) /* always:
@@ -768,7 +768,7 @@ int gdrc_index_used_take(struct gdrc_cache *c, const struct gdrc_region *r)
 {
 	struct gdrc_phash *t = atomic_load_explicit(&c->ix.ph,
 						    memory_order_relaxed);
-	uint32_t idx = (uint32_t)(r - c->regions.hits);
+	uint32_t idx = gdrc_region_index(c, r);
 	struct ph_iter it = { 0 };
 
 	gdrc_assert_wrlocked(c);

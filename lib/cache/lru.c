@@ -68,7 +68,7 @@ static int region_claim_unused(struct gdrc_region *r)
 	uint64_t w = atomic_load_explicit(&r->word, memory_order_acquire);
 
 	while (!(w & (REGION_REF_MASK | REGION_INVALID | REGION_DEAD))) {
-		if (gdrc_handles_busy(r) || gdrc_cells_hold(r))
+		if (gdrc_region_held_aside(r))
 			return 0;
 		if (atomic_compare_exchange_weak_explicit(
 			    &r->word, &w, w | REGION_INVALID,
