@@ -45,6 +45,7 @@
  * (whether a cell holds a region), shard.c (release at thread exit).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cache_int.h"
 
@@ -65,8 +66,12 @@ static struct gdrc_cells *cells_mine(void)
 	if (b) {
 		cells_free = b->free_next;
 	} else {
-		b = calloc(1, sizeof(*b));
+		void *p;
+
+		/* Line-aligned: a cell is 32 bytes, never across two. */
+		b = posix_memalign(&p, GDRC_CACHELINE, sizeof(*b)) ? NULL : p;
 		if (b) {
+			memset(b, 0, sizeof(*b));
 			for (int k = 0; k < GDRC_CELLS; k++)
 				b->c[k].pub.magic = GDRC_MR_CELL_MAGIC;
 			b->next = atomic_load_explicit(&cells_all,
@@ -86,6 +91,13 @@ static struct gdrc_region *cell_load(const struct gdrc_cell *cell)
 {
 	return __atomic_load_n(&cell->pub.r, __ATOMIC_ACQUIRE);
 }
+
+/* Every cell of every block, in cell (struct gdrc_cell *), with b and k
+ * its block and place: blocks are never unlinked, so no lock. */
+#define cells_for_each(b, k, cell)                                           \
+	for (b = atomic_load_explicit(&cells_all, memory_order_acquire); b;  \
+	     b = b->next)                                                    \
+		for (k = 0; k < GDRC_CELLS && ((cell) = &b->c[k]); k++)
 
 struct gdrc_cell *gdrc_cell_take(struct gdrc_cache *c, struct gdrc_region *r)
 {
@@ -151,56 +163,56 @@ int gdrc_cache_put_cell(struct gdrc_cache *c, struct gdrc_mr *mr)
 
 void gdrc_cells_convert(struct gdrc_cache *c, struct gdrc_region *r)
 {
+	struct gdrc_cells *b;
+	struct gdrc_cell *cell;
+	int k;
+
 	gdrc_assert_wrlocked(c);
 	if (!atomic_load_explicit(&cells_all, memory_order_relaxed))
 		return; /* no thread ever took a cell */
 	/* After r's bucket changed: a hit that did not see the change
 	 * stored its cell before this fence (cell.c's opening comment). */
 	atomic_thread_fence(memory_order_seq_cst);
-	for (struct gdrc_cells *b = atomic_load_explicit(&cells_all,
-							 memory_order_acquire);
-	     b; b = b->next)
-		for (int k = 0; k < GDRC_CELLS; k++) {
-			struct gdrc_region *want = r;
+	cells_for_each(b, k, cell) {
+		struct gdrc_region *want = r;
 
-			if (cell_load(&b->c[k]) != r)
-				continue;
-			/* The reference first: the cell's put may come as
-			 * soon as the mark lands.  r keeps the index's pin
-			 * until the caller drops it, so the undo never
-			 * releases it. */
-			atomic_fetch_add_explicit(&r->word, 1,
+		if (cell_load(cell) != r)
+			continue;
+		/* The reference first: the cell's put may come as soon as
+		 * the mark lands.  r keeps the index's pin until the caller
+		 * drops it, so the undo never releases it. */
+		atomic_fetch_add_explicit(&r->word, 1, memory_order_relaxed);
+		if (!__atomic_compare_exchange_n(
+			    &cell->pub.r, &want,
+			    (struct gdrc_region *)((uintptr_t)r |
+						   GDRC_CELL_CONVERTED),
+			    0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			atomic_fetch_sub_explicit(&r->word, 1,
 						  memory_order_relaxed);
-			if (!__atomic_compare_exchange_n(
-				    &b->c[k].pub.r, &want,
-				    (struct gdrc_region *)((uintptr_t)r |
-							   GDRC_CELL_CONVERTED),
-				    0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-				atomic_fetch_sub_explicit(&r->word, 1,
-							  memory_order_relaxed);
-		}
+	}
 }
 
 int gdrc_cells_hold(const struct gdrc_region *r)
 {
-	for (struct gdrc_cells *b = atomic_load_explicit(&cells_all,
-							 memory_order_acquire);
-	     b; b = b->next)
-		for (int k = 0; k < GDRC_CELLS; k++)
-			if (cell_load(&b->c[k]) == r)
-				return 1;
+	struct gdrc_cells *b;
+	struct gdrc_cell *cell;
+	int k;
+
+	cells_for_each(b, k, cell)
+		if (cell_load(cell) == r)
+			return 1;
 	return 0;
 }
 
 void gdrc_cells_forget(struct gdrc_cache *c)
 {
-	for (struct gdrc_cells *b = atomic_load_explicit(&cells_all,
-							 memory_order_acquire);
-	     b; b = b->next)
-		for (int k = 0; k < GDRC_CELLS; k++)
-			if (b->c[k].cache == c && cell_load(&b->c[k]))
-				__atomic_store_n(&b->c[k].pub.r, NULL,
-						 __ATOMIC_RELEASE);
+	struct gdrc_cells *b;
+	struct gdrc_cell *cell;
+	int k;
+
+	cells_for_each(b, k, cell)
+		if (cell->cache == c && cell_load(cell))
+			__atomic_store_n(&cell->pub.r, NULL, __ATOMIC_RELEASE);
 }
 
 void gdrc_cells_release(void)

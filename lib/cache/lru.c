@@ -8,7 +8,9 @@
  * clear, so that hits on a region write nothing once it is marked); a
  * plain host hit through a thread's handle, which does not read the
  * region's line, by counting in the handle's uses, which the hand
- * compares with what it saw last (gdrc_handles_used).  The clock hand
+ * compares with what it saw last (gdrc_handles_used); a hit through a
+ * hazard cell, by a mark in its page-hash bucket, which the hand takes
+ * (gdrc_index_used_take).  The clock hand
  * goes round the region arena in index order (arena.c; cached regions
  * are those listed, a bit set at insertion and cleared at removal, both
  * under the write lock): a listed region it finds used is cleared and

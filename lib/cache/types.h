@@ -72,7 +72,8 @@ struct gdrc_mr {
 struct gdrc_cell {
 	struct gdrc_mr pub;        /* magic GDRC_MR_CELL_MAGIC, fixed */
 	struct gdrc_cache *cache;  /* the hold's cache: a put checks it */
-	uint64_t unused;
+	uint64_t pad;              /* 32 bytes: in a line-aligned block
+				    * (cell.c), none across two lines */
 };
 
 #define GDRC_CELL_CONVERTED 1ULL
