@@ -57,6 +57,10 @@
 	(GDRC_ACCESS_LOCAL_WRITE | GDRC_ACCESS_REMOTE_WRITE |                \
 	 GDRC_ACCESS_REMOTE_READ | GDRC_ACCESS_REMOTE_ATOMIC)
 #define GDRC_GET_ALL (GDRC_GET_UNCACHED)
+/* Not a caller's flag (refused as one): the hazard cell's look found
+ * nothing of the request's page in the index, so the index step skips
+ * its own look (gdrc_cache_get_cell's -1). */
+#define GET_ABSENT (1u << 31)
 
 /* VMM mappings a miss finds without allocating (more: on the heap). */
 #define GDRC_SEG_STACK 8
@@ -201,11 +205,17 @@ static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
 		if (!resting)
 			gdrc_index_prefetch(&ctx->cache, start);
 		/* A hit through a hazard cell needs none of the index
-		 * step's waits: the fast path's checks do. */
-		if (gdrc_cache_get_cell(&ctx->cache, start, end, access,
-					hooks_trusted, mr_p))
+		 * step's waits: the fast path's checks do, the hooks'
+		 * first. */
+		int cell = hooks_trusted() ?
+				   gdrc_cache_get_cell(&ctx->cache, start, end,
+						       access, mr_p) :
+				   0;
+
+		if (cell > 0)
 			return GDRC_OK;
-		return mr_get_index(ctx, start, end, access, flags, mr_p);
+		return mr_get_index(ctx, start, end, access,
+				    cell ? flags | GET_ABSENT : flags, mr_p);
 	}
 	if (!gdrc_cache_get_host(&ctx->cache, e, hooks_trusted, mr_p))
 		return mr_get_checked(ctx, start, end, access, flags, mr_p);
@@ -276,12 +286,13 @@ static gdrc_status_t mr_get_index(struct gdrc_ctx *ctx, uintptr_t start,
 	gdrc_api_hooks_check();
 	/* An unmap of these addresses may still be posting its event. */
 	gdrc_hooks_wait_idle();
-	if (!(flags & GDRC_GET_UNCACHED)) {
+	if (!(flags & (GDRC_GET_UNCACHED | GET_ABSENT))) {
 		ret = gdrc_cache_lookup(&ctx->cache, start, end, access, mr_p);
 		if (ret)
 			return ret < 0 ? (gdrc_status_t)ret : GDRC_OK;
 	}
-	return mr_get_miss(ctx, start, end, access, flags, mr_p);
+	return mr_get_miss(ctx, start, end, access, flags & ~GET_ABSENT,
+			   mr_p);
 }
 
 /* Step 4: not cached: classify and register.  Not inlined: its frame

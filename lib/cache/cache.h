@@ -373,15 +373,18 @@ int gdrc_cache_put_slow(struct gdrc_cache *c, struct gdrc_mr *mr);
 int gdrc_cache_put_direct(struct gdrc_cache *c, struct gdrc_mr *mr);
 
 /*
- * A get that this thread's handles did not serve, tried as a hit through
- * a hazard cell (cell.c) before the index step's own checks: a plain
- * one-page host region this thread would hold directly, with the fast
- * path's checks (host_ok, then no event queued).  @return 1 served
- * (*mr_p, the hit counted); 0 not (nothing changed: go to the index).
+ * A get that none of this thread's four entries covers and its parked
+ * table did not serve, tried as a hit through a hazard cell (cell.c)
+ * before the index step's own checks: a plain one-page host region this
+ * thread would hold directly, with the fast path's checks.  The caller
+ * asks first whether the hooks can be trusted (a fast path's host_ok),
+ * and comes here only if so.  @return 1 served (*mr_p, the hit
+ * counted); 0 not (nothing changed: go to the index); -1 not, and the
+ * index holds nothing there that its lock-free look could see (nothing
+ * changed: a miss, whose search under the write lock is the exact one).
  */
 int gdrc_cache_get_cell(struct gdrc_cache *c, uintptr_t start,
-			uintptr_t end, uint32_t access, int (*host_ok)(void),
-			struct gdrc_mr **mr_p);
+			uintptr_t end, uint32_t access, struct gdrc_mr **mr_p);
 
 /* A put of mr, a hazard cell (its magic says so: the caller read it;
  * cell.c), from any thread.  @return GDRC_PUT_OK, GDRC_PUT_OTHER_CTX or

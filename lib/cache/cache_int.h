@@ -251,12 +251,12 @@ int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
  * ext, whose node puts it in the tree)? */
 int gdrc_index_wide(uintptr_t start, uintptr_t end);
 void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r);
-/* No lock: a cached region covering [start, end) with access, held as
- * hold_of says (*hold_p), or NULL (none, or not found this way: ask
- * again under the lock). */
 /* A cell hit's look (without the lock): the region whose one-page,
  * plain entry is the first of start's page, if it has the rights; tk
- * says where, for gdrc_index_ticket_valid after the cell is stored. */
+ * says where, for gdrc_index_ticket_valid after the cell is stored.
+ * NULL: none such; *absent then says that no entry of the page was
+ * seen, no other level is in use and the tree is empty (a miss, for all
+ * the page hash can tell: gdrc_index_find_fast's *absent). */
 struct gdrc_ix_ticket {
 	_Atomic uint32_t *state; /* the bucket's state word */
 	uint32_t seq;            /* as read before the entry */
@@ -265,7 +265,8 @@ struct gdrc_ix_ticket {
 struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,
 					  uintptr_t start, uintptr_t end,
 					  uint32_t access,
-					  struct gdrc_ix_ticket *tk);
+					  struct gdrc_ix_ticket *tk,
+					  int *absent);
 /* Is the bucket as it was (sequentially consistent read: cell.c)?  Then
  * the hit is marked used in it.  @return 1 yes. */
 int gdrc_index_ticket_valid(const struct gdrc_ix_ticket *tk);
@@ -282,10 +283,16 @@ void gdrc_cells_forget(struct gdrc_cache *c);
 void gdrc_cells_release(void);
 void gdrc_cells_fork_child(void);
 
+/* No lock: a cached region covering [start, end) with access, held as
+ * hold_of says (*hold_p), or NULL: none, or not found this way (ask
+ * again under the lock), unless *absent says that no entry of the
+ * request's granules was seen at any level and the tree is empty (a
+ * miss, for all it could tell: the miss path's own search under the
+ * write lock is what is exact then). */
 struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 					 uintptr_t start, uintptr_t end,
 					 uint32_t access, gdrc_hold_fn hold_of,
-					 uint64_t *hold_p);
+					 uint64_t *hold_p, int *absent);
 /* fn for every region whose key overlaps [start, end), once each, in no
  * particular order; fn must not change the index.  @return 0, or fn's
  * nonzero value that stopped the walk. */
@@ -354,6 +361,11 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r);
 struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r);
 uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 		       uintptr_t start);
+/* Would gdrc_hold_for hold r directly, for a get none of this thread's
+ * four entries covers (so none holds r: their rights are r's, their
+ * range its key)?  The cell hit's question, without the four. */
+int gdrc_hold_direct(struct gdrc_cache *c, const struct gdrc_region *r,
+		     uintptr_t start);
 void gdrc_hit_seen(const struct gdrc_region *r, uintptr_t start);
 struct gdrc_mr *gdrc_serve_hit(struct gdrc_cache *c, struct gdrc_region *r,
 			       uint64_t hold);

@@ -101,16 +101,21 @@ static struct gdrc_region *cell_load(const struct gdrc_cell *cell)
 
 struct gdrc_cell *gdrc_cell_take(struct gdrc_cache *c, struct gdrc_region *r)
 {
-	struct gdrc_cells *b;
+	struct gdrc_cells *b = gdrc_tls_cur.cells;
+	unsigned k;
 
-	if (gdrc_tls_cur.no_handles || !(b = cells_mine()))
+	if (gdrc_unlikely(!b) &&
+	    (gdrc_tls_cur.no_handles || !(b = cells_mine())))
 		return NULL;
 	/* In turn from the one after the last taken, so that a cell just
 	 * put is the last to be taken again: a stale second put of it
 	 * finds it empty (a misuse, refused) for as long as possible. */
-	for (unsigned i = 1; i <= GDRC_CELLS; i++) {
-		unsigned k = (b->last + i) % GDRC_CELLS;
-		struct gdrc_cell *cell = &b->c[k];
+	k = b->last;
+	for (unsigned i = 0; i < GDRC_CELLS; i++) {
+		struct gdrc_cell *cell;
+
+		k = (k + 1) % GDRC_CELLS;
+		cell = &b->c[k];
 
 		/* Only this thread fills its cells: one seen empty stays
 		 * empty until this store. */

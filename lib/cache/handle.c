@@ -694,8 +694,11 @@ direct:
  * @return REGION_PIN_ONE (serve with gdrc_serve) or 1 (a reference,
  *         served with gdrc_serve_direct).
  */
-uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
-		       uintptr_t start)
+/* gdrc_hold_for, looking over the first entries of the four for a
+ * handle on r (all four, or none where the caller knows none holds r). */
+static inline __attribute__((always_inline)) uint64_t
+hold_for(struct gdrc_cache *c, const struct gdrc_region *r, uintptr_t start,
+	 int entries)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	const struct gdrc_tls_entry *p;
@@ -707,7 +710,7 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 	for (int i = 0; i < GDRC_TLS_SEEN; i++)
 		if (t->seen[i] == r)
 			return REGION_PIN_ONE;
-	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+	for (int i = 0; i < entries; i++)
 		if (entry_of(&t->e[i], c, r))
 			return REGION_PIN_ONE;
 	if (!t->parked || t->parked_off)
@@ -726,6 +729,18 @@ uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
 	 * contend for the table's slots (parked_review). */
 	t->parked_clashes += seen && seen != r;
 	return 1;
+}
+
+uint64_t gdrc_hold_for(struct gdrc_cache *c, const struct gdrc_region *r,
+		       uintptr_t start)
+{
+	return hold_for(c, r, start, GDRC_TLS_ENTRIES);
+}
+
+int gdrc_hold_direct(struct gdrc_cache *c, const struct gdrc_region *r,
+		     uintptr_t start)
+{
+	return hold_for(c, r, start, 0) == 1;
 }
 
 /* An index hit on r held directly (a direct reference, or a cell),

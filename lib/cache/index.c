@@ -488,6 +488,15 @@ static void level_count(struct gdrc_index *ix, int level, unsigned span,
 	atomic_store_explicit(&ix->levels, m, memory_order_relaxed);
 }
 
+/* One more region in the index (write lock): counted, and the tree's
+ * use told to lookups without the lock. */
+static void ix_inserted(struct gdrc_cache *c)
+{
+	c->ix.inserts++;
+	atomic_store_explicit(&c->ix.wide, c->ix.tree.count != 0,
+			      memory_order_relaxed);
+}
+
 /* The ext of a wide region, whose node the index owns. */
 static struct gdrc_region_ext *wide_ext(struct gdrc_region *r)
 {
@@ -514,6 +523,7 @@ int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 		x->node.end = r->end;
 		x->node_region = r;
 		gdrc_itree_insert(&c->ix.tree, &x->node);
+		ix_inserted(c);
 		return 0;
 	}
 	if (!ph_key_fits((r->end - 1) >> ix_shift(level)))
@@ -535,6 +545,7 @@ int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 	ix_enter(c, t, r);
 	level_count(&c->ix, level,
 		    (unsigned)range_slots(r->start, r->end, level), 1);
+	ix_inserted(c);
 	return 0;
 }
 
@@ -546,6 +557,8 @@ void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r)
 	gdrc_assert_wrlocked(c);
 	if (r->ix_level < 0) {
 		gdrc_itree_remove(&c->ix.tree, &wide_ext(r)->node);
+		atomic_store_explicit(&c->ix.wide, c->ix.tree.count != 0,
+				      memory_order_relaxed);
 		return;
 	}
 	ix_leave(c, t, r);
@@ -586,9 +599,9 @@ static int region_try_get(struct gdrc_cache *c, struct gdrc_region *r,
  * the sequence was even and did not move (what it checks after depends
  * on what it does with the entry).  @return 1 found; 0 no more.
  */
-static int ph_scan_unlocked(const struct gdrc_phash *t, uint64_t key,
-			    uint64_t *i, unsigned *w, uint64_t *kv,
-			    uint16_t *lo, uint32_t *s0)
+static inline __attribute__((always_inline)) int
+ph_scan_unlocked(const struct gdrc_phash *t, uint64_t key, uint64_t *i,
+		 unsigned *w, uint64_t *kv, uint16_t *lo, uint32_t *s0)
 {
 	for (uint64_t n = 0; n <= ph_mask(t); n++) {
 		const struct ph_bucket *b = &t->b[*i];
@@ -623,7 +636,7 @@ static int ph_scan_unlocked(const struct gdrc_phash *t, uint64_t key,
  */
 static struct gdrc_region *ph_next_unlocked(const struct gdrc_phash *t,
 					    uint64_t key, uint64_t *i,
-					    unsigned *w)
+					    unsigned *w, int *seen)
 {
 	uint64_t kv;
 	uint16_t lo;
@@ -631,6 +644,7 @@ static struct gdrc_region *ph_next_unlocked(const struct gdrc_phash *t,
 
 	if (!ph_scan_unlocked(t, key, i, w, &kv, &lo, &s0))
 		return NULL;
+	*seen = 1;
 	atomic_thread_fence(memory_order_acquire);
 	if ((s0 & PB_SEQ_ONE) || pe_key(kv) != key ||
 	    !pb_same_seq(atomic_load_explicit(&t->b[*i].state,
@@ -643,11 +657,13 @@ static struct gdrc_region *ph_next_unlocked(const struct gdrc_phash *t,
 struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 					 uintptr_t start, uintptr_t end,
 					 uint32_t access, gdrc_hold_fn hold_of,
-					 uint64_t *hold_p)
+					 uint64_t *hold_p, int *absent)
 {
 	const struct gdrc_phash *t =
 		atomic_load_explicit(&c->ix.ph, memory_order_acquire);
+	int seen = 0;
 
+	*absent = 0;
 	if (!t)
 		return NULL;
 	for (uint32_t m = atomic_load_explicit(&c->ix.levels,
@@ -658,12 +674,14 @@ struct gdrc_region *gdrc_index_find_fast(struct gdrc_cache *c,
 		unsigned w = 0;
 		struct gdrc_region *r;
 
-		while ((r = ph_next_unlocked(t, key, &i, &w))) {
+		while ((r = ph_next_unlocked(t, key, &i, &w, &seen))) {
 			*hold_p = hold_of(c, r, start);
 			if (region_try_get(c, r, start, end, access, *hold_p))
 				return r;
 		}
 	}
+	*absent = !seen && !atomic_load_explicit(&c->ix.wide,
+						 memory_order_relaxed);
 	return NULL;
 }
 
@@ -723,25 +741,35 @@ struct gdrc_region *gdrc_index_find_cover(const struct gdrc_cache *c,
 struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,
 					  uintptr_t start, uintptr_t end,
 					  uint32_t access,
-					  struct gdrc_ix_ticket *tk)
+					  struct gdrc_ix_ticket *tk,
+					  int *absent)
 {
 	const struct gdrc_phash *t =
 		atomic_load_explicit(&c->ix.ph, memory_order_acquire);
+	uint32_t levels = atomic_load_explicit(&c->ix.levels,
+					       memory_order_relaxed);
 	uint64_t key = ph_addr_key(start, 0), i, kv;
 	unsigned w = 0;
 	uint16_t lo;
 	uint32_t s0;
 
-	if (!t || !(atomic_load_explicit(&c->ix.levels,
-					  memory_order_relaxed) & 1) ||
+	*absent = 0;
+	if (!t || !(levels & 1) ||
 	    end > ((start >> ix_shift(0)) + 1) << ix_shift(0))
 		return NULL;
 	i = ph_home(t, key);
 	/* The first entry of the page only: another (other rights) is the
 	 * general lookup's.  The sequence is read again after the cell is
 	 * stored (gdrc_index_ticket_valid). */
-	if (!ph_scan_unlocked(t, key, &i, &w, &kv, &lo, &s0) ||
-	    !(kv & PE_PLAIN) || (s0 & PB_SEQ_ONE) || pe_key(kv) != key ||
+	if (!ph_scan_unlocked(t, key, &i, &w, &kv, &lo, &s0)) {
+		/* No region of the page's level covers it, and no other
+		 * level or tree holds one. */
+		*absent = levels == 1 &&
+			  !atomic_load_explicit(&c->ix.wide,
+						memory_order_relaxed);
+		return NULL;
+	}
+	if (!(kv & PE_PLAIN) || (s0 & PB_SEQ_ONE) || pe_key(kv) != key ||
 	    (access & ~pe_access(kv)))
 		return NULL;
 	tk->state = (_Atomic uint32_t *)&t->b[i].state;

@@ -11,7 +11,10 @@
  *      rights asked and whose kernel word has not moved, and takes a
  *      direct reference on it, and marks it used: first the page hash,
  *      without a lock, then, if that found nothing, the index under
- *      cache->lock for reading (index.c says why both are exact).
+ *      cache->lock for reading (index.c says why both are exact); but
+ *      where the page hash saw no entry of the request's granules and
+ *      the tree is empty, a get goes straight to the miss path, whose
+ *      own search under the write lock comes first.
  *   4. Outside the lock: a GPU region's tag check (BUFFER_ID of each
  *      segment the request touches); a failure removes it (write lock).
  *   5. The hit is counted and served (handle.c): through this thread's
@@ -21,7 +24,7 @@
  *      repeat.
  * Before all that, as soon as this thread's entries and parked table
  * missed, a plain one-page region it would hold directly is served
- * through a hazard cell (gdrc_cache_get_cell, cell_hit, cell.c): the
+ * through a hazard cell (gdrc_cache_get_cell, cell.c): the
  * bucket's entry says all a hit checks, and the region's line is not
  * read.  Gets that reach the index step by the other ways (more checks,
  * flags) are served as below.
@@ -103,77 +106,80 @@ static int tag_valid(struct gdrc_cache *c, struct gdrc_region *r,
 }
 
 /*
- * A hit held through a hazard cell (cell.c): the first entry of start's
- * page is a plain one-page region with the rights, one this thread would
- * hold as a direct reference (gdrc_hold_for: not one it takes again and
+ * A hit held through a hazard cell (cell.c), for a get none of this
+ * thread's four entries covers: the first entry of start's page is a
+ * plain one-page region with the rights, one this thread would hold as
+ * a direct reference (gdrc_hold_direct: not one it takes again and
  * again, which a handle serves better), and its bucket did not change
- * while the cell was stored.  Nothing of the region is read.
- * @return the cell's mr, its hit counted; NULL: the general lookup.
+ * while the cell was stored.  Nothing of the region is read.  The
+ * caller asked host_ok first: the fast path's order (gdrc_cache_hit_ok),
+ * no unmap in its window, then no event queued; a drain takes the
+ * region out of its bucket before it clears pending, so the bucket read
+ * after shows it gone.  The look finding nothing of the page at all is
+ * told apart (-1): the caller's index step would only find nothing
+ * again.
  */
-static struct gdrc_mr *cell_hit(struct gdrc_cache *c, uintptr_t start,
-				uintptr_t end, uint32_t access)
+int gdrc_cache_get_cell(struct gdrc_cache *c, uintptr_t start,
+			uintptr_t end, uint32_t access, struct gdrc_mr **mr_p)
 {
 	struct gdrc_ix_ticket tk;
 	struct gdrc_region *r;
 	struct gdrc_cell *cell;
+	int shard, absent;
 
-	/* The shard first: it decides whether this thread has the exit
-	 * hook that gives its cells back. */
-	gdrc_tls_shard();
-	r = gdrc_index_find_plain(c, start, end, access, &tk);
-	if (!r || gdrc_hold_for(c, r, start) != 1)
-		return NULL;
-	cell = gdrc_cell_take(c, r);
-	if (!cell)
-		return NULL;
-	if (!gdrc_index_ticket_valid(&tk)) {
-		gdrc_cell_drop(c, cell);
-		return NULL;
-	}
-	gdrc_hit_seen(r, start);
-	gdrc_tls_count_hit(c);
-	return &cell->pub;
-}
-
-int gdrc_cache_get_cell(struct gdrc_cache *c, uintptr_t start,
-			uintptr_t end, uint32_t access, int (*host_ok)(void),
-			struct gdrc_mr **mr_p)
-{
-	struct gdrc_mr *cell;
-
-	/* The fast path's order (gdrc_cache_hit_ok): no unmap in its
-	 * window, then no event queued; a drain takes the region out of
-	 * its bucket before it clears pending, so the bucket read after
-	 * shows it gone. */
-	if (!host_ok() ||
-	    atomic_load_explicit(&c->invq.pending, memory_order_acquire) ||
+	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire) ||
 	    atomic_load_explicit(&c->forked, memory_order_relaxed))
 		return 0;
-	cell = cell_hit(c, start, end, access);
+	/* The shard first: it decides whether this thread has the exit
+	 * hook that gives its cells back. */
+	shard = gdrc_tls_shard();
+	r = gdrc_index_find_plain(c, start, end, access, &tk, &absent);
+	if (!r)
+		return -absent;
+	if (!gdrc_hold_direct(c, r, start))
+		return 0;
+	cell = gdrc_cell_take(c, r);
 	if (!cell)
 		return 0;
-	*mr_p = cell;
+	if (!gdrc_index_ticket_valid(&tk)) {
+		gdrc_cell_drop(c, cell);
+		return 0;
+	}
+	gdrc_hit_seen(r, start);
+	gdrc_shard_inc(&c->shards[shard].hits, shard);
+	*mr_p = &cell->pub;
 	return 1;
 }
 
 /* The index path's search: a valid covering region, held as hold_of
- * says (*hold_p). */
+ * says (*hold_p).  for_get: a miss goes on to the miss path, which
+ * searches again under the write lock, so a page hash that saw nothing
+ * there answers alone; a query (gdrc_cache_peek) has no second search,
+ * and asks under the lock whatever the page hash answered. */
 static int index_find(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
-		      uint32_t access, gdrc_hold_fn hold_of,
+		      uint32_t access, gdrc_hold_fn hold_of, int for_get,
 		      struct gdrc_region **r_p, uint64_t *hold_p)
 {
 	struct gdrc_cover_arg a = { .c = c, .access = access };
 	struct gdrc_region *r;
 	uint64_t hold = 0;
+	int absent;
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
 		return GDRC_ERR_FORK;
 	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
 		return 0; /* the miss path drains first */
 	gdrc_tls_drop_invalid(c);
-	r = gdrc_index_find_fast(c, start, end, access, hold_of, &hold);
+	r = gdrc_index_find_fast(c, start, end, access, hold_of, &hold,
+				 &absent);
 	if (r) {
 		gdrc_region_used(r);
+	} else if (absent && for_get) {
+		/* Nothing there: the miss path looks again under the write
+		 * lock before it registers (a region cached meanwhile, or
+		 * one a table's growth hid from this read, is served
+		 * there), so a look under the read lock would repeat it. */
+		return 0;
 	} else {
 		gdrc_stat_add(c, GDRC_STAT_TREE_LOOKUPS, 1);
 		gdrc_cache_rdlock(c);
@@ -196,7 +202,7 @@ int gdrc_cache_peek(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 {
 	uint64_t hold;
 
-	return index_find(c, start, end, 0, hold_pin, r_p, &hold);
+	return index_find(c, start, end, 0, hold_pin, 0, r_p, &hold);
 }
 
 int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
@@ -204,7 +210,8 @@ int gdrc_cache_lookup(struct gdrc_cache *c, uintptr_t start, uintptr_t end,
 {
 	struct gdrc_region *r;
 	uint64_t hold;
-	int ret = index_find(c, start, end, access, gdrc_hold_for, &r, &hold);
+	int ret = index_find(c, start, end, access, gdrc_hold_for, 1, &r,
+			     &hold);
 
 	if (ret == 1)
 		*mr_p = gdrc_hit_done(c, r, hold);

@@ -505,6 +505,7 @@ static gdrc_status_t get_miss(struct gdrc_cache *c,
 	struct gdrc_region *r = NULL;
 	gdrc_status_t status;
 	uintptr_t own_start, own_end; /* the request's own key range */
+	uint64_t inserts;             /* the index's, when nothing covered */
 	int tries = 0, reserved, narrow = 0, widened;
 
 	if (atomic_load_explicit(&c->forked, memory_order_relaxed))
@@ -517,6 +518,7 @@ again:
 	gdrc_drain(c, &d);
 	if (plan.cached && serve_cover(c, req, &want, &d, mr_p))
 		return GDRC_OK;
+	inserts = c->ix.inserts;
 	own_start = plan.start;
 	own_end = plan.end;
 	plan_miss(c, &plan, &d);
@@ -599,8 +601,11 @@ again:
 	}
 	if (plan.cached) {
 		/* Another thread may have cached the same range meanwhile:
-		 * serve that (a hit) and drop ours. */
-		if (serve_cover(c, req, &want, &d, mr_p)) {
+		 * serve that (a hit) and drop ours.  (Only an insertion can
+		 * have made a cover: with none since the search above, there
+		 * is none.) */
+		if (c->ix.inserts != inserts &&
+		    serve_cover(c, req, &want, &d, mr_p)) {
 			gdrc_region_unpin(c, r);
 			return GDRC_OK;
 		}

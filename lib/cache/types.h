@@ -531,6 +531,13 @@ struct gdrc_index {
 	uint8_t spans[GDRC_IX_LEVELS];
 	_Atomic uint32_t levels;          /* bit L: spans[L] > 0, what
 					   * lookups read */
+	_Atomic uint32_t wide;            /* regions in the tree (0 or
+					   * not), for lookups without the
+					   * lock */
+	uint64_t inserts;                 /* regions ever inserted, under
+					   * cache->lock: a miss that saw
+					   * no cover, and no insert since,
+					   * need not look again */
 };
 
 #endif /* GDRC_CACHE_TYPES_H */

@@ -319,20 +319,25 @@ static void test_cell_removal_between_look_and_cell(void **state)
 	struct gdrc_region *r;
 	struct gdrc_cell *cell;
 	uint64_t deregs;
+	int absent = -1;
 
 	(void)state;
 	fill(ctx, buf, 0, PAGES);
-	r = gdrc_index_find_plain(c, p, p + PAGE, ACC, &tk);
+	r = gdrc_index_find_plain(c, p, p + PAGE, ACC, &tk, &absent);
 	assert_non_null(r);
+	assert_int_equal(absent, 0);
 	assert_int_equal(gdrc_invalidate(ctx, (void *)p, PAGE), GDRC_OK);
 	cell = gdrc_cell_take(c, r);
 	assert_non_null(cell);
 	assert_false(gdrc_index_ticket_valid(&tk));
 	gdrc_cell_drop(c, cell);
 	assert_null(__atomic_load_n(&cell->pub.r, __ATOMIC_ACQUIRE));
+	/* The page is gone from the index: nothing there to see. */
+	assert_null(gdrc_index_find_plain(c, p, p + PAGE, ACC, &tk, &absent));
+	assert_int_equal(absent, 1);
 
 	p += PAGE;
-	r = gdrc_index_find_plain(c, p, p + PAGE, ACC, &tk);
+	r = gdrc_index_find_plain(c, p, p + PAGE, ACC, &tk, &absent);
 	assert_non_null(r);
 	cell = gdrc_cell_take(c, r);
 	assert_true(gdrc_index_ticket_valid(&tk));

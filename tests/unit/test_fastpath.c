@@ -211,6 +211,64 @@ static void test_miss_failed_while_unmapped_is_busy(void **state)
 	cache = NULL;
 }
 
+/* A backend that registers as the none backend does and, once, has the
+ * same range cached meanwhile (another thread's get while this one's
+ * registration runs without the lock): that get is kept in raced. */
+static int race_once;
+static struct gdrc_mr *raced;
+
+static gdrc_status_t racing_reg(void *be, struct gdrc_pin_reg *reg)
+{
+	if (race_once) {
+		race_once = 0;
+		assert_int_equal(cache_layer_get_host(cache, RANGE_START,
+						      RANGE_END, &raced),
+				 GDRC_OK);
+	}
+	return gdrc_pin_none_ops.reg(be, reg);
+}
+
+static const struct gdrc_pin_ops racing_ops = {
+	.name = "racing",
+	.backend = GDRC_BACKEND_NONE,
+	.reg = racing_reg,
+	.dereg = NULL, /* set from the none backend's */
+};
+
+/*
+ * The miss path searches again after its registration only if a region
+ * was inserted since its first search: here one was (the same range,
+ * cached while it registered), so the get is served by that one and its
+ * own registration dropped.
+ */
+static void test_miss_served_by_region_cached_meanwhile(void **state)
+{
+	struct gdrc_pin_ops ops = racing_ops;
+	uint64_t v[GDRC_STAT_COUNT];
+	struct gdrc_mr *mr;
+
+	(void)state;
+	ops.dereg = gdrc_pin_none_ops.dereg;
+	cache = cache_layer_new(&ops, 1);
+	assert_non_null(cache);
+	race_once = 1;
+	assert_int_equal(cache_layer_get_host(cache, RANGE_START, RANGE_END,
+					      &mr),
+			 GDRC_OK);
+	assert_non_null(raced);
+	assert_ptr_equal(gdrc_mr_region(mr), gdrc_mr_region(raced));
+	gdrc_cache_stats(cache, v);
+	assert_int_equal(v[GDRC_STAT_REGIONS], 1);
+	assert_int_equal(v[GDRC_STAT_MISSES], 1);
+	assert_int_equal(v[GDRC_STAT_DEREGS], 1);
+	gdrc_cache_put(cache, mr);
+	gdrc_cache_put(cache, raced);
+	raced = NULL;
+	gdrc_cache_cleanup(cache);
+	free(cache);
+	cache = NULL;
+}
+
 /*
  * A region taken out between the get that took it and the entry made for
  * it, this thread's look for removed regions ending in between (the
@@ -287,6 +345,7 @@ int main(void)
 			test_fastpath_taken_out_before_entry_not_served, setup,
 			teardown),
 		cmocka_unit_test(test_miss_failed_while_unmapped_is_busy),
+		cmocka_unit_test(test_miss_served_by_region_cached_meanwhile),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

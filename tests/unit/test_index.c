@@ -488,6 +488,46 @@ static void test_index_wide_region(void **state)
 	munmap(buf, len);
 }
 
+/*
+ * A get of a page the page hash holds nothing of, with one level in use
+ * and nothing in the tree, goes to the miss path without a look under
+ * the lock (the miss path's own search under the write lock is the
+ * exact one): GDRC_STAT_TREE_LOOKUPS stays.  Once a wide region is in
+ * the tree, a get inside it that the hash holds nothing of looks there,
+ * and is served by it.
+ */
+static void test_index_miss_skips_locked_look(void **state)
+{
+	const size_t len = 80UL << 30;
+	struct gdrc_ctx *ctx = ctx_new();
+	char *buf = map(4 * PAGE), *wide;
+	uint64_t tree, misses;
+
+	(void)state;
+	reg(ctx, buf, PAGE);
+	tree = ctx_stat(ctx, GDRC_STAT_TREE_LOOKUPS);
+	misses = ctx_stat(ctx, GDRC_STAT_MISSES);
+	reg(ctx, buf + 2 * PAGE, PAGE);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), misses + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_TREE_LOOKUPS), tree);
+	expect_hit(ctx, buf + 2 * PAGE, 64, buf + 2 * PAGE, PAGE);
+
+	wide = mmap(NULL, len, PROT_NONE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (wide != MAP_FAILED) {
+		reg(ctx, wide, len);
+		tree = ctx_stat(ctx, GDRC_STAT_TREE_LOOKUPS);
+		expect_hit(ctx, wide + 7 * PAGE, 64, wide, len);
+		assert_int_equal(ctx_stat(ctx, GDRC_STAT_TREE_LOOKUPS),
+				 tree + 1);
+		munmap(wide, len);
+	}
+	gdrc_fini(ctx);
+	munmap(buf, 4 * PAGE);
+	if (wide == MAP_FAILED)
+		skip(); /* no 80 GiB of address space here */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -499,6 +539,7 @@ int main(void)
 		cmocka_unit_test(test_index_lookups_race_changes),
 		cmocka_unit_test(test_index_ranges_match_model),
 		cmocka_unit_test(test_index_wide_region),
+		cmocka_unit_test(test_index_miss_skips_locked_look),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
