@@ -18,7 +18,8 @@
  *      inline and calling nothing too), then the other two entries,
  *      then a hit through a hazard cell (gdrc_cache_get_cell: a plain
  *      one-page region read from the index's bucket alone, with the
- *      fast path's checks).
+ *      fast path's checks; a look that saw nothing of the page there
+ *      sends the get past step 3's own look: GET_ABSENT).
  *      What the inline lookup leaves (a review due, more checks, the
  *      second hit in a row) goes to mr_get_slow, the general lookups.
  *   3. mr_get_index: after checking that nobody patched over our hooks
