@@ -258,8 +258,8 @@ void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r);
  * seen, no other level is in use and the tree is empty (a miss, for all
  * the page hash can tell: gdrc_index_find_fast's *absent). */
 struct gdrc_ix_ticket {
-	_Atomic uint32_t *state; /* the bucket's state word */
-	uint32_t seq;            /* as read before the entry */
+	void *bucket;  /* where the entry was read (index.c's) */
+	uint16_t seq;  /* its sequence, as read before the entry */
 	unsigned way;
 };
 struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,

@@ -174,33 +174,38 @@ int gdrc_index_wide(uintptr_t start, uintptr_t end)
 
 /* ---- the page hash (writers: under the lock for writing) ---- */
 
-/* A bucket's state, plus add (a spill count, or a sequence step): an
- * atomic add, so that nothing else a reader may set there is lost. */
-static void pb_add(struct ph_bucket *b, int32_t add)
-{
-	atomic_fetch_add_explicit(&b->state, (uint32_t)add,
-				  memory_order_relaxed);
-}
-
-/* One more entry lies past b (255 sticks: never counted back). */
+/* One more entry lies past b, or one fewer (255 sticks: never counted
+ * back).  Only writers write it: a plain store. */
 static void pb_spill_add(struct ph_bucket *b, int sign)
 {
-	if (pb_spill(b) != PB_SPILL_MAX)
-		pb_add(b, sign);
+	unsigned n = pb_spill(b);
+
+	if (n != PB_SPILL_MAX)
+		atomic_store_explicit(&b->spill, (uint8_t)(n + sign),
+				      memory_order_relaxed);
 }
 
 /* A writer's change of b's entries, between begin and end: the sequence
  * is odd in between (the fences order the entries' stores after the
- * first step and before the second, as a reader reads them). */
+ * first step and before the second, as a reader reads them).  Only
+ * writers write it: plain stores. */
 static void pb_begin(struct ph_bucket *b)
 {
-	pb_add(b, PB_SEQ_ONE);
+	atomic_store_explicit(&b->seq,
+			      (uint16_t)(atomic_load_explicit(
+						 &b->seq, memory_order_relaxed) +
+					 1),
+			      memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
 }
 
 static void pb_end(struct ph_bucket *b)
 {
-	atomic_fetch_add_explicit(&b->state, PB_SEQ_ONE, memory_order_release);
+	atomic_store_explicit(&b->seq,
+			      (uint16_t)(atomic_load_explicit(
+						 &b->seq, memory_order_relaxed) +
+					 1),
+			      memory_order_release);
 }
 
 /* Put entry (kv, lo) of key in the first bucket from its home with a free
@@ -249,8 +254,10 @@ static int ph_del(struct gdrc_phash *t, uint64_t key, uint32_t idx,
 	pb_begin(b);
 	atomic_store_explicit(&b->kv[w], 0, memory_order_relaxed);
 	atomic_store_explicit(&b->lo[w], 0, memory_order_relaxed);
-	atomic_fetch_and_explicit(&b->state, ~(PB_USED_ONE << w),
-				  memory_order_relaxed);
+	/* Its used mark (a locked and, only where a cell hit set one). */
+	if (atomic_load_explicit(&b->used, memory_order_relaxed) & 1u << w)
+		atomic_fetch_and_explicit(&b->used, (uint8_t)~(1u << w),
+					  memory_order_relaxed);
 	pb_end(b);
 	for (uint64_t i = home; i != it.b; i = (i + 1) & ph_mask(t))
 		pb_spill_add(&t->b[i], -1);
@@ -595,19 +602,19 @@ static int region_try_get(struct gdrc_cache *c, struct gdrc_region *r,
 /*
  * The next way of key in t for a reader without the lock, from bucket *i
  * way *w on (both advanced past it): its kv and lo as read, and the
- * bucket's state read before them (*s0), for the caller to check that
+ * bucket's sequence read before them (*s0), for the caller to check that
  * the sequence was even and did not move (what it checks after depends
  * on what it does with the entry).  @return 1 found; 0 no more.
  */
 static inline __attribute__((always_inline)) int
 ph_scan_unlocked(const struct gdrc_phash *t, uint64_t key, uint64_t *i,
-		 unsigned *w, uint64_t *kv, uint16_t *lo, uint32_t *s0)
+		 unsigned *w, uint64_t *kv, uint16_t *lo, uint16_t *s0)
 {
 	for (uint64_t n = 0; n <= ph_mask(t); n++) {
 		const struct ph_bucket *b = &t->b[*i];
 		unsigned match;
 
-		*s0 = atomic_load_explicit(&b->state, memory_order_acquire);
+		*s0 = atomic_load_explicit(&b->seq, memory_order_acquire);
 		match = pb_match(b, key) & ~0u << *w;
 		if (match) {
 			unsigned k = (unsigned)__builtin_ctz(match);
@@ -619,7 +626,7 @@ ph_scan_unlocked(const struct gdrc_phash *t, uint64_t key, uint64_t *i,
 			*w = k + 1;
 			return 1;
 		}
-		if (!(*s0 & PB_SPILL_MASK))
+		if (!pb_spill(b))
 			return 0;
 		*i = (*i + 1) & ph_mask(t);
 		*w = 0;
@@ -639,17 +646,14 @@ static struct gdrc_region *ph_next_unlocked(const struct gdrc_phash *t,
 					    unsigned *w, int *seen)
 {
 	uint64_t kv;
-	uint16_t lo;
-	uint32_t s0;
+	uint16_t lo, s0;
 
 	if (!ph_scan_unlocked(t, key, i, w, &kv, &lo, &s0))
 		return NULL;
 	*seen = 1;
 	atomic_thread_fence(memory_order_acquire);
-	if ((s0 & PB_SEQ_ONE) || pe_key(kv) != key ||
-	    !pb_same_seq(atomic_load_explicit(&t->b[*i].state,
-					      memory_order_relaxed),
-			 s0))
+	if ((s0 & 1) || pe_key(kv) != key ||
+	    atomic_load_explicit(&t->b[*i].seq, memory_order_relaxed) != s0)
 		return NULL;
 	return pe_region(t, kv, lo);
 }
@@ -750,8 +754,7 @@ struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,
 					       memory_order_relaxed);
 	uint64_t key = ph_addr_key(start, 0), i, kv;
 	unsigned w = 0;
-	uint16_t lo;
-	uint32_t s0;
+	uint16_t lo, s0;
 
 	*absent = 0;
 	if (!t || !(levels & 1) ||
@@ -769,10 +772,10 @@ struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,
 						memory_order_relaxed);
 		return NULL;
 	}
-	if (!(kv & PE_PLAIN) || (s0 & PB_SEQ_ONE) || pe_key(kv) != key ||
+	if (!(kv & PE_PLAIN) || (s0 & 1) || pe_key(kv) != key ||
 	    (access & ~pe_access(kv)))
 		return NULL;
-	tk->state = (_Atomic uint32_t *)&t->b[i].state;
+	tk->bucket = (void *)&t->b[i];
 	tk->seq = s0;
 	tk->way = w - 1;
 	return pe_region(t, kv, lo);
@@ -780,15 +783,15 @@ struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,
 
 int gdrc_index_ticket_valid(const struct gdrc_ix_ticket *tk)
 {
-	uint32_t s = atomic_load_explicit(tk->state, memory_order_seq_cst);
+	struct ph_bucket *b = tk->bucket;
+	uint8_t bit = (uint8_t)(1u << tk->way);
 
-	if (!pb_same_seq(s, tk->seq))
+	if (atomic_load_explicit(&b->seq, memory_order_seq_cst) != tk->seq)
 		return 0;
 	/* The hit's used mark, in the line just read: a store only when
 	 * the clock hand cleared it (gdrc_index_used_take). */
-	if (!(s & PB_USED_ONE << tk->way))
-		atomic_fetch_or_explicit(tk->state, PB_USED_ONE << tk->way,
-					 memory_order_relaxed);
+	if (!(atomic_load_explicit(&b->used, memory_order_relaxed) & bit))
+		atomic_fetch_or_explicit(&b->used, bit, memory_order_relaxed);
 	return 1;
 }
 
@@ -804,15 +807,14 @@ int gdrc_index_used_take(struct gdrc_cache *c, const struct gdrc_region *r)
 		return 0;
 	while (ph_next(t, ph_addr_key(r->start, 0), &it)) {
 		struct ph_bucket *b = &t->b[it.b];
-		unsigned w = it.w - 1;
-		uint32_t bit = PB_USED_ONE << w;
+		uint8_t bit = (uint8_t)(1u << (it.w - 1));
 
-		if (pe_index(pb_kv(b, w), pb_lo(b, w)) != idx)
+		if (pe_index(pb_kv(b, it.w - 1), pb_lo(b, it.w - 1)) != idx)
 			continue;
-		if (!(atomic_load_explicit(&b->state, memory_order_relaxed) &
+		if (!(atomic_load_explicit(&b->used, memory_order_relaxed) &
 		      bit))
 			return 0;
-		atomic_fetch_and_explicit(&b->state, ~bit,
+		atomic_fetch_and_explicit(&b->used, (uint8_t)~bit,
 					  memory_order_relaxed);
 		return 1;
 	}
