@@ -331,12 +331,13 @@ static void ix_leave(struct gdrc_cache *c, struct gdrc_phash *t,
 	unsigned s = ix_shift(level), off = 0;
 	uintptr_t first = r->start >> s;
 	uint32_t idx = gdrc_region_index(c, r);
+	int gone = 0;
 
 	for (uintptr_t g = first; g <= (r->end - 1) >> s; g++)
-		if (!ph_del(t, ph_key(g, level), idx, off++)) /* always:
-							       * gdrc_index_check
-							       * says */
-			ph_used_add(t, -1);
+		gone += !ph_del(t, ph_key(g, level), idx, off++); /* all:
+								   * gdrc_index_check
+								   * says */
+	ph_used_add(t, -gone);
 	if (!ph_has_first(t, ph_key(first, level))) {
 		gdrc_ixsum_clear(ix->sums, first, level);
 		gdrc_ixsums_publish(ix);

@@ -244,6 +244,7 @@ static inline unsigned pb_match_locked(const struct ph_bucket *b,
 	const __m128i k = _mm_set1_epi64x((long long)key);
 	unsigned m = 0;
 
+#pragma GCC unroll 3
 	for (unsigned p = 0; p < PH_WAYS / 2; p++) {
 		__m128i e = _mm_cmpeq_epi32(
 			_mm_and_si128(_mm_loadu_si128(&kv[p]), mask), k);
