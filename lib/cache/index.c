@@ -239,29 +239,43 @@ static void ph_put(struct gdrc_phash *t, uint64_t kv, uint16_t lo)
 static int ph_del(struct gdrc_phash *t, uint64_t key, uint32_t idx,
 		  unsigned off)
 {
-	uint64_t home = ph_home(t, key);
-	struct ph_iter it = { 0 };
-	struct ph_bucket *b;
-	unsigned w;
+	uint64_t home = ph_home(t, key), i = home;
 
-	do {
-		if (!ph_next(t, key, &it))
+	/* ph_next's walk, written out: a removal runs it once for each of a
+	 * region's granules (sixteen for a GPU allocation's). */
+	for (uint64_t n = 0; n <= ph_mask(t); n++) {
+		struct ph_bucket *b = &t->b[i];
+
+		for (unsigned m = pb_match_locked(b, key); m; m &= m - 1) {
+			unsigned w = (unsigned)__builtin_ctz(m);
+			uint64_t kv = pb_kv(b, w);
+
+			if (pe_index(kv, pb_lo(b, w)) != idx || pe_off(kv) != off)
+				continue;
+			pb_begin(b);
+			atomic_store_explicit(&b->kv[w], 0,
+					      memory_order_relaxed);
+			atomic_store_explicit(&b->lo[w], 0,
+					      memory_order_relaxed);
+			/* Its used mark (a locked and, only where a cell
+			 * hit set one). */
+			if (atomic_load_explicit(&b->used,
+						 memory_order_relaxed) &
+			    1u << w)
+				atomic_fetch_and_explicit(
+					&b->used, (uint8_t)~(1u << w),
+					memory_order_relaxed);
+			pb_end(b);
+			for (uint64_t j = home; j != i; j = (j + 1) & ph_mask(t))
+				pb_spill_add(&t->b[j], -1);
+			return 0;
+		}
+		/* Nothing of key lies past a bucket that never spilled. */
+		if (!pb_spill(b))
 			return -1;
-		b = &t->b[it.b];
-		w = it.w - 1;
-	} while (pe_index(pb_kv(b, w), pb_lo(b, w)) != idx ||
-		 pe_off(pb_kv(b, w)) != off);
-	pb_begin(b);
-	atomic_store_explicit(&b->kv[w], 0, memory_order_relaxed);
-	atomic_store_explicit(&b->lo[w], 0, memory_order_relaxed);
-	/* Its used mark (a locked and, only where a cell hit set one). */
-	if (atomic_load_explicit(&b->used, memory_order_relaxed) & 1u << w)
-		atomic_fetch_and_explicit(&b->used, (uint8_t)~(1u << w),
-					  memory_order_relaxed);
-	pb_end(b);
-	for (uint64_t i = home; i != it.b; i = (i + 1) & ph_mask(t))
-		pb_spill_add(&t->b[i], -1);
-	return 0;
+		i = (i + 1) & ph_mask(t);
+	}
+	return -1;
 }
 
 /* n entries more or fewer (a plain store: writers hold the lock). */
@@ -276,10 +290,11 @@ static void ph_used_add(struct gdrc_phash *t, int64_t n)
 
 /* ---- a region in and out ---- */
 
-/* Region r's entry for its granule off (of span). */
-static uint64_t pe_make(const struct gdrc_cache *c,
-			const struct gdrc_region *r, uint64_t key, unsigned off,
-			unsigned span, uint16_t *lo)
+/* What every entry of region r (span granules) says beside its key and
+ * offset; *lo: their low bits of r's arena index. */
+static uint64_t pe_common(const struct gdrc_cache *c,
+			  const struct gdrc_region *r, unsigned span,
+			  uint16_t *lo)
 {
 	uint32_t idx = gdrc_region_index(c, r);
 	unsigned s = ix_shift(r->ix_level);
@@ -290,8 +305,7 @@ static uint64_t pe_make(const struct gdrc_cache *c,
 		    r->end == r->start + (1ULL << s);
 
 	*lo = (uint16_t)idx;
-	return key | (uint64_t)(idx >> 16) << PE_HI_SHIFT |
-	       (uint64_t)off << PE_OFF_SHIFT |
+	return (uint64_t)(idx >> 16) << PE_HI_SHIFT |
 	       (uint64_t)(span - 1) << PE_SPAN_SHIFT |
 	       (uint64_t)(r->access & PE_FIELD4) << PE_ACCESS_SHIFT |
 	       (plain ? PE_PLAIN : 0);
@@ -308,14 +322,13 @@ static void ix_enter(struct gdrc_cache *c, struct gdrc_phash *t,
 	uintptr_t first = r->start >> s;
 	unsigned span = (unsigned)(((r->end - 1) >> s) - first + 1);
 	int fresh = !ph_has_first(t, ph_key(first, level));
+	uint16_t lo;
+	uint64_t common = pe_common(c, r, span, &lo);
 
-	for (uintptr_t g = first; g <= (r->end - 1) >> s; g++) {
-		uint16_t lo;
-		uint64_t kv = pe_make(c, r, ph_key(g, level), off++, span,
-				      &lo);
-
-		ph_put(t, kv, lo);
-	}
+	for (uintptr_t g = first; g <= (r->end - 1) >> s; g++)
+		ph_put(t, ph_key(g, level) | (uint64_t)off++ << PE_OFF_SHIFT |
+				  common,
+		       lo);
 	ph_used_add(t, off);
 	if (fresh) {
 		gdrc_ixsum_set(ix->sums, first, level);
