@@ -258,8 +258,9 @@ void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r);
  * seen, no other level is in use and the tree is empty (a miss, for all
  * the page hash can tell: gdrc_index_find_fast's *absent). */
 struct gdrc_ix_ticket {
-	void *bucket;  /* where the entry was read (index.c's) */
-	uint16_t seq;  /* its sequence, as read before the entry */
+	const void *table; /* the page hash it was read from (index.c's) */
+	void *bucket;      /* where the entry was read */
+	uint16_t seq;      /* its sequence, as read before the entry */
 	unsigned way;
 };
 struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,
@@ -267,9 +268,11 @@ struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,
 					  uint32_t access,
 					  struct gdrc_ix_ticket *tk,
 					  int *absent);
-/* Is the bucket as it was (sequentially consistent read: cell.c)?  Then
- * the hit is marked used in it.  @return 1 yes. */
-int gdrc_index_ticket_valid(const struct gdrc_ix_ticket *tk);
+/* Is the page hash still c's, and the bucket as it was (sequentially
+ * consistent reads: cell.c)?  Then the hit is marked used in it.
+ * @return 1 yes. */
+int gdrc_index_ticket_valid(const struct gdrc_cache *c,
+			    const struct gdrc_ix_ticket *tk);
 /* Was r hit through a cell since the clock hand last asked (the mark
  * cleared)?  cache->lock held for writing. */
 int gdrc_index_used_take(struct gdrc_cache *c, const struct gdrc_region *r);

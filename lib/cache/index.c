@@ -789,18 +789,28 @@ struct gdrc_region *gdrc_index_find_plain(struct gdrc_cache *c,
 	if (!(kv & PE_PLAIN) || (s0 & 1) || pe_key(kv) != key ||
 	    (access & ~pe_access(kv)))
 		return NULL;
+	tk->table = t;
 	tk->bucket = (void *)&t->b[i];
 	tk->seq = s0;
 	tk->way = w - 1;
 	return pe_region(t, kv, lo);
 }
 
-int gdrc_index_ticket_valid(const struct gdrc_ix_ticket *tk)
+int gdrc_index_ticket_valid(const struct gdrc_cache *c,
+			    const struct gdrc_ix_ticket *tk)
 {
 	struct ph_bucket *b = tk->bucket;
 	uint8_t bit = (uint8_t)(1u << tk->way);
 
-	if (atomic_load_explicit(&b->seq, memory_order_seq_cst) != tk->seq)
+	/* The table first: a removal changes only the current one, so a
+	 * hit read from a table replaced since (ph_grow) cannot see it in
+	 * its bucket.  Seeing its table still current, the hit stored its
+	 * cell before the fence of any removal made after the growth
+	 * (whose publication came before that fence), which therefore sees
+	 * the cell (cell.c). */
+	if (atomic_load_explicit(&c->ix.ph, memory_order_seq_cst) !=
+		    tk->table ||
+	    atomic_load_explicit(&b->seq, memory_order_seq_cst) != tk->seq)
 		return 0;
 	/* The hit's used mark, in the line just read: a store only when
 	 * the clock hand cleared it (gdrc_index_used_take). */

@@ -141,7 +141,7 @@ int gdrc_cache_get_cell(struct gdrc_cache *c, uintptr_t start,
 	cell = gdrc_cell_take(c, r);
 	if (!cell)
 		return 0;
-	if (!gdrc_index_ticket_valid(&tk)) {
+	if (!gdrc_index_ticket_valid(c, &tk)) {
 		gdrc_cell_drop(c, cell);
 		return 0;
 	}

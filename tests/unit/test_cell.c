@@ -302,6 +302,63 @@ static void test_cell_rights_fall_to_miss(void **state)
 }
 
 /*
+ * The hit's look made in a page hash that then grows (its entries move to
+ * a larger table) and loses the looked-at regions: the removals change
+ * only the new table, and the old buckets the looks read are left as
+ * they were (but where the retired table's pages went back to the
+ * system: they read as zero), so only the table's own check refuses
+ * every hit (without it a cell would name a region its removal
+ * released: its look at the cells came before the cell).  The looks are
+ * made one registration before the growth, found first in a context of
+ * its own, so that no insertion changes their buckets before it.
+ */
+static void test_cell_look_in_replaced_table_refused(void **state)
+{
+	enum { FEW = 16, MANY = 2048 };
+	char *buf = map(MANY * PAGE);
+	struct gdrc_ix_ticket tk[FEW];
+	struct gdrc_region *r[FEW];
+	struct gdrc_ctx *ctx = ctx_max(0);
+	struct gdrc_cache *c = &ctx_base(ctx)->cache;
+	const void *first = atomic_load(&c->ix.ph);
+	struct gdrc_cell *cell;
+	unsigned grows = 0;
+	int absent;
+
+	(void)state;
+	while (grows < MANY && atomic_load(&c->ix.ph) == first) {
+		fill(ctx, buf, grows, grows + 1);
+		grows++;
+	}
+	assert_true(grows < MANY); /* the registration that grew it */
+	gdrc_fini(ctx);
+
+	ctx = ctx_max(0);
+	c = &ctx_base(ctx)->cache;
+	fill(ctx, buf, 0, grows - 1);
+	for (unsigned i = 0; i < FEW; i++) {
+		uintptr_t p = (uintptr_t)buf + i * PAGE;
+
+		r[i] = gdrc_index_find_plain(c, p, p + PAGE, ACC, &tk[i],
+					     &absent);
+		assert_non_null(r[i]);
+	}
+	fill(ctx, buf, grows - 1, grows);
+	assert_ptr_not_equal(atomic_load(&c->ix.ph), tk[0].table);
+	for (unsigned i = 0; i < FEW; i++)
+		assert_int_equal(gdrc_invalidate(ctx, buf + i * PAGE, PAGE),
+				 GDRC_OK);
+	for (unsigned i = 0; i < FEW; i++) {
+		cell = gdrc_cell_take(c, r[i]);
+		assert_non_null(cell);
+		assert_false(gdrc_index_ticket_valid(c, &tk[i]));
+		gdrc_cell_drop(c, cell);
+	}
+	gdrc_fini(ctx);
+	munmap(buf, MANY * PAGE);
+}
+
+/*
  * The hit's steps one by one (lookup.c, cell_hit), with a removal of
  * the page between the look and the cell: the bucket changed, so the
  * second read refuses the hit (without it the cell would name a region
@@ -329,7 +386,7 @@ static void test_cell_removal_between_look_and_cell(void **state)
 	assert_int_equal(gdrc_invalidate(ctx, (void *)p, PAGE), GDRC_OK);
 	cell = gdrc_cell_take(c, r);
 	assert_non_null(cell);
-	assert_false(gdrc_index_ticket_valid(&tk));
+	assert_false(gdrc_index_ticket_valid(c, &tk));
 	gdrc_cell_drop(c, cell);
 	assert_null(__atomic_load_n(&cell->pub.r, __ATOMIC_ACQUIRE));
 	/* The page is gone from the index: nothing there to see. */
@@ -340,7 +397,7 @@ static void test_cell_removal_between_look_and_cell(void **state)
 	r = gdrc_index_find_plain(c, p, p + PAGE, ACC, &tk, &absent);
 	assert_non_null(r);
 	cell = gdrc_cell_take(c, r);
-	assert_true(gdrc_index_ticket_valid(&tk));
+	assert_true(gdrc_index_ticket_valid(c, &tk));
 	deregs = ctx_stat(ctx, GDRC_STAT_DEREGS);
 	assert_int_equal(gdrc_invalidate(ctx, (void *)p, PAGE), GDRC_OK);
 	assert_int_equal((uintptr_t)__atomic_load_n(&cell->pub.r,
@@ -429,6 +486,7 @@ int main(void)
 		cmocka_unit_test(test_cell_put_elsewhere_and_twice),
 		cmocka_unit_test(test_cell_rights_fall_to_miss),
 		cmocka_unit_test(test_cell_removal_between_look_and_cell),
+		cmocka_unit_test(test_cell_look_in_replaced_table_refused),
 		cmocka_unit_test(test_cell_race_with_removals),
 	};
 
