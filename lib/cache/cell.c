@@ -15,7 +15,9 @@
  * removal: gdrc_region_take_out, region.c):
  *   the hit    reads its bucket's sequence (even), the entry, stores the
  *              region in a free cell (sequentially consistent), and reads
- *              the sequence again: changed, it gives the cell back and
+ *              the cache's page hash and the sequence again: a table
+ *              replaced since (a removal changes only the current one),
+ *              or the sequence changed, it gives the cell back and
  *              takes the ordinary path;
  *   a removal  changes the bucket (under cache->lock for writing), then
  *              after a sequentially consistent fence looks at every cell
