@@ -211,7 +211,8 @@ static void pb_end(struct ph_bucket *b)
 /* Put entry (kv, lo) of key in the first bucket from its home with a free
  * way, counting a spill in each full one it passes.  There is one: the
  * caller checked the room (ph_fits). */
-static void ph_put(struct gdrc_phash *t, uint64_t kv, uint16_t lo)
+static void ph_put(struct gdrc_phash *t, uint64_t kv, uint16_t lo,
+		   int used)
 {
 	uint64_t i = ph_home(t, pe_key(kv));
 
@@ -226,6 +227,14 @@ static void ph_put(struct gdrc_phash *t, uint64_t kv, uint16_t lo)
 					      memory_order_relaxed);
 			atomic_store_explicit(&b->kv[w], kv,
 					      memory_order_relaxed);
+			if (used) /* a table not yet published: no reader */
+				atomic_store_explicit(
+					&b->used,
+					(uint8_t)(atomic_load_explicit(
+							  &b->used,
+							  memory_order_relaxed) |
+						  1u << w),
+					memory_order_relaxed);
 			pb_end(b);
 			return;
 		}
@@ -328,7 +337,7 @@ static void ix_enter(struct gdrc_cache *c, struct gdrc_phash *t,
 	for (uintptr_t g = first; g <= (r->end - 1) >> s; g++)
 		ph_put(t, ph_key(g, level) | (uint64_t)off++ << PE_OFF_SHIFT |
 				  common,
-		       lo);
+		       lo, 0);
 	ph_used_add(t, off);
 	if (fresh) {
 		gdrc_ixsum_set(ix->sums, first, level);
@@ -477,8 +486,13 @@ static void ph_grow(struct gdrc_cache *c, struct gdrc_phash *t,
 		for (unsigned w = 0; w < PH_WAYS; w++) {
 			uint64_t kv = pb_kv(&t->b[i], w);
 
+			/* With its used mark: a region hit through cells
+			 * only is not evicted a round early for the move. */
 			if (kv)
-				ph_put(spare, kv, pb_lo(&t->b[i], w));
+				ph_put(spare, kv, pb_lo(&t->b[i], w),
+				       atomic_load_explicit(&t->b[i].used,
+							    memory_order_relaxed) >>
+					       w & 1);
 		}
 	atomic_store_explicit(&spare->used,
 			      atomic_load_explicit(&t->used,

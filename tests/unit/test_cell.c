@@ -302,6 +302,37 @@ static void test_cell_rights_fall_to_miss(void **state)
 }
 
 /*
+ * A cell hit's used mark, in its bucket, moves with the entry when the
+ * page hash grows (the clock hand would otherwise take a region hit
+ * only through cells for unused, a round early).
+ */
+static void test_cell_used_mark_survives_growth(void **state)
+{
+	enum { MANY = 2048 };
+	struct gdrc_ctx *ctx = ctx_max(0);
+	struct gdrc_cache *c = &ctx_base(ctx)->cache;
+	char *buf = map(MANY * PAGE);
+	const void *first = atomic_load(&c->ix.ph);
+	struct gdrc_region *r;
+	struct gdrc_mr *mr;
+
+	(void)state;
+	fill(ctx, buf, 0, 4);
+	mr = cell_get(ctx, buf + 2 * PAGE);
+	r = gdrc_mr_region(mr);
+	gdrc_mr_put(ctx, mr);
+	fill(ctx, buf, 4, MANY);
+	assert_ptr_not_equal(atomic_load(&c->ix.ph), first);
+	gdrc_cache_wrlock(c);
+	assert_int_equal(gdrc_index_used_take(c, r), 1);
+	/* Taken: cleared. */
+	assert_int_equal(gdrc_index_used_take(c, r), 0);
+	gdrc_cache_unlock(c);
+	gdrc_fini(ctx);
+	munmap(buf, MANY * PAGE);
+}
+
+/*
  * The hit's look made in a page hash that then grows (its entries move to
  * a larger table) and loses the looked-at regions: the removals change
  * only the new table, and the old buckets the looks read are left as
@@ -487,6 +518,7 @@ int main(void)
 		cmocka_unit_test(test_cell_rights_fall_to_miss),
 		cmocka_unit_test(test_cell_removal_between_look_and_cell),
 		cmocka_unit_test(test_cell_look_in_replaced_table_refused),
+		cmocka_unit_test(test_cell_used_mark_survives_growth),
 		cmocka_unit_test(test_cell_race_with_removals),
 	};
 
