@@ -185,27 +185,27 @@ static void pb_spill_add(struct ph_bucket *b, int sign)
 				      memory_order_relaxed);
 }
 
+/* b's sequence one step on, stored with order mo.  Only writers write
+ * it: a plain store. */
+static void pb_seq_step(struct ph_bucket *b, memory_order mo)
+{
+	uint16_t s = atomic_load_explicit(&b->seq, memory_order_relaxed);
+
+	atomic_store_explicit(&b->seq, (uint16_t)(s + 1), mo);
+}
+
 /* A writer's change of b's entries, between begin and end: the sequence
  * is odd in between (the fences order the entries' stores after the
- * first step and before the second, as a reader reads them).  Only
- * writers write it: plain stores. */
+ * first step and before the second, as a reader reads them). */
 static void pb_begin(struct ph_bucket *b)
 {
-	atomic_store_explicit(&b->seq,
-			      (uint16_t)(atomic_load_explicit(
-						 &b->seq, memory_order_relaxed) +
-					 1),
-			      memory_order_relaxed);
+	pb_seq_step(b, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
 }
 
 static void pb_end(struct ph_bucket *b)
 {
-	atomic_store_explicit(&b->seq,
-			      (uint16_t)(atomic_load_explicit(
-						 &b->seq, memory_order_relaxed) +
-					 1),
-			      memory_order_release);
+	pb_seq_step(b, memory_order_release);
 }
 
 /* Put entry (kv, lo) of key in the first bucket from its home with a free
