@@ -203,16 +203,16 @@ static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
 	e = gdrc_tls_find(&gdrc_tls_cur, &ctx->cache, start, end, access,
 			  GDRC_TLS_FIRST, GDRC_TLS_ENTRIES - 1);
 	if (!e) {
+		int cell = 0;
+
 		if (!resting)
 			gdrc_index_prefetch(&ctx->cache, start);
 		/* A hit through a hazard cell needs none of the index
 		 * step's waits: the fast path's checks do, the hooks'
 		 * first. */
-		int cell = hooks_trusted() ?
-				   gdrc_cache_get_cell(&ctx->cache, start, end,
-						       access, mr_p) :
-				   0;
-
+		if (hooks_trusted())
+			cell = gdrc_cache_get_cell(&ctx->cache, start, end,
+						   access, mr_p);
 		if (cell > 0)
 			return GDRC_OK;
 		return mr_get_index(ctx, start, end, access,
