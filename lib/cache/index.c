@@ -6,8 +6,9 @@
  *
  *   The page hash answers the hit, without a lock.  A region is entered
  *   at the lowest level L whose granule (4 KiB, 64 KiB, 1 MiB, ... 4 GiB:
- *   1 << ix_shift(L)) it spans at most GDRC_IX_SPAN of, once per granule
- *   it touches, keyed by (granule, L).  A request starting in granule g
+ *   1 << ix_shift(L)) it spans at most IX_FIT (8) of (at the last level,
+ *   GDRC_IX_SPAN: 16), once per granule it touches, keyed by (granule,
+ *   L).  A request starting in granule g
  *   of level L can only be covered by a region of that level that
  *   touches g, so probing (start's granule, L) at each level that holds
  *   regions finds every region that covers it.  The table is of 64-byte
@@ -158,13 +159,30 @@ static uint64_t range_slots(uintptr_t start, uintptr_t end, int level)
 	return ((end - 1) >> s) - (start >> s) + 1;
 }
 
-/* The level [start, end) enters, or -1: too wide for the hash. */
+/*
+ * Granules a region spans at most at the level it enters, below the last
+ * level's GDRC_IX_SPAN.  Eight, not sixteen: a GPU allocation of 1 MiB
+ * (sixteen 64 KiB granules) is then one or two entries of 1 MiB, and its
+ * miss and removal change two buckets instead of sixteen (on the H200
+ * host its miss cost 100-300 ns more than the tree's with sixteen).
+ * What it costs: a region of a level below the last then spans more than
+ * seven sixteenths of its granule (not fifteen), so four disjoint ones,
+ * not three, may touch one granule (a lookup there may try one more when
+ * they are packed so).
+ */
+#define IX_FIT 8
+
+/* The level [start, end) enters, or -1: too wide for the hash.  The
+ * lowest it spans at most IX_FIT granules of, else (past the last one's
+ * IX_FIT) the last one it spans at most GDRC_IX_SPAN of. */
 static int range_level(uintptr_t start, uintptr_t end)
 {
+	int last = GDRC_IX_LEVELS - 1;
+
 	for (int level = 0; level < GDRC_IX_LEVELS; level++)
-		if (range_slots(start, end, level) <= GDRC_IX_SPAN)
+		if (range_slots(start, end, level) <= IX_FIT)
 			return level;
-	return -1;
+	return range_slots(start, end, last) <= GDRC_IX_SPAN ? last : -1;
 }
 
 int gdrc_index_wide(uintptr_t start, uintptr_t end)

@@ -270,6 +270,40 @@ static void test_miss_served_by_region_cached_meanwhile(void **state)
 }
 
 /*
+ * The level a region enters: the lowest at which it spans at most eight
+ * granules (index.c, IX_FIT): 8 pages at the first, 9 at the second (64
+ * KiB), 1 MiB (sixteen 64 KiB granules) at the third, in one entry.
+ */
+static void test_index_region_levels(void **state)
+{
+	static const struct {
+		uintptr_t len;
+		int level;
+	} want[] = {
+		{ 8 * PAGE, 0 }, { 9 * PAGE, 1 }, { 8 * 65536, 1 },
+		{ 9 * 65536, 2 }, { 1UL << 20, 2 },
+	};
+	struct gdrc_mr *mr;
+
+	(void)state;
+	cache = cache_layer_new(&gdrc_pin_none_ops, 1);
+	assert_non_null(cache);
+	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		uintptr_t start = RANGE_START + ((uintptr_t)i << 32);
+
+		assert_int_equal(cache_layer_get_host(cache, start,
+						      start + want[i].len,
+						      &mr),
+				 GDRC_OK);
+		assert_int_equal(gdrc_mr_region(mr)->ix_level, want[i].level);
+		gdrc_cache_put(cache, mr);
+	}
+	gdrc_cache_cleanup(cache);
+	free(cache);
+	cache = NULL;
+}
+
+/*
  * A region taken out between the get that took it and the entry made for
  * it, this thread's look for removed regions ending in between (the
  * look tls_install makes first): the hit path trusts a finished look
@@ -346,6 +380,7 @@ int main(void)
 			teardown),
 		cmocka_unit_test(test_miss_failed_while_unmapped_is_busy),
 		cmocka_unit_test(test_miss_served_by_region_cached_meanwhile),
+		cmocka_unit_test(test_index_region_levels),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

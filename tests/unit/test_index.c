@@ -102,8 +102,8 @@ static void test_index_hash_grows_and_answers(void **state)
 }
 
 /*
- * Regions at the hash's first three levels (1 page; 20 pages, past 16
- * granules of 4 KiB; 300 pages, past 16 of 64 KiB): hits at their first
+ * Regions at the hash's first three levels (1 page; 20 pages, past 8
+ * granules of 4 KiB; 300 pages, past 8 of 64 KiB): hits at their first
  * and last bytes and over their second half, all from the hash.
  */
 struct level_arg {
