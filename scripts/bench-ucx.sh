@@ -11,7 +11,8 @@
 #     at most 0.7 at every n; gdrc/floor (the dependent-load floor), at
 #     most 2 from n = 10000 on;
 #   - hits rotating over 16384 cached ranges: gdrc/ucx at most 1.0;
-#   - one hot range (gdrc-bench's a. over b.): gdrc/ucx at most 0.3;
+#   - one hot range (gdrc-bench's b.: the one-range hits of both,
+#     alternating): gdrc/ucx at most 0.3;
 #   - resident bytes per registration at the largest n: gdrc's at most
 #     UCX's.
 # A row holds only when every run meets it.  Each run's one-thread cpu

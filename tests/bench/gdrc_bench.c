@@ -14,7 +14,9 @@
  *               thread's fast path remembers; still hits).
  *   b. ucx      the single-range hit on UCX's ucs_rcache (no-op mem_reg
  *               and mem_dereg, UCM_EVENT_VM_UNMAPPED) in the same process,
- *               and the ratio gdrc/ucx.  Only when built with UCX.
+ *               timed in rounds alternating with a.'s one-range hit again
+ *               ("gdrc hit, 1 range, alternating"), and the ratio
+ *               gdrc/ucx of those two.  Only when built with UCX.
  *   c. miss     get + put of a range, then gdrc_invalidate of it, so that
  *               the next get of that range misses: ns per miss
  *               (get + put + invalidate); and gdrc_mr_get with
@@ -49,7 +51,8 @@
  *               context holding just those and in UCX's rcache (no
  *               memory events) beside it, timed in alternating rounds as
  *               in d.; the ratio gdrc/ucx; and the "hot range ratio",
- *               a.'s 1-range hit over b.'s UCX hit, when both ran.
+ *               b.'s: the 1-range hits of both, alternating, when both
+ *               ran.
  *               Without UCX, gdrc's figure and "-".
  *   e. threads  total hit throughput with 1, 2 and N threads (N = online
  *               CPUs; also 4 and 8 when N < 8, marked "oversub", and 16
@@ -83,9 +86,9 @@
  *
  * How each number is taken
  *   Warm up, then time the loop 5 times with CLOCK_MONOTONIC: "best" is
- *   the fastest repetition, "median" the middle one.  d.'s random-page
- *   hits and r.'s hits are timed in rounds alternating with UCX's, each
- *   repetition of one followed by one of the other.  Latencies are ns
+ *   the fastest repetition, "median" the middle one.  b.'s, d.'s
+ *   random-page and r.'s hits are timed in rounds alternating with UCX's,
+ *   each repetition of one followed by one of the other.  Latencies are ns
  *   per operation (one get + one put unless said otherwise); throughputs
  *   are millions of get+put pairs per second, all threads together.
  *   Every returned registration is used (summed into a volatile sink) so
@@ -130,6 +133,7 @@
  *
  * JSON (--json PATH): one object with keys "machine" (object), "quick",
  * "gpu_only", "hit_ns", "hit_rotate4_ns", "hit_rotate16_ns", "ucx_hit_ns",
+ * "hit_paired_ns" (a.'s hit again, in b.'s alternating rounds),
  * "ratio_hit_vs_ucx" (r.'s hot range ratio), "ucx_default_hit_ns",
  * "ratio_hit_vs_ucx_default", "mixed_gdrc_first_gdrc_hit_ns",
  * "mixed_gdrc_first_ucx_hit_ns", "mixed_ucx_first_gdrc_hit_ns",
@@ -302,6 +306,7 @@ struct bench_results {
 	struct bench_res hit_rotate4;
 	struct bench_res hit_rotate16;
 	struct bench_res ucx_hit;
+	struct bench_res hit_paired; /* a.'s hit again, in b.'s rounds */
 	struct bench_res ucx_default_hit; /* child, UCX's own hooks in */
 	/* Both in one child with UCX's hooks in ([0] gdrc_init first,
 	 * [1] ucs_rcache_create first): gdrcache on UCM's events. */
@@ -741,21 +746,44 @@ static int bench_ucx_loop(void *p, uint64_t iters)
 	return 0;
 }
 
-static int bench_ucx_hit(ucs_rcache_t *rc, char *buf,
+/*
+ * b.'s hit on the range a. hit.  With ctx (a.'s context), timed in rounds
+ * alternating with a.'s one-range hit again (hit_paired), so that the
+ * hot range ratio sets two medians of one state of the machine against
+ * each other, as d. and r. do (issue 34's rule: UCX in the same process,
+ * alternating); ctx NULL: UCX alone.
+ */
+static int bench_ucx_hit(ucs_rcache_t *rc, struct gdrc_ctx *ctx, char *buf,
 			 const struct bench_opts *o, struct bench_results *res)
 {
 	uint64_t iters = BENCH_HIT_ITERS / o->div;
 	struct bench_ucx_arg a = { .rc = rc, .addr = buf + BENCH_OFFSET };
+	struct bench_hit_arg h = { .ctx = ctx,
+				   .addr = { buf + BENCH_OFFSET } };
+	const struct bench_res *g = ctx ? &res->hit_paired : &res->hit;
 
-	if (bench_run(bench_ucx_loop, &a, iters, iters / 10, &res->ucx_hit))
+	if (ctx ? bench_alternate(bench_hit_loop, &h, bench_ucx_loop, &a,
+				  iters, iters / 10, &res->hit_paired,
+				  &res->ucx_hit) :
+		  bench_run(bench_ucx_loop, &a, iters, iters / 10,
+			    &res->ucx_hit))
 		return -1;
 	printf("b. ucx hit, 1 range                   %10.2f %10.2f\n",
 	       res->ucx_hit.best, res->ucx_hit.median);
+	if (ctx)
+		printf("b. gdrc hit, 1 range, alternating     %10.2f %10.2f\n",
+		       g->best, g->median);
 	printf("b. ratio gdrc/ucx, 1 range            %10.3f %10.3f\n",
-	       res->hit.best / res->ucx_hit.best,
-	       res->hit.median / res->ucx_hit.median);
+	       g->best / res->ucx_hit.best, g->median / res->ucx_hit.median);
 	fflush(stdout);
 	return 0;
+}
+
+/* The gdrcache hit the hot range ratio sets against b.'s: a.'s again in
+ * b.'s alternating rounds where it ran so, else a.'s own. */
+static const struct bench_res *bench_hot_hit(const struct bench_results *res)
+{
+	return res->hit_paired.valid ? &res->hit_paired : &res->hit;
 }
 
 /*
@@ -770,7 +798,8 @@ static int bench_ucx_child(char *buf, const struct bench_opts *o)
 	const char *events;
 	ucs_rcache_t *rc;
 
-	if (bench_ucx_create(&rc, &events) || bench_ucx_hit(rc, buf, o, &r))
+	if (bench_ucx_create(&rc, &events) ||
+	    bench_ucx_hit(rc, NULL, buf, o, &r))
 		return 1;
 	printf("ucx-default-child %.3f %.3f %s\n", r.ucx_hit.best,
 	       r.ucx_hit.median, events);
@@ -810,7 +839,7 @@ static int bench_mixed_child(char *buf, const struct bench_opts *o,
 			src ? src : "?");
 		goto out;
 	}
-	if (bench_hit(ctx, buf, o, &r) || bench_ucx_hit(rc, buf, o, &r))
+	if (bench_hit(ctx, buf, o, &r) || bench_ucx_hit(rc, NULL, buf, o, &r))
 		goto out;
 	printf("mixed-child %.3f %.3f %.3f %.3f %s\n", r.hit.best,
 	       r.hit.median, r.ucx_hit.best, r.ucx_hit.median, src);
@@ -1509,13 +1538,13 @@ static int bench_rotate(const struct bench_opts *o, struct bench_results *res)
 		printf("%-37s %10s %10s\n", "r. ratio gdrc/ucx, rotate 16384",
 		       "-", "-");
 	}
-	/* One hot range: a.'s hit against b.'s, when both ran. */
-	if (res->hit.valid && res->ucx_hit.valid)
-		printf("%-37s %10.3f %10.3f\n", "r. hot range ratio (a. / b.)",
-		       res->hit.best / res->ucx_hit.best,
-		       res->hit.median / res->ucx_hit.median);
+	/* One hot range: gdrcache's hit against b.'s, when both ran. */
+	if (bench_hot_hit(res)->valid && res->ucx_hit.valid)
+		printf("%-37s %10.3f %10.3f\n", "r. hot range ratio (b.)",
+		       bench_hot_hit(res)->best / res->ucx_hit.best,
+		       bench_hot_hit(res)->median / res->ucx_hit.median);
 	else
-		printf("%-37s %10s %10s\n", "r. hot range ratio (a. / b.)", "-",
+		printf("%-37s %10s %10s\n", "r. hot range ratio (b.)", "-",
 		       "-");
 	fflush(stdout);
 	ret = 0;
@@ -2984,10 +3013,15 @@ static int bench_write_json(const char *path, const struct bench_opts *o,
 	bench_json_res(f, "hit_rotate4_ns", &res->hit_rotate4, ",\n  ");
 	bench_json_res(f, "hit_rotate16_ns", &res->hit_rotate16, ",\n  ");
 	bench_json_res(f, "ucx_hit_ns", &res->ucx_hit, ",\n  ");
+	bench_json_res(f, "hit_paired_ns", &res->hit_paired, ",\n  ");
 	fputs("\"ratio_hit_vs_ucx\": ", f);
-	bench_json_num(f, ucx ? res->hit.best / res->ucx_hit.best : 0, ucx);
+	bench_json_num(f, ucx ? bench_hot_hit(res)->best / res->ucx_hit.best :
+				0,
+		       ucx);
 	fputs(", \"ratio_hit_vs_ucx_median\": ", f);
-	bench_json_num(f, ucx ? res->hit.median / res->ucx_hit.median : 0,
+	bench_json_num(f,
+		       ucx ? bench_hot_hit(res)->median / res->ucx_hit.median :
+			     0,
 		       ucx);
 	fputs(",\n  ", f);
 	bench_json_res(f, "ucx_default_hit_ns", &res->ucx_default_hit,
@@ -3258,7 +3292,7 @@ int main(int argc, char **argv)
 #ifdef GDRC_BENCH_HAVE_UCX
 		/* b.'s single-range hit only: r.'s hot range ratio. */
 		if (bench_ucx_create(&rc, &res.machine.ucx_events) ||
-		    bench_ucx_hit(rc, buf, &o, &res))
+		    bench_ucx_hit(rc, ctx, buf, &o, &res))
 			goto out;
 #endif
 		if (bench_lookup(&o, &res) || bench_rotate(&o, &res))
@@ -3267,7 +3301,8 @@ int main(int argc, char **argv)
 	}
 #ifdef GDRC_BENCH_HAVE_UCX
 	if (bench_ucx_create(&rc, &res.machine.ucx_events) ||
-	    bench_ucx_hit(rc, buf, &o, &res) || bench_ucx_default(&o, &res) ||
+	    bench_ucx_hit(rc, ctx, buf, &o, &res) ||
+	    bench_ucx_default(&o, &res) ||
 	    bench_mixed(&o, &res))
 		goto out;
 #else
