@@ -78,7 +78,16 @@ static int teardown(void **state)
 	(void)state;
 	gdrc_cache_cleanup(cache);
 	free(cache);
+	cache = NULL;
 	return 0;
+}
+
+/* For a test on a backend of its own: the cache, on ops (its end is
+ * teardown's). */
+static void cache_on(const struct gdrc_pin_ops *ops)
+{
+	cache = cache_layer_new(ops, 1);
+	assert_non_null(cache);
 }
 
 /* A miss for the range and a second get: a cached registration behind
@@ -191,8 +200,7 @@ static void test_miss_failed_while_unmapped_is_busy(void **state)
 	uint64_t v[GDRC_STAT_COUNT];
 
 	(void)state;
-	cache = cache_layer_new(&failing_ops, 1);
-	assert_non_null(cache);
+	cache_on(&failing_ops);
 	unmap_meanwhile = 1;
 	assert_int_equal(cache_layer_get_host(cache, RANGE_START, RANGE_END,
 					      &mr),
@@ -206,9 +214,7 @@ static void test_miss_failed_while_unmapped_is_busy(void **state)
 	assert_int_equal(v[GDRC_STAT_REGIONS], 0);
 	assert_int_equal(v[GDRC_STAT_PINNED_BYTES], 0);
 	assert_int_equal(v[GDRC_STAT_REG_FAILURES], 2);
-	gdrc_cache_cleanup(cache);
-	free(cache);
-	cache = NULL;
+	teardown(NULL);
 }
 
 /* A backend that registers as the none backend does and, once, has the
@@ -249,8 +255,7 @@ static void test_miss_served_by_region_cached_meanwhile(void **state)
 
 	(void)state;
 	ops.dereg = gdrc_pin_none_ops.dereg;
-	cache = cache_layer_new(&ops, 1);
-	assert_non_null(cache);
+	cache_on(&ops);
 	race_once = 1;
 	assert_int_equal(cache_layer_get_host(cache, RANGE_START, RANGE_END,
 					      &mr),
@@ -264,9 +269,7 @@ static void test_miss_served_by_region_cached_meanwhile(void **state)
 	gdrc_cache_put(cache, mr);
 	gdrc_cache_put(cache, raced);
 	raced = NULL;
-	gdrc_cache_cleanup(cache);
-	free(cache);
-	cache = NULL;
+	teardown(NULL);
 }
 
 /*
@@ -286,8 +289,7 @@ static void test_index_region_levels(void **state)
 	struct gdrc_mr *mr;
 
 	(void)state;
-	cache = cache_layer_new(&gdrc_pin_none_ops, 1);
-	assert_non_null(cache);
+	cache_on(&gdrc_pin_none_ops);
 	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		uintptr_t start = RANGE_START + ((uintptr_t)i << 32);
 
@@ -298,9 +300,7 @@ static void test_index_region_levels(void **state)
 		assert_int_equal(gdrc_mr_region(mr)->ix_level, want[i].level);
 		gdrc_cache_put(cache, mr);
 	}
-	gdrc_cache_cleanup(cache);
-	free(cache);
-	cache = NULL;
+	teardown(NULL);
 }
 
 /*
