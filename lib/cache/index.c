@@ -266,43 +266,26 @@ static void ph_put(struct gdrc_phash *t, uint64_t kv, uint16_t lo,
 static int ph_del(struct gdrc_phash *t, uint64_t key, uint32_t idx,
 		  unsigned off)
 {
-	uint64_t home = ph_home(t, key), i = home;
+	uint64_t home = ph_home(t, key);
+	struct ph_iter it = { 0 };
+	struct ph_bucket *b;
+	unsigned w;
 
-	/* ph_next's walk, written out: a removal runs it once for each of a
-	 * region's granules (sixteen for a GPU allocation's). */
-	for (uint64_t n = 0; n <= ph_mask(t); n++) {
-		struct ph_bucket *b = &t->b[i];
-
-		for (unsigned m = pb_match_locked(b, key); m; m &= m - 1) {
-			unsigned w = (unsigned)__builtin_ctz(m);
-			uint64_t kv = pb_kv(b, w);
-
-			if (pe_index(kv, pb_lo(b, w)) != idx || pe_off(kv) != off)
-				continue;
-			pb_begin(b);
-			atomic_store_explicit(&b->kv[w], 0,
-					      memory_order_relaxed);
-			atomic_store_explicit(&b->lo[w], 0,
-					      memory_order_relaxed);
-			/* Its used mark (a locked and, only where a cell
-			 * hit set one). */
-			if (atomic_load_explicit(&b->used,
-						 memory_order_relaxed) &
-			    1u << w)
-				atomic_fetch_and_explicit(
-					&b->used, (uint8_t)~(1u << w),
-					memory_order_relaxed);
-			pb_end(b);
-			for (uint64_t j = home; j != i; j = (j + 1) & ph_mask(t))
-				pb_spill_add(&t->b[j], -1);
-			return 0;
-		}
-		/* Nothing of key lies past a bucket that never spilled. */
-		if (!pb_spill(b))
-			return -1;
-		i = (i + 1) & ph_mask(t);
-	}
-	return -1;
+	if (!ph_find(t, key, idx, off, &it))
+		return -1;
+	b = &t->b[it.b];
+	w = it.w - 1;
+	pb_begin(b);
+	atomic_store_explicit(&b->kv[w], 0, memory_order_relaxed);
+	atomic_store_explicit(&b->lo[w], 0, memory_order_relaxed);
+	/* Its used mark (a locked and, only where a cell hit set one). */
+	if (atomic_load_explicit(&b->used, memory_order_relaxed) & 1u << w)
+		atomic_fetch_and_explicit(&b->used, (uint8_t)~(1u << w),
+					  memory_order_relaxed);
+	pb_end(b);
+	for (uint64_t i = home; i != it.b; i = (i + 1) & ph_mask(t))
+		pb_spill_add(&t->b[i], -1);
+	return 0;
 }
 
 /* n entries more or fewer (a plain store: writers hold the lock). */
@@ -373,10 +356,9 @@ static void ix_leave(struct gdrc_cache *c, struct gdrc_phash *t,
 	uint32_t idx = gdrc_region_index(c, r);
 	int gone = 0;
 
+	/* Every one is there: gdrc_index_check says. */
 	for (uintptr_t g = first; g <= (r->end - 1) >> s; g++)
-		gone += !ph_del(t, ph_key(g, level), idx, off++); /* all:
-								   * gdrc_index_check
-								   * says */
+		gone += !ph_del(t, ph_key(g, level), idx, off++);
 	ph_used_add(t, -gone);
 	if (!ph_has_first(t, ph_key(first, level))) {
 		gdrc_ixsum_clear(ix->sums, first, level);
@@ -541,11 +523,10 @@ static void level_count(struct gdrc_index *ix, int level, unsigned span,
 	atomic_store_explicit(&ix->levels, m, memory_order_relaxed);
 }
 
-/* One more region in the index (write lock): counted, and the tree's
- * use told to lookups without the lock. */
-static void ix_inserted(struct gdrc_cache *c)
+/* The tree changed (write lock): whether it holds any region, told to
+ * lookups without the lock. */
+static void ix_tree_told(struct gdrc_cache *c)
 {
-	c->ix.inserts++;
 	atomic_store_explicit(&c->ix.wide, c->ix.tree.count != 0,
 			      memory_order_relaxed);
 }
@@ -576,7 +557,8 @@ int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 		x->node.end = r->end;
 		x->node_region = r;
 		gdrc_itree_insert(&c->ix.tree, &x->node);
-		ix_inserted(c);
+		ix_tree_told(c);
+		c->ix.inserts++;
 		return 0;
 	}
 	if (!ph_key_fits((r->end - 1) >> ix_shift(level)))
@@ -598,7 +580,7 @@ int gdrc_index_insert(struct gdrc_cache *c, struct gdrc_region *r,
 	ix_enter(c, t, r);
 	level_count(&c->ix, level,
 		    (unsigned)range_slots(r->start, r->end, level), 1);
-	ix_inserted(c);
+	c->ix.inserts++;
 	return 0;
 }
 
@@ -610,8 +592,7 @@ void gdrc_index_remove(struct gdrc_cache *c, struct gdrc_region *r)
 	gdrc_assert_wrlocked(c);
 	if (r->ix_level < 0) {
 		gdrc_itree_remove(&c->ix.tree, &wide_ext(r)->node);
-		atomic_store_explicit(&c->ix.wide, c->ix.tree.count != 0,
-				      memory_order_relaxed);
+		ix_tree_told(c);
 		return;
 	}
 	ix_leave(c, t, r);
@@ -855,24 +836,21 @@ int gdrc_index_used_take(struct gdrc_cache *c, const struct gdrc_region *r)
 {
 	struct gdrc_phash *t = atomic_load_explicit(&c->ix.ph,
 						    memory_order_relaxed);
-	uint32_t idx = gdrc_region_index(c, r);
 	struct ph_iter it = { 0 };
+	struct ph_bucket *b;
+	uint8_t bit;
 
 	gdrc_assert_wrlocked(c);
-	if (r->ix_level != 0)
+	/* Marks are a plain region's: one page, its first granule's entry. */
+	if (r->ix_level != 0 ||
+	    !ph_find(t, ph_addr_key(r->start, 0), gdrc_region_index(c, r), 0,
+		     &it))
 		return 0;
-	while (ph_next(t, ph_addr_key(r->start, 0), &it)) {
-		struct ph_bucket *b = &t->b[it.b];
-		uint8_t bit = (uint8_t)(1u << (it.w - 1));
-
-		if (pe_index(pb_kv(b, it.w - 1), pb_lo(b, it.w - 1)) != idx)
-			continue;
-		if (!(atomic_load_explicit(&b->used, memory_order_relaxed) &
-		      bit))
-			return 0;
-		atomic_fetch_and_explicit(&b->used, (uint8_t)~bit,
-					  memory_order_relaxed);
-		return 1;
-	}
-	return 0;
+	b = &t->b[it.b];
+	bit = (uint8_t)(1u << (it.w - 1));
+	if (!(atomic_load_explicit(&b->used, memory_order_relaxed) & bit))
+		return 0;
+	atomic_fetch_and_explicit(&b->used, (uint8_t)~bit,
+				  memory_order_relaxed);
+	return 1;
 }

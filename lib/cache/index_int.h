@@ -32,10 +32,10 @@
 #define IX_SUMS_MAX (2 * IX_TIERS)
 
 /*
- * The page hash: 64-byte buckets (one line), each a sequence, a spill count, used marks and
- * six entries of 80 bits, so that a lookup reads one line and an entry
- * names its region, key and what a hit checks without reading the
- * region.  An entry is kv (0: empty) and lo:
+ * The page hash: 64-byte buckets (one line), each a sequence, a spill
+ * count, used marks and six entries of 80 bits, so that a lookup reads
+ * one line and an entry names its region, key and what a hit checks
+ * without reading the region.  An entry is kv (0: empty) and lo:
  *   kv bits 0-38   the key: (granule << 3 | level) + 1 (ph_key);
  *          39-49   the region's arena index >> 16;
  *          50-53   the granule's offset in its region;
@@ -86,7 +86,6 @@ struct gdrc_phash {
 	struct ph_bucket b[] __attribute__((aligned(64)));
 };
 
-_Static_assert(sizeof(struct ph_bucket) == 64, "a bucket is one line");
 _Static_assert(GDRC_IX_SPAN - 1 == PE_FIELD4,
 	       "an entry's offset and span fit their 4 bits");
 
@@ -179,7 +178,6 @@ static inline uint32_t pe_access(uint64_t kv)
 {
 	return (uint32_t)(kv >> PE_ACCESS_SHIFT) & PE_FIELD4;
 }
-
 
 static inline struct gdrc_region *pe_region(const struct gdrc_phash *t,
 					    uint64_t kv, uint16_t lo)
@@ -297,6 +295,22 @@ static inline struct gdrc_region *ph_it_region(const struct gdrc_phash *t,
 	const struct ph_bucket *b = &t->b[it->b];
 
 	return pe_region(t, pb_kv(b, it->w - 1), pb_lo(b, it->w - 1));
+}
+
+/* The entry of key naming region idx at granule off, found by ph_next
+ * (it): a writer's removal, the clock's used mark.  @return 1 found. */
+static inline int ph_find(const struct gdrc_phash *t, uint64_t key,
+			  uint32_t idx, unsigned off, struct ph_iter *it)
+{
+	while (ph_next(t, key, it)) {
+		const struct ph_bucket *b = &t->b[it->b];
+		uint64_t kv = pb_kv(b, it->w - 1);
+
+		if (pe_index(kv, pb_lo(b, it->w - 1)) == idx &&
+		    pe_off(kv) == off)
+			return 1;
+	}
+	return 0;
 }
 
 /* Does a region start in key's granule (an entry of key, offset 0)? */
