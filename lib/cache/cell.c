@@ -11,8 +11,8 @@
  * for the bucket only: it names the region in one of its thread's cells
  * (struct gdrc_cell, types.h) and hands the cell out as its mr.
  *
- * Why that holds the region (the hit: gdrc_cache_lookup, lookup.c; the
- * removal: gdrc_region_take_out, region.c):
+ * Why that holds the region (the hit: gdrc_cache_get_cell, lookup.c;
+ * the removal: gdrc_region_take_out, region.c):
  *   the hit    reads its bucket's sequence (even), the entry, stores the
  *              region in a free cell (sequentially consistent), and reads
  *              the cache's page hash and the sequence again: a table
@@ -29,8 +29,9 @@
  * removal's look sees the hit's cell (the two stores and two loads are
  * ordered by the sequentially consistent store and fence: the Dekker
  * pattern).  So a region a cell names is cached, or holds a reference
- * for the cell, until the cell's put: gdrc_cell_put empties the cell by
- * an exchange, and puts the direct reference if it finds the mark.
+ * for the cell, until the cell's put: gdrc_cache_put_cell empties the
+ * cell by an exchange, and puts the direct reference if it finds the
+ * mark.
  *
  * Blocks of cells are never freed (a removal may be looking at one while
  * its thread exits): a thread takes one on its first cell and gives it
@@ -140,8 +141,7 @@ static int cell_empty(struct gdrc_cache *c, struct gdrc_cell *cell)
 	if (!old)
 		return -1;
 	if (old & GDRC_CELL_CONVERTED)
-		gdrc_region_unref(c, (struct gdrc_region *)(old &
-							    ~GDRC_CELL_CONVERTED));
+		gdrc_region_unref(c, gdrc_cell_region(old));
 	return 0;
 }
 

@@ -690,12 +690,12 @@ direct:
  *     hit without an atomic from their third round on, and a new handle
  *     never displaces a parked one still in use.
  * Otherwise a direct reference is served.  Only r's address is compared
- * (r is not held yet: its fields may not be read).
+ * (r is not held yet: its fields may not be read).  entries: how many of
+ * the four to look over for a handle on r (all: gdrc_hold_for; none
+ * where the caller knows none holds r: gdrc_hold_direct).
  * @return REGION_PIN_ONE (serve with gdrc_serve) or 1 (a reference,
  *         served with gdrc_serve_direct).
  */
-/* gdrc_hold_for, looking over the first entries of the four for a
- * handle on r (all four, or none where the caller knows none holds r). */
 static inline __attribute__((always_inline)) uint64_t
 hold_for(struct gdrc_cache *c, const struct gdrc_region *r, uintptr_t start,
 	 int entries)

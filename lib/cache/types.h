@@ -79,6 +79,13 @@ struct gdrc_cell {
 #define GDRC_CELL_CONVERTED 1ULL
 #define GDRC_CELLS 4
 
+/* The region a cell's pub.r value v names (GDRC_CELL_CONVERTED or not;
+ * NULL for a free cell). */
+static inline struct gdrc_region *gdrc_cell_region(uintptr_t v)
+{
+	return (struct gdrc_region *)(v & ~(uintptr_t)GDRC_CELL_CONVERTED);
+}
+
 /* One thread's cells, and the links of every block (cell.c). */
 struct gdrc_cells {
 	struct gdrc_cell c[GDRC_CELLS];
@@ -212,9 +219,8 @@ static inline struct gdrc_region *gdrc_mr_region(const struct gdrc_mr *mr)
 		return gdrc_container_of((uint64_t *)&mr->magic,
 					 struct gdrc_region, self);
 	if (mr->magic == GDRC_MR_CELL_MAGIC)
-		return (struct gdrc_region *)((uintptr_t)__atomic_load_n(
-						      &mr->r, __ATOMIC_ACQUIRE) &
-					      ~(uintptr_t)GDRC_CELL_CONVERTED);
+		return gdrc_cell_region(
+			(uintptr_t)__atomic_load_n(&mr->r, __ATOMIC_ACQUIRE));
 	return mr->r;
 }
 
