@@ -134,16 +134,32 @@ static struct gdrc_mr *cell_get(struct gdrc_ctx *ctx, const char *p)
 	return mr;
 }
 
-static void test_cell_serves_index_hit(void **state)
+/* A context without limits whose every page of a fresh buf (*buf_p) is
+ * cached (fill); ended by done(). */
+static struct gdrc_ctx *ctx_filled(char **buf_p)
 {
 	struct gdrc_ctx *ctx = ctx_max(0);
-	char *buf = map(PAGES * PAGE);
+
+	*buf_p = map(PAGES * PAGE);
+	fill(ctx, *buf_p, 0, PAGES);
+	return ctx;
+}
+
+static void done(struct gdrc_ctx *ctx, char *buf)
+{
+	gdrc_fini(ctx);
+	munmap(buf, PAGES * PAGE);
+}
+
+static void test_cell_serves_index_hit(void **state)
+{
+	char *buf;
+	struct gdrc_ctx *ctx = ctx_filled(&buf);
 	struct gdrc_mr_info info;
 	struct gdrc_mr *mr;
 	uint64_t puts, misses;
 
 	(void)state;
-	fill(ctx, buf, 0, PAGES);
 	misses = ctx_stat(ctx, GDRC_STAT_MISSES);
 	mr = cell_get(ctx, buf + 7 * PAGE + 100);
 	assert_int_equal(gdrc_mr_query(mr, &info), GDRC_OK);
@@ -160,20 +176,18 @@ static void test_cell_serves_index_hit(void **state)
 			 GDRC_OK);
 	assert_false(is_cell(mr));
 	gdrc_mr_put(ctx, mr);
-	gdrc_fini(ctx);
-	munmap(buf, PAGES * PAGE);
+	done(ctx, buf);
 }
 
 static void test_cell_invalidated_released_at_put(void **state)
 {
-	struct gdrc_ctx *ctx = ctx_max(0);
-	char *buf = map(PAGES * PAGE);
+	char *buf;
+	struct gdrc_ctx *ctx = ctx_filled(&buf);
 	struct gdrc_mr_info info;
 	struct gdrc_mr *mr;
 	uint64_t deregs;
 
 	(void)state;
-	fill(ctx, buf, 0, PAGES);
 	mr = cell_get(ctx, buf + 5 * PAGE);
 	deregs = ctx_stat(ctx, GDRC_STAT_DEREGS);
 	assert_int_equal(gdrc_invalidate(ctx, buf + 5 * PAGE, PAGE), GDRC_OK);
@@ -184,8 +198,7 @@ static void test_cell_invalidated_released_at_put(void **state)
 	assert_int_equal(info.key_addr, (uintptr_t)(buf + 5 * PAGE));
 	gdrc_mr_put(ctx, mr);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), deregs + 1);
-	gdrc_fini(ctx);
-	munmap(buf, PAGES * PAGE);
+	done(ctx, buf);
 }
 
 static void test_cell_held_not_evicted(void **state)
@@ -226,7 +239,7 @@ static void *put_there(void *p)
 static void test_cell_put_elsewhere_and_twice(void **state)
 {
 	struct gdrc_ctx *ctx;
-	char *buf = map(PAGES * PAGE);
+	char *buf;
 	struct put_arg a;
 	struct gdrc_mr *mr[GDRC_CELLS + 1];
 	pthread_t th;
@@ -234,9 +247,8 @@ static void test_cell_put_elsewhere_and_twice(void **state)
 
 	(void)state;
 	setenv("GDRC_MISUSE", "warn", 1); /* read by gdrc_init */
-	ctx = ctx_max(0);
+	ctx = ctx_filled(&buf);
 	a.ctx = ctx;
-	fill(ctx, buf, 0, PAGES);
 	/* Four held at once are cells; the fifth a direct reference. */
 	for (unsigned i = 0; i < GDRC_CELLS; i++)
 		mr[i] = cell_get(ctx, buf + (10 + i) * PAGE);
@@ -272,8 +284,7 @@ static void test_cell_put_elsewhere_and_twice(void **state)
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), misuse + 2);
 	gdrc_mr_put(ctx, mr[1]);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISUSE), misuse + 2);
-	gdrc_fini(ctx);
-	munmap(buf, PAGES * PAGE);
+	done(ctx, buf);
 	unsetenv("GDRC_MISUSE");
 }
 
@@ -281,14 +292,13 @@ static void test_cell_put_elsewhere_and_twice(void **state)
  * served from its entry (a miss for the rights). */
 static void test_cell_rights_fall_to_miss(void **state)
 {
-	struct gdrc_ctx *ctx = ctx_max(0);
-	char *buf = map(PAGES * PAGE);
+	char *buf;
+	struct gdrc_ctx *ctx = ctx_filled(&buf);
 	struct gdrc_mr_info info;
 	struct gdrc_mr *mr;
 	uint64_t misses;
 
 	(void)state;
-	fill(ctx, buf, 0, PAGES);
 	misses = ctx_stat(ctx, GDRC_STAT_MISS_ACCESS);
 	assert_int_equal(gdrc_mr_get(ctx, buf + 3 * PAGE, 64,
 				     GDRC_ACCESS_REMOTE_READ, 0, &mr),
@@ -297,8 +307,7 @@ static void test_cell_rights_fall_to_miss(void **state)
 	assert_int_equal(gdrc_mr_query(mr, &info), GDRC_OK);
 	assert_true(info.access & GDRC_ACCESS_REMOTE_READ);
 	gdrc_mr_put(ctx, mr);
-	gdrc_fini(ctx);
-	munmap(buf, PAGES * PAGE);
+	done(ctx, buf);
 }
 
 /*
@@ -399,9 +408,9 @@ static void test_cell_look_in_replaced_table_refused(void **state)
  */
 static void test_cell_removal_between_look_and_cell(void **state)
 {
-	struct gdrc_ctx *ctx = ctx_max(0);
+	char *buf;
+	struct gdrc_ctx *ctx = ctx_filled(&buf);
 	struct gdrc_cache *c = &ctx_base(ctx)->cache;
-	char *buf = map(PAGES * PAGE);
 	uintptr_t p = (uintptr_t)buf + 9 * PAGE;
 	struct gdrc_ix_ticket tk;
 	struct gdrc_region *r;
@@ -410,7 +419,6 @@ static void test_cell_removal_between_look_and_cell(void **state)
 	int absent = -1;
 
 	(void)state;
-	fill(ctx, buf, 0, PAGES);
 	r = gdrc_index_find_plain(c, p, p + PAGE, ACC, &tk, &absent);
 	assert_non_null(r);
 	assert_int_equal(absent, 0);
@@ -437,8 +445,7 @@ static void test_cell_removal_between_look_and_cell(void **state)
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), deregs);
 	gdrc_mr_put(ctx, &cell->pub);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_DEREGS), deregs + 1);
-	gdrc_fini(ctx);
-	munmap(buf, PAGES * PAGE);
+	done(ctx, buf);
 }
 
 struct race {
