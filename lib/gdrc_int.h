@@ -17,6 +17,9 @@
 /* The same for a step that is not rare (not cold: compiled for speed,
  * not size). */
 #define GDRC_OUTLINE __attribute__((noinline))
+/* A hit path's entry point, at the start of a cache line: its layout
+ * then does not move with the code before it (api_get.c says why). */
+#define GDRC_HOT_ALIGN __attribute__((aligned(64)))
 
 #define GDRC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

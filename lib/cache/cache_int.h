@@ -319,6 +319,14 @@ static inline int gdrc_tls_shard(void)
 	return gdrc_likely(shard >= 0) ? shard : gdrc_cache_tls_shard();
 }
 
+/* May this thread keep handles?  Not without the exit hook that lets
+ * them go (no_handles), nor in the shared last shard: the hit path
+ * counts an entry's hits and puts with plain stores (e->stats). */
+static inline int gdrc_tls_keeps_handles(const struct gdrc_tls *t)
+{
+	return !t->no_handles && t->shard != GDRC_SHARDS;
+}
+
 /* A hit served through the index, counted in this thread's shard. */
 static inline void gdrc_tls_count_hit(struct gdrc_cache *c)
 {

@@ -414,8 +414,10 @@ static void tls_install(struct gdrc_cache *c, struct gdrc_handle *h)
 	struct gdrc_tls_entry *e;
 	struct gdrc_region *r = h->pub.r;
 
-	/* gdrc_cache_put_fast counts a live entry's puts in its shard. */
-	gdrc_tls_shard();
+	/* The hit path counts an entry's hits and puts in its shard, the
+	 * thread's own (gdrc_serve made no handle for a thread without). */
+	int shard = gdrc_tls_shard();
+
 	gdrc_tls_drop_invalid(c);
 	e = tls_free_entry(c);
 	e->start = r->start;
@@ -424,6 +426,7 @@ static void tls_install(struct gdrc_cache *c, struct gdrc_handle *h)
 		    (r->tag_check || r->kern ? GDRC_TLS_CHECKED : 0);
 	e->h = h;
 	e->r = r;
+	e->stats = &c->shards[shard];
 	e->uid = c->uid;
 	/* The look just made may have ended after r was taken out (between
 	 * the get that took r and now): then this entry was not in it, and
@@ -617,7 +620,8 @@ struct gdrc_mr *gdrc_serve_direct(struct gdrc_region *r)
  * pin is dropped: the handle holds its own), else a released handle of
  * r, else a new one, which keeps the pin.  Without memory for a handle,
  * or in a thread that keeps none (its exit hook ran or could not be
- * set), the pin becomes a direct reference, and r's own mr is served.
+ * set, or it counts in the shared last shard: gdrc_tls_keeps_handles),
+ * the pin becomes a direct reference, and r's own mr is served.
  */
 struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 {
@@ -626,7 +630,7 @@ struct gdrc_mr *gdrc_serve(struct gdrc_cache *c, struct gdrc_region *r)
 	struct gdrc_tls_entry *p;
 
 	gdrc_tls_shard();
-	if (t->no_handles || c->p.direct_refs)
+	if (!gdrc_tls_keeps_handles(t) || c->p.direct_refs)
 		goto direct;
 	for (int i = 0; i < GDRC_TLS_ENTRIES && !h; i++)
 		if (entry_of(&t->e[i], c, r))
@@ -705,7 +709,7 @@ hold_for(struct gdrc_cache *c, const struct gdrc_region *r, uintptr_t start,
 	const struct gdrc_region *seen;
 	unsigned slot;
 
-	if (t->no_handles || c->p.direct_refs)
+	if (!gdrc_tls_keeps_handles(t) || c->p.direct_refs)
 		return 1;
 	for (int i = 0; i < GDRC_TLS_SEEN; i++)
 		if (t->seen[i] == r)
@@ -754,9 +758,10 @@ void gdrc_hit_seen(const struct gdrc_region *r, uintptr_t start)
 
 	t->seen[t->seen_next++ % GDRC_TLS_SEEN] = r;
 	/* The table is freed by the exit hook, set with the shard; a thread
-	 * without one (or whose hook ran) keeps no handle and no table. */
+	 * without one (or whose hook ran, or without a shard of its own)
+	 * keeps no handle and no table. */
 	gdrc_tls_shard();
-	if (!t->no_handles && !t->parked_off && parked_table())
+	if (gdrc_tls_keeps_handles(t) && !t->parked_off && parked_table())
 		t->parked->seen[parked_slot(t, start)] = r;
 }
 

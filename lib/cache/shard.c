@@ -5,7 +5,10 @@
  * Each thread counts its fast hits and puts in a shard of the cache's
  * counters that it alone writes (struct gdrc_shard, types.h): the first
  * GDRC_SHARDS threads alive at once get one each, the others share the
- * last one, counted atomically.  A thread is given its shard on its first
+ * last one, counted atomically.  A thread in the shared shard keeps no
+ * handles (gdrc_tls_keeps_handles): the hit path counts with plain
+ * stores, through the shard its entry names; its gets are served as
+ * hazard cells and direct references instead.  A thread is given its shard on its first
  * get (gdrc_tls_shard, handle.c, calls gdrc_cache_tls_shard here), and
  * with it a pthread key whose destructor, at thread exit, lets go of
  * every handle the thread remembers or parked (gdrc_tls_drop_all,

@@ -320,6 +320,10 @@ struct gdrc_tls_entry {
 	uint32_t last;         /* parked: parked_clock at its last use */
 	struct gdrc_handle *h; /* deref only after uid matched */
 	struct gdrc_region *r; /* h->pub.r, one load nearer */
+	struct gdrc_shard *stats; /* this thread's own shard of the cache:
+				   * the hit path counts there with plain
+				   * stores (a thread without one of its
+				   * own keeps no entry: shard.c) */
 };
 
 /* gdrc_tls_entry.access: the region needs more than a plain host hit's

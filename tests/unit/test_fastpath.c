@@ -363,6 +363,114 @@ static void test_fastpath_taken_out_before_entry_not_served(void **state)
 	assert_int_equal(o.served, 0);
 }
 
+/*
+ * A thread that counts in the shared last shard keeps no handle (the hit
+ * path counts an entry's hits and puts with plain stores, which two
+ * threads of that shard would lose): its gets are served as cells and
+ * direct references, never through an entry, and each is counted.
+ * Threads that took the GDRC_SHARDS shards of their own hold them until
+ * the one that found none has done.
+ */
+struct shard_hold {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int release;
+	int shard; /* the thread's, once it has one */
+	int got;   /* set with shard */
+};
+
+static struct shard_hold holds[GDRC_SHARDS + 2];
+
+/* Take a shard (a get does), say which, keep it until told. */
+static void *shard_holder(void *arg)
+{
+	struct shard_hold *h = arg;
+	int shard = gdrc_tls_shard();
+
+	pthread_mutex_lock(&h->lock);
+	h->shard = shard;
+	h->got = 1;
+	pthread_cond_broadcast(&h->cond);
+	while (!h->release && shard < GDRC_SHARDS)
+		pthread_cond_wait(&h->cond, &h->lock);
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+/* In the shared shard: three gets and puts of one range (a thread of
+ * its own shard gets a handle at the second), what served them. */
+struct shared_gets {
+	int shard;
+	int handles; /* gets served through a handle */
+	int entries; /* entries of the cache left */
+	gdrc_status_t status[3];
+};
+
+static void *shared_getter(void *arg)
+{
+	struct shared_gets *g = arg;
+	struct gdrc_mr *mr;
+
+	g->shard = gdrc_tls_shard();
+	for (int n = 0; n < 3; n++) {
+		g->status[n] = cache_layer_get_host(cache, RANGE_START,
+						    RANGE_END, &mr);
+		if (g->status[n] != GDRC_OK)
+			continue;
+		g->handles += mr->magic == GDRC_MR_MAGIC;
+		gdrc_cache_put(cache, mr);
+	}
+	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
+		g->entries += gdrc_tls_cur.e[i].uid == cache->uid;
+	return NULL;
+}
+
+static void test_shared_shard_keeps_no_handle(void **state)
+{
+	uint64_t before[GDRC_STAT_COUNT], after[GDRC_STAT_COUNT];
+	pthread_t t[GDRC_SHARDS + 2], getter;
+	struct shared_gets g = { 0 };
+	int n = 0;
+
+	(void)state;
+	register_range(); /* cached; this thread has a shard too */
+	/* Holders until one finds the shared shard (this thread and the
+	 * runner's other threads hold some already). */
+	do {
+		struct shard_hold *h = &holds[n];
+
+		assert_true(n < GDRC_SHARDS + 2);
+		pthread_mutex_init(&h->lock, NULL);
+		pthread_cond_init(&h->cond, NULL);
+		assert_int_equal(pthread_create(&t[n], NULL, shard_holder, h),
+				 0);
+		pthread_mutex_lock(&h->lock);
+		while (!h->got)
+			pthread_cond_wait(&h->cond, &h->lock);
+		pthread_mutex_unlock(&h->lock);
+	} while (holds[n++].shard < GDRC_SHARDS);
+	gdrc_cache_stats(cache, before);
+	assert_int_equal(pthread_create(&getter, NULL, shared_getter, &g), 0);
+	assert_int_equal(pthread_join(getter, NULL), 0);
+	gdrc_cache_stats(cache, after);
+	for (int i = 0; i < n; i++) {
+		pthread_mutex_lock(&holds[i].lock);
+		holds[i].release = 1;
+		pthread_cond_broadcast(&holds[i].cond);
+		pthread_mutex_unlock(&holds[i].lock);
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+	}
+	assert_int_equal(g.shard, GDRC_SHARDS);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(g.status[i], GDRC_OK);
+	assert_int_equal(g.handles, 0);
+	assert_int_equal(g.entries, 0);
+	/* Every get a hit of the registration cached, every put counted. */
+	assert_int_equal(after[GDRC_STAT_HITS] - before[GDRC_STAT_HITS], 3);
+	assert_int_equal(after[GDRC_STAT_PUTS] - before[GDRC_STAT_PUTS], 3);
+	assert_int_equal(after[GDRC_STAT_MISSES], before[GDRC_STAT_MISSES]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -381,6 +489,8 @@ int main(void)
 		cmocka_unit_test(test_miss_failed_while_unmapped_is_busy),
 		cmocka_unit_test(test_miss_served_by_region_cached_meanwhile),
 		cmocka_unit_test(test_index_region_levels),
+		cmocka_unit_test_setup_teardown(
+			test_shared_shard_keeps_no_handle, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
