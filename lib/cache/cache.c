@@ -69,6 +69,17 @@ __thread struct gdrc_tls gdrc_tls_cur
 
 static _Atomic uint64_t cache_uid_next = 1;
 
+/* Removal stamps (cache.h): one counter for every cache of the process,
+ * so that no two caches, nor two moments of one, show the same value;
+ * 64 bits never wrap.  0 is never one (a thread's "none"). */
+static _Atomic uint64_t removal_stamp_next = 1;
+
+uint64_t gdrc_removal_stamp_new(void)
+{
+	return atomic_fetch_add_explicit(&removal_stamp_next, 1,
+					 memory_order_relaxed);
+}
+
 /* Debug builds: cache read locks this thread holds (cache_int.h). */
 __thread unsigned gdrc_rdlocks_held
 	__attribute__((tls_model("initial-exec")));
@@ -340,6 +351,7 @@ gdrc_status_t gdrc_cache_init(struct gdrc_cache *c,
 	memset(c, 0, sizeof(*c));
 	c->uid = atomic_fetch_add_explicit(&cache_uid_next, 1,
 					   memory_order_relaxed);
+	atomic_init(&c->removal_stamp, gdrc_removal_stamp_new());
 	c->p = *params;
 	atomic_init(&c->cache_host, params->cache_host);
 	c->page_size = page > 0 ? (uintptr_t)page : 4096;

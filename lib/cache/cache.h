@@ -246,9 +246,12 @@ struct gdrc_cache {
 					* of the next region the evictor
 					* looks at (lru.c) */
 	uint64_t nregions;             /* in the index */
-	_Atomic uint64_t removals;     /* regions removed, ever: a thread's
-					* parked handles need a look when it
-					* moved (handle.c) */
+	/* Changed by every removal of a region, to a value no cache of
+	 * the process ever had (gdrc_removal_stamp_new): a thread whose
+	 * last look over its handles for removed regions saw this value
+	 * looked at this cache, and none was removed since (handle.c,
+	 * gdrc_tls_live). */
+	_Atomic uint64_t removal_stamp;
 	/* Longest allocation of a region ever inserted, plus a page: each
 	 * key lies within this of its allocation (CUDA frees' index walk). */
 	uintptr_t alloc_span_max;

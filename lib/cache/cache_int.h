@@ -319,6 +319,9 @@ static inline int gdrc_tls_shard(void)
 	return gdrc_likely(shard >= 0) ? shard : gdrc_cache_tls_shard();
 }
 
+/* cache.c: a removal stamp no cache has had (cache.h, removal_stamp). */
+uint64_t gdrc_removal_stamp_new(void);
+
 /* May this thread keep handles?  Not without the exit hook that lets
  * them go (no_handles), nor in the shared last shard: the hit path
  * counts an entry's hits and puts with plain stores (e->stats). */
@@ -346,9 +349,8 @@ static inline void gdrc_tls_drop_invalid(struct gdrc_cache *c)
 {
 	const struct gdrc_tls *t = &gdrc_tls_cur;
 
-	if (t->swept_uid == c->uid &&
-	    t->swept_gen ==
-		    atomic_load_explicit(&c->removals, memory_order_acquire))
+	if (t->swept == atomic_load_explicit(&c->removal_stamp,
+					     memory_order_acquire))
 		return;
 	gdrc_tls_sweep(c);
 }

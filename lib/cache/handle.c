@@ -323,8 +323,8 @@ static int entry_invalid(const struct gdrc_tls_entry *e,
  * remembered and parked, so that they are released now rather than at
  * the next replacement.  Only a removal makes a cached region INVALID,
  * so nothing is looked at while c has removed none since the last look
- * (the count is read first: a removal it does not show is looked for
- * again next time).  The parked table is looked over only if it may
+ * (its removal stamp is the one the look saw; the stamp is read first:
+ * a removal it does not show is looked for again next time).  The parked table is looked over only if it may
  * hold entries of c, PARKED_SWEEP entries a call from where the last call
  * stopped: a look at a large table takes several gets, and covers the
  * removals counted when it began.  A get for another cache begins a
@@ -337,10 +337,10 @@ void gdrc_tls_sweep(struct gdrc_cache *c)
 {
 	struct gdrc_tls *t = &gdrc_tls_cur;
 	struct gdrc_tls_parked *tab = t->parked;
-	uint64_t gen = atomic_load_explicit(&c->removals,
-					    memory_order_acquire);
+	uint64_t stamp = atomic_load_explicit(&c->removal_stamp,
+					      memory_order_acquire);
 
-	if (t->swept_uid == c->uid && t->swept_gen == gen)
+	if (t->swept == stamp)
 		return;
 	for (int i = 0; i < GDRC_TLS_ENTRIES; i++)
 		if (entry_invalid(&t->e[i], c))
@@ -348,7 +348,7 @@ void gdrc_tls_sweep(struct gdrc_cache *c)
 	if (tab && (tab->uids & uid_bit(c->uid))) {
 		if (tab->sweep_uid != c->uid || !tab->sweep_left) {
 			tab->sweep_uid = c->uid;
-			tab->sweep_gen = gen;
+			tab->sweep_stamp = stamp;
 			tab->sweep_left = tab->size;
 			tab->sweep_uids = 0;
 		}
@@ -364,10 +364,9 @@ void gdrc_tls_sweep(struct gdrc_cache *c)
 		if (tab->sweep_left)
 			return;
 		tab->uids = tab->sweep_uids;
-		gen = tab->sweep_gen;
+		stamp = tab->sweep_stamp;
 	}
-	t->swept_uid = c->uid;
-	t->swept_gen = gen;
+	t->swept = stamp;
 }
 
 /*
@@ -435,7 +434,7 @@ static void tls_install(struct gdrc_cache *c, struct gdrc_handle *h)
 	 * see counts itself after it. */
 	if (atomic_load_explicit(&r->word, memory_order_acquire) &
 	    REGION_INVALID)
-		gdrc_tls_cur.swept_uid = 0;
+		gdrc_tls_cur.swept = 0;
 }
 
 /* Move parked entry p back among the remembered ones, where the fast
@@ -484,7 +483,7 @@ static void parked_grow(struct gdrc_cache *c)
 	}
 	t->parked = tab;
 	t->parked_last = NULL;
-	t->swept_uid = 0; /* look over it anew */
+	t->swept = 0; /* look over it anew */
 	t->parked_fill = PARKED_FILL(tab);
 	free(old);
 }

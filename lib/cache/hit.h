@@ -508,13 +508,14 @@ gdrc_region_live(const struct gdrc_cache *c, const struct gdrc_region *r)
  * gdrc_region_live for a region of one of this thread's entries, most
  * often without reading the region: no event queued, then no region of
  * c removed since this thread last looked over its entries for removed
- * ones (gdrc_tls_drop_invalid: its uid and removals count).  That look
- * let go of every entry whose region had been taken out when it began;
- * an entry made since holds a region its get took, which tls_install
- * checks once the entry is in place (found INVALID, the look is not
- * trusted: swept_uid cleared); a region taken out later counted itself
- * in c->removals after marking itself INVALID (gdrc_region_take_out), so
- * the count seen here differs.  Then, and only then, r's word is read,
+ * ones (gdrc_tls_drop_invalid: c's removal stamp then, which no other
+ * cache ever shows, so one compare says both "this cache" and "nothing
+ * removed since").  That look let go of every entry whose region had
+ * been taken out when it began; an entry made since holds a region its
+ * get took, which tls_install checks once the entry is in place (found
+ * INVALID, the look is not trusted: swept cleared); a region taken out
+ * later gave c a new stamp after marking itself INVALID
+ * (gdrc_region_take_out), so the stamp seen here differs.  Then, and only then, r's word is read,
  * as gdrc_region_live does.  The order with the queue is the one
  * gdrc_cache_hit_ok proves: a drain takes regions out before it clears
  * pending.  (A region taken out between its get and its entry, with a
@@ -527,10 +528,9 @@ gdrc_tls_live(const struct gdrc_cache *c, const struct gdrc_tls *t,
 {
 	if (atomic_load_explicit(&c->invq.pending, memory_order_acquire))
 		return 0;
-	if (gdrc_likely(t->swept_uid == c->uid &&
-			t->swept_gen == atomic_load_explicit(
-						&c->removals,
-						memory_order_acquire)))
+	if (gdrc_likely(t->swept == atomic_load_explicit(
+					    &c->removal_stamp,
+					    memory_order_acquire)))
 		return 1;
 	return !(atomic_load_explicit(&r->word, memory_order_acquire) &
 		 REGION_INVALID);

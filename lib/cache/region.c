@@ -501,10 +501,8 @@ void gdrc_region_take_out(struct gdrc_cache *c, struct gdrc_region *r,
 	gdrc_index_remove(c, r);
 	gdrc_cells_convert(c, r); /* after its bucket changed: cell.c */
 	c->nregions--;
-	/* After INVALID: a thread that sees the new count sees the mark. */
-	atomic_store_explicit(&c->removals,
-			      atomic_load_explicit(&c->removals,
-						   memory_order_relaxed) + 1,
+	/* After INVALID: a thread that sees the new stamp sees the mark. */
+	atomic_store_explicit(&c->removal_stamp, gdrc_removal_stamp_new(),
 			      memory_order_release);
 	if (ghost)
 		gdrc_ghost_add(c, r, ghost);

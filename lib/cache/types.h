@@ -365,7 +365,7 @@ struct gdrc_tls_parked {
 	unsigned sweep_left; /* how many it has left to read (0: none under
 			      * way), */
 	uint64_t sweep_uid;  /* the cache it looks for, */
-	uint64_t sweep_gen;  /* its removals count when the look began, */
+	uint64_t sweep_stamp; /* its removal stamp when the look began, */
 	uint64_t sweep_uids; /* and uids seen so far (below) */
 	uint64_t uids; /* bit uid % 64 of every cache with a parked entry
 			* (and maybe of some without: cleared by a look
@@ -393,8 +393,9 @@ struct gdrc_tls {
 	/* The parked table, or NULL: made on the first entry given up,
 	 * freed by the exit hook. */
 	struct gdrc_tls_parked *parked;
-	uint64_t swept_uid; /* the cache, and its removals count, at the */
-	uint64_t swept_gen; /* last look for invalid regions in e, parked */
+	uint64_t swept;     /* the removal stamp of the cache of the last
+			     * look for invalid regions in e and parked, as
+			     * it began (0: none to trust) */
 	struct gdrc_tls_entry *parked_last; /* the parked entry the last
 					     * get served (a put's third try) */
 	/* How the parked table earns its keep (handle.c, parked_review): */

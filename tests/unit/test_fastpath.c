@@ -364,6 +364,61 @@ static void test_fastpath_taken_out_before_entry_not_served(void **state)
 }
 
 /*
+ * The stamp a thread's look over its entries leaves (t->swept) names
+ * the cache looked at: a look over cache a, each cache having removed
+ * one region, must not vouch for an entry of cache b whose region was
+ * removed after b's last look.  Stamps counted per cache (equal here)
+ * served b's removed region from the entry.
+ */
+static void *invalidate_range(void *arg)
+{
+	assert_int_equal(gdrc_cache_invalidate(arg, RANGE_START, RANGE_END,
+					       GDRC_STAT_INV_EXPLICIT),
+			 GDRC_OK);
+	return NULL;
+}
+
+static void test_swept_stamp_names_its_cache(void **state)
+{
+	struct gdrc_cache *b = cache_layer_new(&gdrc_pin_none_ops, 1);
+	struct gdrc_tls_entry *e;
+	struct gdrc_mr *mr = NULL, *mr2;
+	pthread_t t;
+
+	(void)state;
+	assert_non_null(b);
+	/* An entry of b for the range (a miss, then the handle). */
+	for (int n = 0; n < 2; n++) {
+		assert_int_equal(cache_layer_get_host(b, RANGE_START, RANGE_END,
+						      &mr),
+				 GDRC_OK);
+		gdrc_cache_put(b, mr);
+	}
+	e = gdrc_tls_find(&gdrc_tls_cur, b, RANGE_START, RANGE_END, 0, 0,
+			  GDRC_TLS_ENTRIES - 1);
+	assert_non_null(e);
+	/* One removal in each cache: b's region, by another thread (this
+	 * one's entry stays until it looks at b), and one of a's. */
+	assert_int_equal(pthread_create(&t, NULL, invalidate_range, b), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(e->uid, b->uid);
+	assert_int_equal(cache_layer_get_host(cache, ELSEWHERE,
+					      ELSEWHERE + PAGE, &mr),
+			 GDRC_OK);
+	gdrc_cache_put(cache, mr);
+	assert_int_equal(gdrc_cache_invalidate(cache, ELSEWHERE,
+					       ELSEWHERE + PAGE,
+					       GDRC_STAT_INV_EXPLICIT),
+			 GDRC_OK);
+	gdrc_tls_drop_invalid(cache); /* the thread looks at a */
+	assert_false(gdrc_cache_get_host(b, e, host_ok_yes, &mr2));
+	gdrc_tls_drop_invalid(b); /* lets go of b's handle */
+	assert_int_equal(e->uid, 0);
+	gdrc_cache_cleanup(b);
+	free(b);
+}
+
+/*
  * A thread that counts in the shared last shard keeps no handle (the hit
  * path counts an entry's hits and puts with plain stores, which two
  * threads of that shard would lose): its gets are served as cells and
@@ -491,6 +546,8 @@ int main(void)
 		cmocka_unit_test(test_index_region_levels),
 		cmocka_unit_test_setup_teardown(
 			test_shared_shard_keeps_no_handle, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_swept_stamp_names_its_cache, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
