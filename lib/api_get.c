@@ -88,12 +88,26 @@ static inline uint32_t access_needed(uint32_t access)
 
 /* May a hit trust a host registration without a tag check, that is, are
  * the frees of its memory being seen right now?  Yes while no unmap is
- * between its system call and its event (one load) and our patch of
- * glibc is still in place (gdrc_hooks_probe_ok).  The fast path's
- * host_ok. */
+ * between its system call and its event (one load) and our patches of
+ * glibc and of CUDA's frees are still in place (gdrc_hooks_probe_ok).
+ * The fast path's host_ok. */
 static inline __attribute__((always_inline)) int hooks_trusted(void)
 {
 	return gdrc_hooks_idle() && gdrc_hooks_probe_ok();
+}
+
+/* The same in two halves, for the hits through an entry, which know
+ * whether CUDA knows their memory (hit.h, gdrc_entry_frees_seen): no
+ * unmap in its window and glibc's patch in place, ... */
+static inline __attribute__((always_inline)) int hooks_trusted_libc(void)
+{
+	return gdrc_hooks_idle() && gdrc_hooks_probe_libc_ok();
+}
+
+/* ... and CUDA's in place. */
+static inline __attribute__((always_inline)) int cuhooks_intact(void)
+{
+	return gdrc_hooks_probe_cuda_ok();
 }
 
 GDRC_NOINLINE
@@ -169,8 +183,9 @@ GDRC_API GDRC_HOT_ALIGN gdrc_status_t gdrc_mr_get(struct gdrc_ctx *pub,
 	if (gdrc_unlikely(!gdrc_tls_covers(e, &ctx->cache, start, end,
 					   access)))
 		return mr_get_next(ctx, start, end, access, mr_p);
-	if (gdrc_unlikely(!gdrc_cache_get_host(&ctx->cache, e, hooks_trusted,
-					       mr_p)))
+	if (gdrc_unlikely(!gdrc_cache_get_host(&ctx->cache, e,
+					       hooks_trusted_libc,
+					       cuhooks_intact, mr_p)))
 		return mr_get_checked(ctx, start, end, access_needed(access),
 				      0, mr_p);
 	return GDRC_OK;
@@ -212,8 +227,9 @@ static gdrc_status_t mr_get_next(struct gdrc_ctx *ctx, uintptr_t start,
 			  GDRC_TLS_FIRST - 1);
 	if (!e)
 		return mr_get_parked(ctx, start, end, access, 0, mr_p);
-	if (gdrc_unlikely(!gdrc_cache_get_host(&ctx->cache, e, hooks_trusted,
-					       mr_p)))
+	if (gdrc_unlikely(!gdrc_cache_get_host(&ctx->cache, e,
+					       hooks_trusted_libc,
+					       cuhooks_intact, mr_p)))
 		return mr_get_checked(ctx, start, end, access, 0, mr_p);
 	return GDRC_OK;
 }
@@ -233,7 +249,8 @@ static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
 	 * for now, while the rest of the look runs. */
 	int resting = gdrc_tls_parked_resting(&gdrc_tls_cur);
 	int parked = gdrc_cache_parked_host(&ctx->cache, start, end, access,
-					    hooks_trusted, mr_p);
+					    hooks_trusted_libc, cuhooks_intact,
+					    mr_p);
 	struct gdrc_tls_entry *e;
 
 	if (resting)
@@ -261,7 +278,8 @@ static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
 		return mr_get_index(ctx, start, end, access,
 				    cell ? flags | GET_ABSENT : flags, mr_p);
 	}
-	if (!gdrc_cache_get_host(&ctx->cache, e, hooks_trusted, mr_p))
+	if (!gdrc_cache_get_host(&ctx->cache, e, hooks_trusted_libc,
+				 cuhooks_intact, mr_p))
 		return mr_get_checked(ctx, start, end, access, flags, mr_p);
 	return GDRC_OK;
 }

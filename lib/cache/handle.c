@@ -422,7 +422,8 @@ static void tls_install(struct gdrc_cache *c, struct gdrc_handle *h)
 	e->start = r->start;
 	e->end = r->end;
 	e->access = r->access |
-		    (r->tag_check || r->kern ? GDRC_TLS_CHECKED : 0);
+		    (r->tag_check || r->kern ? GDRC_TLS_CHECKED : 0) |
+		    (r->kind != GDRC_PTR_HOST ? GDRC_TLS_CUDA : 0);
 	e->h = h;
 	e->r = r;
 	e->stats = &c->shards[shard];

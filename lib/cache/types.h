@@ -330,6 +330,11 @@ struct gdrc_tls_entry {
  * checks (a BUFFER_ID, the kernel's word).  Never in a request's access,
  * so it changes no compare of rights. */
 #define GDRC_TLS_CHECKED (1u << 31)
+/* gdrc_tls_entry.access: the region's memory is memory CUDA gave or
+ * knows (pinned host memory: kind other than GDRC_PTR_HOST), freed
+ * through the CUDA hooks too (hit.h, gdrc_entry_frees_seen).  Not in a
+ * request's access either. */
+#define GDRC_TLS_CUDA (1u << 30)
 
 /* Regions this thread last hit through the index (handle.c). */
 #define GDRC_TLS_SEEN 4

@@ -223,6 +223,27 @@ static inline int gdrc_hooks_idle(void)
  */
 void gdrc_hooks_wait_idle(void);
 
+/* The C library's probe alone: all a hit on memory CUDA does not know
+ * needs (hit.h, gdrc_entry_frees_seen). */
+static inline int gdrc_hooks_probe_libc_ok(void)
+{
+	const uint64_t *p = atomic_load_explicit(&gdrc_hooks_probe_addr,
+						 memory_order_relaxed);
+
+	return *(const volatile uint64_t *)p ==
+	       atomic_load_explicit(&gdrc_hooks_probe_val,
+				    memory_order_relaxed);
+}
+
+/* The CUDA hooks' probe alone. */
+static inline int gdrc_hooks_probe_cuda_ok(void)
+{
+	const uint64_t *q = atomic_load_explicit(&gdrc_cuhooks_probe_addr,
+						 memory_order_relaxed);
+
+	return *(const volatile uint64_t *)q == gdrc_cuhooks_probe_val;
+}
+
 static inline int gdrc_hooks_probe_ok(void)
 {
 	const uint64_t *p = atomic_load_explicit(&gdrc_hooks_probe_addr,
@@ -232,7 +253,9 @@ static inline int gdrc_hooks_probe_ok(void)
 
 	/* One word after the other: a hit that compares both at once
 	 * holds four values in registers, and its caller then saves
-	 * registers for them. */
+	 * registers for them.  (Both addresses loaded first: loading the
+	 * second after the first compare cost 0.4 ns of a 6.7 ns hit and
+	 * put on the CPU machine.) */
 	return *(const volatile uint64_t *)p ==
 		       atomic_load_explicit(&gdrc_hooks_probe_val,
 					    memory_order_relaxed) &&

@@ -342,7 +342,8 @@ static void *taken_out_thread(void *arg)
 	e = gdrc_tls_find(&gdrc_tls_cur, cache, RANGE_START, RANGE_END, 0, 0,
 			  GDRC_TLS_ENTRIES - 1);
 	o->entry = e != NULL;
-	if (e && gdrc_cache_get_host(cache, e, host_ok_yes, &mr2)) {
+	if (e && gdrc_cache_get_host(cache, e, host_ok_yes, host_ok_yes,
+				   &mr2)) {
 		o->served = 1;
 		gdrc_cache_put(cache, mr2);
 	}
@@ -361,6 +362,66 @@ static void test_fastpath_taken_out_before_entry_not_served(void **state)
 	assert_int_equal(o.peeked, 1);
 	assert_int_equal(o.entry, 1);
 	assert_int_equal(o.served, 0);
+}
+
+/* The CUDA hooks' answer, and how often it was asked. */
+static int cuda_intact, cuda_asked;
+
+static int cuda_ok_counting(void)
+{
+	cuda_asked++;
+	return cuda_intact;
+}
+
+/* A handle entry for [start, end) of kind (a miss, then the handle). */
+static struct gdrc_tls_entry *entry_of_kind(uintptr_t start, uintptr_t end,
+					    int kind)
+{
+	struct gdrc_cache_req req = {
+		.start = start, .end = end,
+		.mem_type = GDRC_MEM_HOST, .kind = kind, .device = -1,
+	};
+	struct gdrc_mr *mr;
+
+	for (int n = 0; n < 2; n++) {
+		assert_int_equal(gdrc_cache_get_miss(cache, &req, &mr),
+				 GDRC_OK);
+		gdrc_cache_put(cache, mr);
+	}
+	return gdrc_tls_find(&gdrc_tls_cur, cache, start, end, 0, 0,
+			     GDRC_TLS_ENTRIES - 1);
+}
+
+/*
+ * A hit through an entry asks whether CUDA's frees are seen (cuda_ok)
+ * only for memory CUDA knows: pinned host memory is not served while
+ * the CUDA hooks are not intact, and is once they are; memory CUDA
+ * does not know is served without the question.
+ */
+static void test_fastpath_cuda_hooks_asked_for_cuda_memory(void **state)
+{
+	struct gdrc_tls_entry *pinned, *plain;
+	struct gdrc_mr *mr = NULL;
+
+	(void)state;
+	pinned = entry_of_kind(RANGE_START, RANGE_END, GDRC_PTR_HOST_PINNED);
+	plain = entry_of_kind(ELSEWHERE, ELSEWHERE + PAGE, GDRC_PTR_HOST);
+	assert_non_null(pinned);
+	assert_non_null(plain);
+	cuda_intact = 0;
+	cuda_asked = 0;
+	assert_false(gdrc_cache_get_host(cache, pinned, host_ok_yes,
+					 cuda_ok_counting, &mr));
+	assert_int_equal(cuda_asked, 1);
+	assert_true(gdrc_cache_get_host(cache, plain, host_ok_yes,
+					cuda_ok_counting, &mr));
+	assert_int_equal(cuda_asked, 1);
+	gdrc_cache_put(cache, mr);
+	cuda_intact = 1;
+	assert_true(gdrc_cache_get_host(cache, pinned, host_ok_yes,
+					cuda_ok_counting, &mr));
+	assert_int_equal(cuda_asked, 2);
+	gdrc_cache_put(cache, mr);
 }
 
 /*
@@ -411,7 +472,7 @@ static void test_swept_stamp_names_its_cache(void **state)
 					       GDRC_STAT_INV_EXPLICIT),
 			 GDRC_OK);
 	gdrc_tls_drop_invalid(cache); /* the thread looks at a */
-	assert_false(gdrc_cache_get_host(b, e, host_ok_yes, &mr2));
+	assert_false(gdrc_cache_get_host(b, e, host_ok_yes, host_ok_yes, &mr2));
 	gdrc_tls_drop_invalid(b); /* lets go of b's handle */
 	assert_int_equal(e->uid, 0);
 	gdrc_cache_cleanup(b);
@@ -548,6 +609,9 @@ int main(void)
 			test_shared_shard_keeps_no_handle, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_swept_stamp_names_its_cache, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_fastpath_cuda_hooks_asked_for_cuda_memory, setup,
+			teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
