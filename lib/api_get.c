@@ -44,15 +44,15 @@
  * Everything past step 1 is out of line on purpose: its frames would
  * cost every hit register saves.  The steps a random pattern runs on
  * every get (2, 3) are GDRC_OUTLINE, compiled for speed; the rare ones
- * GDRC_NOINLINE (cold).  The first step out of each hit path
- * (mr_get_next, put_other) is cold too, though a random pattern runs
- * it: a call the compiler knows to be cold is moved out of the hit's
- * way, so that the hit takes no branch (gcc lays a tail call that is
- * only unlikely right behind the first compare, and the hit jumps over
- * it: 0.3 ns of the 7.1 ns a hit and put took on the CPU machine).  The
- * two hit paths are aligned to a cache line, so that their layout does
- * not move with the code around them (either way it moved the one-range
- * hit by up to 0.4 ns there).  No lock here; the cache takes its own
+ * GDRC_NOINLINE (cold).  The hit paths take no branch: each of their
+ * compares is an exit of its own (gdrc_tls_find_mru,
+ * gdrc_cache_put_mru), which gcc lays out of the way, where one
+ * unlikely test over several compares had it place the exit right
+ * behind the first and jump over it on every hit (0.3 ns of the 7.1 ns
+ * a hit and put took on the CPU machine).  The two hit paths are
+ * aligned to a cache line, so that their layout does not move with the
+ * code around them (either way it moved the one-range hit by up to
+ * 0.4 ns there).  No lock here; the cache takes its own
  * (cache.h).  Never called in hook context.  Callers: the program.
  */
 #include <stdlib.h>
@@ -114,7 +114,7 @@ GDRC_NOINLINE
 static gdrc_status_t get_args(struct gdrc_ctx *pub, const void *addr,
 			      size_t len, uint32_t access, uint32_t flags,
 			      struct gdrc_mr **mr_p);
-GDRC_NOINLINE
+GDRC_OUTLINE
 static gdrc_status_t mr_get_next(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,
 				 struct gdrc_mr **mr_p);
@@ -141,7 +141,7 @@ static gdrc_status_t mr_get_miss(struct gdrc_ctx *ctx, uintptr_t start,
 static struct gdrc_req_policy req_policy(struct gdrc_ctx *ctx,
 					 const struct gdrc_class *cls);
 static gdrc_status_t gpu_refused(struct gdrc_ctx *ctx, uintptr_t start);
-GDRC_NOINLINE
+GDRC_OUTLINE
 static void put_other(struct gdrc_ctx *pub, struct gdrc_mr *mr);
 GDRC_NOINLINE
 static void put_direct(struct gdrc_ctx *pub, struct gdrc_mr *mr);
@@ -179,9 +179,8 @@ GDRC_API GDRC_HOT_ALIGN gdrc_status_t gdrc_mr_get(struct gdrc_ctx *pub,
 	ctx = ctx_of(pub);
 	if (gdrc_unlikely(!ctx))
 		return get_args(pub, addr, len, access, flags, mr_p);
-	e = gdrc_tls_mru(&gdrc_tls_cur);
-	if (gdrc_unlikely(!gdrc_tls_covers(e, &ctx->cache, start, end,
-					   access)))
+	e = gdrc_tls_find_mru(&gdrc_tls_cur, &ctx->cache, start, end, access);
+	if (gdrc_unlikely(!e))
 		return mr_get_next(ctx, start, end, access, mr_p);
 	if (gdrc_unlikely(!gdrc_cache_get_host(&ctx->cache, e,
 					       hooks_trusted_libc,
@@ -213,9 +212,8 @@ static gdrc_status_t get_args(struct gdrc_ctx *pub, const void *addr,
 }
 
 /* Step 1b: the entry gdrc_mr_get tried does not cover the request: the
- * one after it (GDRC_TLS_FIRST), served as step 1 serves; else step 2.
- * Cold only to keep the hit path straight (see the top). */
-GDRC_NOINLINE
+ * one after it (GDRC_TLS_FIRST), served as step 1 serves; else step 2. */
+GDRC_OUTLINE
 static gdrc_status_t mr_get_next(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,
 				 struct gdrc_mr **mr_p)
@@ -475,8 +473,9 @@ GDRC_API gdrc_status_t gdrc_mr_reget(struct gdrc_ctx *pub,
 
 /* The put's hit path: a live context and the handle the last get
  * served, taken back with two plain stores; like the get's, it calls
- * nothing and takes no branch.  Everything else goes to put_other, by a
- * jump. */
+ * nothing and takes no branch.  Then the handle the last parked hit
+ * served (buffers taken in turn, more than four: the put after a parked
+ * hit), the same way.  Everything else goes to put_other, by a jump. */
 GDRC_API GDRC_HOT_ALIGN void gdrc_mr_put(struct gdrc_ctx *pub,
 					 struct gdrc_mr *mr)
 {
@@ -490,20 +489,18 @@ GDRC_API GDRC_HOT_ALIGN void gdrc_mr_put(struct gdrc_ctx *pub,
 	/* mr is compared with the entry's handle, nothing of it is read. */
 	if (gdrc_likely(gdrc_cache_put_mru(&ctx->cache, mr)))
 		return;
+	if (gdrc_likely(gdrc_cache_put_parked(&ctx->cache, mr)))
+		return;
 	put_other(pub, mr);
 }
 
-/* A put from live context pub that the hit path did not take.  Cold
- * only to keep the hit path straight (see the top). */
-GDRC_NOINLINE
+/* A put from live context pub that neither of this thread's last handles
+ * served. */
+GDRC_OUTLINE
 static void put_other(struct gdrc_ctx *pub, struct gdrc_mr *mr)
 {
 	struct gdrc_ctx *ctx = ctx_base(pub);
 
-	/* The handle the last parked hit served (the hit path tried the
-	 * last get's): mr is compared with its address, nothing read. */
-	if (gdrc_likely(gdrc_cache_put_from(&ctx->cache, mr, 0)))
-		return;
 	/* A direct reference (an index hit that does not repeat) is none
 	 * of this thread's entries: they are not looked over for it.  Its
 	 * magic is on the line its put changes. */

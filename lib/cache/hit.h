@@ -129,6 +129,31 @@ gdrc_tls_find(struct gdrc_tls *t, const struct gdrc_cache *c,
 }
 
 /*
+ * gdrc_mr_get's first try: the entry that served the last get, if it
+ * serves a get of [start, end) with access (gdrc_tls_covers), else NULL.
+ * Each compare is an exit of its own: with one unlikely test over the
+ * four, gcc placed the exit right behind the first compare and every
+ * hit jumped over it (0.3 ns of the 7.1 ns a hit and put took on the
+ * CPU machine).
+ */
+static inline __attribute__((always_inline)) struct gdrc_tls_entry *
+gdrc_tls_find_mru(struct gdrc_tls *t, const struct gdrc_cache *c,
+		  uintptr_t start, uintptr_t end, uint32_t access)
+{
+	struct gdrc_tls_entry *e = gdrc_tls_mru(t);
+
+	if (gdrc_unlikely(e->uid != c->uid))
+		return NULL;
+	if (gdrc_unlikely(start < e->start))
+		return NULL;
+	if (gdrc_unlikely(end > e->end))
+		return NULL;
+	if (gdrc_unlikely(access & ~e->access))
+		return NULL;
+	return e;
+}
+
+/*
  * A hit on a plain host region through entry e (found by gdrc_tls_find):
  * served if e's region needs neither a BUFFER_ID check nor the kernel's
  * word (those are gdrc_cache_get_fast's) and passes the checks every hit
@@ -377,16 +402,30 @@ gdrc_cache_put_from(struct gdrc_cache *c, struct gdrc_mr *mr, int four)
 
 /*
  * gdrc_mr_put's hit path: a put of the handle in the entry the last
- * fast get served, or 0 (then gdrc_cache_put_from and the rest, out of
- * line).  The same as gdrc_cache_put_from's first try, alone, so that
- * a put that matches runs straight through.
+ * fast get served, or 0.  gdrc_tls_holds's two compares are two exits,
+ * so that a put that matches runs straight through (gdrc_tls_find_mru
+ * says why).
  */
 static inline __attribute__((always_inline)) int
 gdrc_cache_put_mru(struct gdrc_cache *c, struct gdrc_mr *mr)
 {
 	struct gdrc_tls_entry *e = gdrc_tls_mru(&gdrc_tls_cur);
 
-	if (gdrc_unlikely(!gdrc_tls_holds(e, c, mr)))
+	if (gdrc_unlikely((const struct gdrc_mr *)e->h != mr))
+		return 0;
+	if (gdrc_unlikely(e->uid != c->uid))
+		return 0;
+	return gdrc_entry_put(e);
+}
+
+/* gdrc_mr_put's second try: the handle the last parked hit served (the
+ * put after a parked hit), or 0. */
+static inline __attribute__((always_inline)) int
+gdrc_cache_put_parked(struct gdrc_cache *c, struct gdrc_mr *mr)
+{
+	struct gdrc_tls_entry *e = gdrc_tls_cur.parked_last;
+
+	if (!e || !gdrc_tls_holds(e, c, mr))
 		return 0;
 	return gdrc_entry_put(e);
 }
