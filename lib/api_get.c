@@ -118,10 +118,9 @@ GDRC_OUTLINE
 static gdrc_status_t mr_get_next(struct gdrc_ctx *ctx, uintptr_t start,
 				 uintptr_t end, uint32_t access,
 				 struct gdrc_mr **mr_p);
-GDRC_OUTLINE
-static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
-				   uintptr_t end, uint32_t access,
-				   uint32_t flags, struct gdrc_mr **mr_p);
+static inline __attribute__((always_inline)) gdrc_status_t
+mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start, uintptr_t end,
+	      uint32_t access, uint32_t flags, struct gdrc_mr **mr_p);
 GDRC_NOINLINE
 static gdrc_status_t mr_get_checked(struct gdrc_ctx *ctx, uintptr_t start,
 				    uintptr_t end, uint32_t access,
@@ -236,11 +235,11 @@ static gdrc_status_t mr_get_next(struct gdrc_ctx *ctx, uintptr_t start,
  * request: this thread's parked table (gdrc_cache_parked_host, calling
  * nothing, so that this needs no frame either), then the other two
  * entries, then the index.  What the inline lookup leaves to
- * gdrc_cache_get_parked goes to mr_get_slow. */
-GDRC_OUTLINE
-static gdrc_status_t mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start,
-				   uintptr_t end, uint32_t access,
-				   uint32_t flags, struct gdrc_mr **mr_p)
+ * gdrc_cache_get_parked goes to mr_get_slow.  Inline in mr_get_next,
+ * its one caller: a random pattern runs both on every get. */
+static inline __attribute__((always_inline)) gdrc_status_t
+mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start, uintptr_t end,
+	      uint32_t access, uint32_t flags, struct gdrc_mr **mr_p)
 {
 	/* A thread whose parked table rests (its gets seldom hit there)
 	 * most likely goes to the index: the index's first line is asked
