@@ -96,18 +96,13 @@ static inline __attribute__((always_inline)) int hooks_trusted(void)
 	return gdrc_hooks_idle() && gdrc_hooks_probe_ok();
 }
 
-/* The same in two halves, for the hits through an entry, which know
- * whether CUDA knows their memory (hit.h, gdrc_entry_frees_seen): no
- * unmap in its window and glibc's patch in place, ... */
+/* Its first half, for the hits through an entry, which know whether
+ * CUDA knows their memory (hit.h, gdrc_cache_get_host): no unmap in its
+ * window and glibc's patch in place.  Their cuda_ok is the other half,
+ * gdrc_hooks_probe_cuda_ok. */
 static inline __attribute__((always_inline)) int hooks_trusted_libc(void)
 {
 	return gdrc_hooks_idle() && gdrc_hooks_probe_libc_ok();
-}
-
-/* ... and CUDA's in place. */
-static inline __attribute__((always_inline)) int cuhooks_intact(void)
-{
-	return gdrc_hooks_probe_cuda_ok();
 }
 
 GDRC_NOINLINE
@@ -183,7 +178,7 @@ GDRC_API GDRC_HOT_ALIGN gdrc_status_t gdrc_mr_get(struct gdrc_ctx *pub,
 		return mr_get_next(ctx, start, end, access, mr_p);
 	if (gdrc_unlikely(!gdrc_cache_get_host(&ctx->cache, e,
 					       hooks_trusted_libc,
-					       cuhooks_intact, mr_p)))
+					       gdrc_hooks_probe_cuda_ok, mr_p)))
 		return mr_get_checked(ctx, start, end, access_needed(access),
 				      0, mr_p);
 	return GDRC_OK;
@@ -226,7 +221,7 @@ static gdrc_status_t mr_get_next(struct gdrc_ctx *ctx, uintptr_t start,
 		return mr_get_parked(ctx, start, end, access, 0, mr_p);
 	if (gdrc_unlikely(!gdrc_cache_get_host(&ctx->cache, e,
 					       hooks_trusted_libc,
-					       cuhooks_intact, mr_p)))
+					       gdrc_hooks_probe_cuda_ok, mr_p)))
 		return mr_get_checked(ctx, start, end, access, 0, mr_p);
 	return GDRC_OK;
 }
@@ -246,8 +241,8 @@ mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start, uintptr_t end,
 	 * for now, while the rest of the look runs. */
 	int resting = gdrc_tls_parked_resting(&gdrc_tls_cur);
 	int parked = gdrc_cache_parked_host(&ctx->cache, start, end, access,
-					    hooks_trusted_libc, cuhooks_intact,
-					    mr_p);
+					    hooks_trusted_libc,
+					    gdrc_hooks_probe_cuda_ok, mr_p);
 	struct gdrc_tls_entry *e;
 
 	if (resting)
@@ -276,7 +271,7 @@ mr_get_parked(struct gdrc_ctx *ctx, uintptr_t start, uintptr_t end,
 				    cell ? flags | GET_ABSENT : flags, mr_p);
 	}
 	if (!gdrc_cache_get_host(&ctx->cache, e, hooks_trusted_libc,
-				 cuhooks_intact, mr_p))
+				 gdrc_hooks_probe_cuda_ok, mr_p))
 		return mr_get_checked(ctx, start, end, access, flags, mr_p);
 	return GDRC_OK;
 }

@@ -324,10 +324,11 @@ static int entry_invalid(const struct gdrc_tls_entry *e,
  * the next replacement.  Only a removal makes a cached region INVALID,
  * so nothing is looked at while c has removed none since the last look
  * (its removal stamp is the one the look saw; the stamp is read first:
- * a removal it does not show is looked for again next time).  The parked table is looked over only if it may
- * hold entries of c, PARKED_SWEEP entries a call from where the last call
- * stopped: a look at a large table takes several gets, and covers the
- * removals counted when it began.  A get for another cache begins a
+ * a removal it does not show is looked for again next time).  The
+ * parked table is looked over only if it may hold entries of c,
+ * PARKED_SWEEP entries a call from where the last call stopped: a look
+ * at a large table takes several gets, and covers the removals made
+ * before it began.  A get for another cache begins a
  * look of its own there (the first one's cache begins anew when it
  * comes back), so that a thread that moved to another context still
  * finishes its looks, and one that alternates lets go of both caches'

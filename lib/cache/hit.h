@@ -567,12 +567,13 @@ gdrc_region_live(const struct gdrc_cache *c, const struct gdrc_region *r)
  * get took, which tls_install checks once the entry is in place (found
  * INVALID, the look is not trusted: swept cleared); a region taken out
  * later gave c a new stamp after marking itself INVALID
- * (gdrc_region_take_out), so the stamp seen here differs.  Then, and only then, r's word is read,
- * as gdrc_region_live does.  The order with the queue is the one
- * gdrc_cache_hit_ok proves: a drain takes regions out before it clears
- * pending.  (A region taken out between its get and its entry, with a
- * look ending in between, was served stale before tls_install checked:
- * test_stress_remap_uffd under TSan, 2 runs in 67.)
+ * (gdrc_region_take_out), so the stamp seen here differs.  Then, and
+ * only then, r's word is read, as gdrc_region_live does.  The order
+ * with the queue is the one gdrc_cache_hit_ok proves: a drain takes
+ * regions out before it clears pending.  (A region taken out between
+ * its get and its entry, with a look ending in between, was served
+ * stale before tls_install checked: test_stress_remap_uffd under TSan,
+ * 2 runs in 67.)
  */
 static inline __attribute__((always_inline)) int
 gdrc_tls_live(const struct gdrc_cache *c, const struct gdrc_tls *t,

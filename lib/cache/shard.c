@@ -8,11 +8,12 @@
  * last one, counted atomically.  A thread in the shared shard keeps no
  * handles (gdrc_tls_keeps_handles): the hit path counts with plain
  * stores, through the shard its entry names; its gets are served as
- * hazard cells and direct references instead.  A thread is given its shard on its first
- * get (gdrc_tls_shard, handle.c, calls gdrc_cache_tls_shard here), and
- * with it a pthread key whose destructor, at thread exit, lets go of
- * every handle the thread remembers or parked (gdrc_tls_drop_all,
- * handle.c) and gives the shard back.  A thread for which the key cannot
+ * hazard cells and direct references instead.  A thread is given its
+ * shard on its first get (gdrc_tls_shard, handle.c, calls
+ * gdrc_cache_tls_shard here), and with it a pthread key whose
+ * destructor, at thread exit, lets go of every handle the thread
+ * remembers or parked (gdrc_tls_drop_all, handle.c) and gives the shard
+ * back.  A thread for which the key cannot
  * be set keeps no handle: nothing would let them go.
  *
  * Locks: shard_lock, a leaf taken alone, guards the bitmap of owned

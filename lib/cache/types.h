@@ -332,7 +332,7 @@ struct gdrc_tls_entry {
 #define GDRC_TLS_CHECKED (1u << 31)
 /* gdrc_tls_entry.access: the region's memory is memory CUDA gave or
  * knows (pinned host memory: kind other than GDRC_PTR_HOST), freed
- * through the CUDA hooks too (hit.h, gdrc_entry_frees_seen).  Not in a
+ * through the CUDA hooks too (hit.h, gdrc_cache_get_host).  Not in a
  * request's access either. */
 #define GDRC_TLS_CUDA (1u << 30)
 

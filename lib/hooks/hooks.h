@@ -224,7 +224,7 @@ static inline int gdrc_hooks_idle(void)
 void gdrc_hooks_wait_idle(void);
 
 /* The C library's probe alone: all a hit on memory CUDA does not know
- * needs (hit.h, gdrc_entry_frees_seen). */
+ * needs (hit.h, gdrc_cache_get_host). */
 static inline int gdrc_hooks_probe_libc_ok(void)
 {
 	const uint64_t *p = atomic_load_explicit(&gdrc_hooks_probe_addr,
