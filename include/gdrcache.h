@@ -350,6 +350,42 @@ GDRC_API gdrc_status_t gdrc_source_status(struct gdrc_ctx *ctx,
 					  uint64_t *events_p);
 
 /**
+ * Kinds of host memory, by what can take their pages (docs/design.md,
+ * "What takes the pages").  Fixed numbers.
+ */
+enum gdrc_host_mem {
+	GDRC_HOST_MEM_PRIVATE = 0, /* private anonymous: the heap, stacks,
+				    * mmap(MAP_PRIVATE | MAP_ANONYMOUS),
+				    * anonymous huge pages; only calls on
+				    * the mapping itself take its pages */
+	GDRC_HOST_MEM_SHARED = 1,  /* shared or file-backed: memfd,
+				    * shm_open, tmpfs and hugetlbfs files,
+				    * SysV shm, MAP_SHARED | MAP_ANONYMOUS,
+				    * private mappings of files; a file's
+				    * hole punch or truncation, or another
+				    * process, can take its pages too */
+};
+
+/**
+ * Is host memory of this kind cached in this context?  Only where the
+ * sources in force see every way its pages can go: private memory under
+ * any host source, shared memory only under gdrcache.ko (whose notifier
+ * the kernel calls whoever takes the pages).  Memory of a kind that is
+ * not cached is registered for each get alone and released at its put,
+ * as GDRC_GET_UNCACHED asks; GDRC_STAT_UNCACHED_SHARED counts those gets.
+ * Memory CUDA allocated (cuMemHostAlloc) goes with its CUDA free and is
+ * not looked at here.
+ * @param [out] reason_p  why it is cached or not (a string owned by the
+ *                        library, never NULL when set); may be NULL.
+ * @return GDRC_OK cached; GDRC_ERR_UNSUPPORTED registered per get;
+ *         GDRC_ERR_INVALID_PARAM for a NULL ctx or an unknown kind.
+ * Thread safe.
+ */
+GDRC_API gdrc_status_t gdrc_host_mem_status(struct gdrc_ctx *ctx,
+					    enum gdrc_host_mem mem,
+					    const char **reason_p);
+
+/**
  * Get a registration covering [addr, addr + len) with at least the
  * requested access, from the cache or newly registered.
  *
@@ -804,6 +840,9 @@ enum gdrc_stat {
 	GDRC_STAT_FREE_DEREGS,       /* cuFile registrations released by a
 				      * CUDA free before the driver freed
 				      * the memory (gdrc_set_free_fn) */
+	GDRC_STAT_UNCACHED_SHARED,   /* of MISS_UNCACHED, gets of host
+				      * memory no source in force watches
+				      * whole (gdrc_host_mem_status) */
 	GDRC_STAT_COUNT
 };
 

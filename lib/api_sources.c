@@ -49,6 +49,7 @@
 #include "hooks/hooks.h"
 #include "kchan/kchan.h"
 #include "log/log.h"
+#include "vma/vma.h"
 
 /*
  * The CUDA free hooks' self test (process-wide, like the hooks): it needs
@@ -412,12 +413,48 @@ static gdrc_status_t gpu_setup(struct gdrc_ctx *ctx)
 	return GDRC_OK;
 }
 
+/*
+ * The cache's question for a host miss (gdrc_cache_params.host_private):
+ * is [start, end) private anonymous memory?  Unmapped pages count as
+ * private: no backend but none registers them, and none pins nothing.
+ * Under the cache's write lock: gdrc_vma_kind allocates nothing.
+ */
+static int host_private(uintptr_t start, uintptr_t end, uintptr_t *lo_p,
+			uintptr_t *hi_p)
+{
+	static atomic_flag warned = ATOMIC_FLAG_INIT;
+
+	switch (gdrc_vma_kind(start, end, lo_p, hi_p)) {
+	case GDRC_VMA_PRIVATE:
+		return 1;
+	case GDRC_VMA_UNMAPPED:
+		*lo_p = *hi_p = start; /* nothing to remember */
+		return 1;
+	case GDRC_VMA_SHARED:
+		return 0;
+	case GDRC_VMA_UNKNOWN:
+		break;
+	}
+	if (!atomic_flag_test_and_set(&warned))
+		gdrc_warn("host memory is registered per get, uncached: the kind of its mapping is not known (%s; said once)",
+			  gdrc_vma_method());
+	return 0;
+}
+
 gdrc_status_t gdrc_api_sources_open(struct gdrc_ctx *ctx,
 				    struct gdrc_cache_params *p)
 {
 	kmod_setup(ctx, p);
 	p->cache_host = host_caching(&ctx->knobs, ctx->kchan != NULL);
 	uffd_setup(ctx, p);
+	/* gdrcache.ko's notifier sees every way pages go; the other
+	 * sources only calls on the mapping itself, which is all that
+	 * takes private anonymous pages.  Userfaultfd reports only what it
+	 * watches, so a run found private is not remembered under it. */
+	if (!ctx->kchan) {
+		p->host_private = host_private;
+		p->host_private_memo = p->watch != &uffd_watch_ops;
+	}
 	return gpu_setup(ctx);
 }
 
@@ -668,6 +705,37 @@ static int source_on(struct gdrc_ctx *ctx, enum gdrc_source source,
 		return 1;
 	}
 	return -1;
+}
+
+GDRC_API gdrc_status_t gdrc_host_mem_status(struct gdrc_ctx *pub,
+					    enum gdrc_host_mem mem,
+					    const char **reason_p)
+{
+	struct gdrc_ctx *ctx = ctx_open(pub, __func__);
+	const char *why;
+	int on;
+
+	if (!ctx || (mem != GDRC_HOST_MEM_PRIVATE &&
+		     mem != GDRC_HOST_MEM_SHARED))
+		return GDRC_ERR_INVALID_PARAM;
+	if (!ctx->cache.p.watch &&
+	    !atomic_load(&ctx->cache.cache_host)) {
+		on = 0;
+		if (gdrc_hooks_status(pub, &why) == GDRC_OK)
+			why = "host memory is not cached: no source sees it go";
+	} else if (ctx->kchan) {
+		on = 1;
+		why = "gdrcache.ko's notifier sees every way its pages go";
+	} else if (mem == GDRC_HOST_MEM_PRIVATE) {
+		on = 1;
+		why = "only calls on its own mapping take its pages, and the host source sees them";
+	} else {
+		on = 0;
+		why = "a hole punched or a truncation of its file, or another process, can take its pages, which only gdrcache.ko sees: registered per get";
+	}
+	if (reason_p)
+		*reason_p = why;
+	return on ? GDRC_OK : GDRC_ERR_UNSUPPORTED;
 }
 
 GDRC_API gdrc_status_t gdrc_source_status(struct gdrc_ctx *pub,

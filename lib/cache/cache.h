@@ -188,6 +188,23 @@ struct gdrc_cache_params {
 	 * registration must be gone when the free that invalidated it
 	 * returns (the cufile backend). */
 	int direct_refs;
+	/* Is host memory [start, end) private anonymous, the one kind
+	 * whose pages only calls on its own mapping take?  1, with the run
+	 * of private mappings around it in [*lo_p, *hi_p); 0 not (shared,
+	 * file-backed, unmapped or not known).  Set where the sources in
+	 * force see no more than such calls (all but gdrcache.ko): a miss
+	 * caches plain host memory only where it says 1, and registers the
+	 * rest for that get alone (docs/design.md, "What takes the pages").
+	 * NULL: every kind is seen.  Called under the write lock; never
+	 * allocates. */
+	int (*host_private)(uintptr_t start, uintptr_t end, uintptr_t *lo_p,
+			    uintptr_t *hi_p);
+	/* The sources see every change to the address space (glibc's
+	 * hooks, UCM, the caller's gdrc_invalidate): a run found private
+	 * stays private until an event overlaps it, and is remembered
+	 * (c->vmemo).  0: asked at every miss (userfaultfd reports only
+	 * the ranges it watches). */
+	int host_private_memo;
 };
 
 /*
@@ -262,6 +279,12 @@ struct gdrc_cache {
 	uint64_t ghost_next; /* ghosts ever added */
 	uintptr_t ghost_lo; /* every ghost ever added lies in [lo, hi) */
 	uintptr_t ghost_hi;
+	/* Runs of private anonymous mappings host_private reported, each
+	 * dropped when an event overlaps it (gdrc_invalidate_locked). */
+	struct gdrc_vmemo {
+		uintptr_t start, end; /* empty: start == end */
+	} vmemo[GDRC_VMEMO];
+	unsigned vmemo_next;           /* the entry replaced next */
 
 	/* Per device (gdrc_dev_acct); ordinals past GDRC_MAX_DEVICES are
 	 * neither counted nor limited. */

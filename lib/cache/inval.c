@@ -78,6 +78,19 @@ static void inflight_mark_stale(struct gdrc_cache *c, uintptr_t start,
 			f->stale = 1;
 }
 
+/* The private runs remembered for misses (miss.c) that [start, end)
+ * touches are no longer known to be private. */
+static void vmemo_forget(struct gdrc_cache *c, uintptr_t start,
+			 uintptr_t end)
+{
+	for (unsigned i = 0; i < GDRC_VMEMO; i++) {
+		struct gdrc_vmemo *m = &c->vmemo[i];
+
+		if (m->start < end && start < m->end)
+			m->start = m->end = 0;
+	}
+}
+
 void gdrc_invalidate_locked(struct gdrc_cache *c, uintptr_t start,
 			      uintptr_t end, int source, struct gdrc_defer *d)
 {
@@ -85,6 +98,7 @@ void gdrc_invalidate_locked(struct gdrc_cache *c, uintptr_t start,
 	unsigned n;
 
 	gdrc_assert_wrlocked(c);
+	vmemo_forget(c, start, end);
 	gdrc_index_overlap(c, start, end, gdrc_collect_fn, &col);
 	n = gdrc_remove_collected(c, &col, GDRC_STAT_MISS_INVALIDATED, d);
 	inflight_mark_stale(c, start, end);

@@ -44,6 +44,7 @@ struct miss_plan {
 	int cause;        /* GDRC_STAT_MISS_* */
 	int cached;       /* insert into the index */
 	int narrow;       /* no widening over cached neighbours */
+	int unseen;       /* uncached: no source sees all its pages go */
 	const struct gdrc_cache_req *req;
 };
 
@@ -446,6 +447,46 @@ static gdrc_status_t miss_register(struct gdrc_cache *c,
 	return GDRC_OK;
 }
 
+/* Is [start, end) inside a private run this cache remembers? */
+static int vmemo_covers(const struct gdrc_cache *c, uintptr_t start,
+			uintptr_t end)
+{
+	for (unsigned i = 0; i < GDRC_VMEMO; i++)
+		if (c->vmemo[i].start <= start && end <= c->vmemo[i].end)
+			return 1;
+	return 0;
+}
+
+/*
+ * Plain host memory is cached only where the sources in force see every
+ * way its pages can go (c->p.host_private: private anonymous memory,
+ * unless gdrcache.ko watches); other memory is registered for this get
+ * alone, as GDRC_GET_UNCACHED asks, and counted as unseen.  Memory CUDA
+ * allocated (alloc_end set: cuMemHostAlloc) goes with its CUDA free,
+ * which the CUDA hooks see.  Before plan_miss, so that an uncached plan
+ * is not widened over neighbours.  Under the write lock, after the
+ * drain: a remembered run no event touched since is still private.
+ */
+static void plan_private(struct gdrc_cache *c, struct miss_plan *plan)
+{
+	const struct gdrc_cache_req *req = plan->req;
+	uintptr_t lo, hi;
+
+	if (!c->p.host_private || !plan->cached ||
+	    req->mem_type != GDRC_MEM_HOST || req->alloc_end ||
+	    vmemo_covers(c, plan->start, plan->end))
+		return;
+	if (c->p.host_private(plan->start, plan->end, &lo, &hi)) {
+		if (c->p.host_private_memo) {
+			c->vmemo[c->vmemo_next++ % GDRC_VMEMO] =
+				(struct gdrc_vmemo){ .start = lo, .end = hi };
+		}
+		return;
+	}
+	plan_uncache(plan);
+	plan->unseen = 1;
+}
+
 /* Retries when unmaps keep racing with the registration. */
 #define MISS_STALE_RETRIES 3
 
@@ -521,6 +562,7 @@ again:
 	inserts = c->ix.inserts;
 	own_start = plan.start;
 	own_end = plan.end;
+	plan_private(c, &plan);
 	plan_miss(c, &plan, &d);
 	widened = plan.start != own_start || plan.end != own_end;
 	if (gdrc_evict(c, plan.cached, plan.reg_end - plan.reg_start, &d) ||
@@ -624,6 +666,8 @@ again:
 	}
 	gdrc_stat_add(c, GDRC_STAT_MISSES, 1);
 	gdrc_stat_add(c, plan.cause, 1);
+	if (plan.unseen)
+		gdrc_stat_add(c, GDRC_STAT_UNCACHED_SHARED, 1);
 	gdrc_cache_unlock_release(c, &d);
 	/* The miss's pin is the get: a direct reference, served as an
 	 * index hit that does not repeat is, so that this thread's next get

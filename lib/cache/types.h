@@ -448,6 +448,9 @@ struct gdrc_shard {
 /* Miss-cause memory: recently removed ranges (under cache->lock). */
 #define GDRC_GHOSTS 256
 
+/* Private runs of host mappings a cache remembers (struct gdrc_cache). */
+#define GDRC_VMEMO 8
+
 struct gdrc_ghost {
 	uintptr_t start;
 	uintptr_t end;

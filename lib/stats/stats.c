@@ -44,6 +44,7 @@ static const char *const stat_names[GDRC_STAT_COUNT] = {
 	[GDRC_STAT_TREE_LOOKUPS] = "tree_lookups",
 	[GDRC_STAT_UFFD_EVENTS] = "uffd_events",
 	[GDRC_STAT_FREE_DEREGS] = "free_deregs",
+	[GDRC_STAT_UNCACHED_SHARED] = "uncached_shared",
 };
 
 GDRC_API const char *gdrc_stat_name(enum gdrc_stat stat)

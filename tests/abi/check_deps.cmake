@@ -21,6 +21,7 @@
 #           (never hooks/ or config/)
 #   req     req/*, cache/cache.h (the request type), classify/*, cuda/*,
 #           gdrc_int.h, log/log.h
+#   vma     vma/*, gdrc_int.h, log/log.h
 #   preload preload/*, and the cuFile and CUDA type declarations
 #           (cufile/cufile_types.h, cuda/cuda_types.h: types only; the
 #           public header is not a module: it is a layer over
@@ -55,12 +56,13 @@ set(_allow_cache "^cache/" "^gdrc_int\\.h$" "^log/log\\.h$"
 set(_allow_cuda "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_classify "^classify/" "^cuda/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_kchan "^kchan/" "^gdrc_int\\.h$" "^log/log\\.h$")
+set(_allow_vma "^vma/" "^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_req "^req/" "^cache/cache\\.h$" "^classify/" "^cuda/"
 	"^gdrc_int\\.h$" "^log/log\\.h$")
 set(_allow_preload "^preload/" "^cufile/cufile_types\\.h$"
 	"^cuda/cuda_types\\.h$")
 set(_modules log itree stats config hooks pin cache cuda classify kchan
-	req preload cufile)
+	req preload cufile vma)
 
 file(GLOB_RECURSE _files RELATIVE "${SRC}" "${SRC}/*.c" "${SRC}/*.h")
 list(SORT _files)

@@ -69,6 +69,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -188,7 +190,7 @@ static struct gdrc_mr_info get_read_put(void *p, size_t len, off_t off)
 
 struct snap {
 	uint64_t hits, misses, inval, host_inv, kmod_inv, evictions, deregs,
-		src_events;
+		src_events, uncached, unseen;
 };
 
 static uint64_t src_events(void)
@@ -211,6 +213,8 @@ static struct snap snap_take(void)
 		.evictions = ctx_stat(ctx, GDRC_STAT_EVICTIONS),
 		.deregs = ctx_stat(ctx, GDRC_STAT_DEREGS),
 		.src_events = src_events(),
+		.uncached = ctx_stat(ctx, GDRC_STAT_MISS_UNCACHED),
+		.unseen = ctx_stat(ctx, GDRC_STAT_UNCACHED_SHARED),
 	};
 
 	return s;
@@ -284,6 +288,30 @@ static void expect_hit(const struct snap *s, const struct gdrc_mr_info *old,
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), s->hits + 1);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), s->misses);
 	assert_int_equal(ctx_stat(ctx, GDRC_STAT_INVALIDATIONS), s->inval);
+}
+
+/*
+ * One get of shared memory since s, as the sources in force treat it:
+ * under gdrcache.ko a cached miss like any other; under the hooks and
+ * userfaultfd, which cannot see a file's hole punch or another process,
+ * registered for that get alone (counted uncached and unseen) and its
+ * slot cleared at the put.  @return whether it was cached.
+ */
+static int expect_shared_get(const struct snap *s)
+{
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES), s->misses + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_HITS), s->hits);
+	if (host_src == GDRC_SOURCE_KMOD) {
+		assert_int_equal(ctx_stat(ctx, GDRC_STAT_UNCACHED_SHARED),
+				 s->unseen);
+		return 1;
+	}
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISS_UNCACHED),
+			 s->uncached + 1);
+	assert_int_equal(ctx_stat(ctx, GDRC_STAT_UNCACHED_SHARED),
+			 s->unseen + 1);
+	assert_int_equal(slots_set(), 0);
+	return 0;
 }
 
 /* New anonymous pages at exactly at. */
@@ -432,7 +460,7 @@ static void test_uring_stale_munmap_map_fixed_new_slot(void **state)
 static void test_uring_stale_map_fixed_over_memfd_old_pages_untouched(
 	void **state)
 {
-	int fd = memfd_create("gdrc-stale", 0);
+	int fd = memfd_create("gdrc-stale", 0), cached;
 	char *p, *keep;
 	struct gdrc_mr_info old, now;
 	struct snap s;
@@ -443,14 +471,25 @@ static void test_uring_stale_map_fixed_over_memfd_old_pages_untouched(
 	p = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	keep = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	assert_true(p != MAP_FAILED && keep != MAP_FAILED);
+	s = snap_take();
 	old = get_read_put(p, LEN, 0);
+	cached = expect_shared_get(&s);
 	assert_true(uring_holds_file(keep, LEN, 0)); /* the same pages */
 	s = snap_take();
 	map_fixed(p, LEN);
 	assert_true(went(&old));
 	memset(keep, 0xee, LEN);
 	now = get_read_put(p, LEN, LEN);
-	expect_removed(&s, &old, &now);
+	if (cached) {
+		expect_removed(&s, &old, &now);
+	} else {
+		/* Nothing was cached to remove: a miss on private pages. */
+		assert_int_not_equal(now.id, old.id);
+		assert_int_equal(ctx_stat(ctx, GDRC_STAT_MISSES),
+				 s.misses + 1);
+		assert_int_equal(ctx_stat(ctx, GDRC_STAT_UNCACHED_SHARED),
+				 s.unseen);
+	}
 	assert_true(all_bytes(keep, LEN, 0xee));
 	munmap(p, LEN);
 	munmap(keep, LEN);
@@ -727,72 +766,177 @@ static void test_uring_stale_mremap_moved_old_address_mapped_anew(
 }
 
 /* ====================================================================
- * Pages a file loses behind its mapping (known gap, reported)
+ * Shared memory: pages the file or another process takes
  * ==================================================================== */
 
-/*
- * A shared mapping of a memfd loses its pages without a call on the
- * mapping: a hole punched in the file (fallocate), or the file truncated
- * and grown again.  The program's next touch maps new pages; the old
- * ones stay pinned by the slot.  No hook source sees an fd call
- * (glibc's hooks patch no fallocate or ftruncate, userfaultfd posts no
- * event for them, nor does UCM): the next get is a hit on the old slot
- * and the read lands in the old pages.  Found writing this file
- * (2026-11-27) and reported; under the hooks, runs only with
- * GDRC_TEST_KNOWN_GAPS=1 (it fails there) until the library handles it.
- * gdrcache.ko's notifier sees the pages go (the kernel unmaps them from
- * every mapping of the file): under kmod it always runs, and the
- * counters are checked as for any memory gone.
- */
-static void memfd_loses_pages(int punch)
+/* The ways a shared mapping's pages go without a call on the mapping in
+ * this process. */
+enum shared_loss {
+	LOSS_PUNCH,        /* fallocate(PUNCH_HOLE) on the file */
+	LOSS_TRUNCATE,     /* ftruncate down and up again */
+	LOSS_CHILD_REMOVE, /* a fork child's madvise(MADV_REMOVE) */
+	LOSS_CHILD_PUNCH,  /* a fork child punches the hole */
+	LOSS_REMAP_PAGES,  /* remap_file_pages() of the mapping's pages */
+};
+
+/* Take the pages of [p, p + len), a shared mapping of fd (-1: shared
+ * anonymous memory, which only MADV_REMOVE reaches), as how says. */
+static void take_pages(int fd, char *p, size_t len, enum shared_loss how)
 {
-	int fd = memfd_create("gdrc-stale-fd", 0);
+	pid_t child;
+	int st;
+
+	switch (how) {
+	case LOSS_PUNCH:
+		assert_int_equal(fallocate(fd, FALLOC_FL_PUNCH_HOLE |
+						       FALLOC_FL_KEEP_SIZE,
+					   0, (off_t)len),
+				 0);
+		return;
+	case LOSS_TRUNCATE:
+		assert_int_equal(ftruncate(fd, 0), 0);
+		assert_int_equal(ftruncate(fd, (off_t)len), 0);
+		return;
+	case LOSS_REMAP_PAGES:
+		/* The first half now shows the file's second half. */
+		assert_int_equal(remap_file_pages(p, len / 2, 0,
+						  len / 2 / PAGE, 0),
+				 0);
+		return;
+	case LOSS_CHILD_REMOVE:
+	case LOSS_CHILD_PUNCH:
+		break;
+	}
+	child = fork();
+	assert_true(child >= 0);
+	if (!child) {
+		int r = how == LOSS_CHILD_REMOVE ?
+				madvise(p, len, MADV_REMOVE) :
+				fallocate(fd, FALLOC_FL_PUNCH_HOLE |
+						      FALLOC_FL_KEEP_SIZE,
+					  0, (off_t)len);
+		_exit(r ? 1 : 0);
+	}
+	assert_int_equal(waitpid(child, &st, 0), child);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/*
+ * A shared mapping (of a memfd, or shared anonymous memory when memfd
+ * is 0) loses its pages without a call on the mapping in this process:
+ * the old pages stay pinned by whatever registered them, and the
+ * program's next touch maps new ones.  No hook source sees the file's
+ * calls or another process, so under them shared memory is never cached
+ * (expect_shared_get): the get after the loss registers the pages the
+ * mapping has now, and the read lands there.  gdrcache.ko's notifier
+ * sees the pages go (the kernel unmaps them from every mapping of the
+ * file): under it the memory is cached, and removed when it goes.
+ */
+static void shared_loses_pages(int memfd, enum shared_loss how)
+{
+	int fd = memfd ? memfd_create("gdrc-stale-fd", 0) : -1, cached;
 	struct gdrc_mr_info old, now;
 	struct snap s;
 	char *p;
 
-	if (host_src != GDRC_SOURCE_KMOD && !getenv("GDRC_TEST_KNOWN_GAPS")) {
-		print_message("    skip: a known gap, no hook source sees "
-			      "%s (GDRC_TEST_KNOWN_GAPS=1 runs it)\n",
-			      punch ? "fallocate(PUNCH_HOLE)" : "ftruncate");
-		skip();
-	}
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, LEN), 0);
-	p = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	assert_true(p != MAP_FAILED);
-	old = get_read_put(p, LEN, 0);
-	s = snap_take();
-	if (punch) {
-		assert_int_equal(fallocate(fd, FALLOC_FL_PUNCH_HOLE |
-						       FALLOC_FL_KEEP_SIZE,
-					   0, LEN),
-				 0);
-	} else {
-		assert_int_equal(ftruncate(fd, 0), 0);
+	if (memfd) {
+		assert_true(fd >= 0);
 		assert_int_equal(ftruncate(fd, LEN), 0);
 	}
-	assert_true(went(&old));
-	now = get_read_put(p, LEN, LEN);
+	p = mmap(NULL, LEN, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | (memfd ? 0 : MAP_ANONYMOUS), fd, 0);
+	assert_true(p != MAP_FAILED);
+	s = snap_take();
+	old = get_read_put(p, LEN, 0);
+	cached = expect_shared_get(&s);
+	s = snap_take();
+	take_pages(fd, p, LEN, how);
+	/* After remap_file_pages both halves show the same file pages: a
+	 * read of the first half alone tells where it landed. */
+	now = get_read_put(p, how == LOSS_REMAP_PAGES ? LEN / 2 : LEN, LEN);
 	assert_int_not_equal(now.id, old.id);
-	if (host_src == GDRC_SOURCE_KMOD)
+	if (cached)
 		expect_removed(&s, &old, &now);
+	else
+		expect_shared_get(&s);
 	munmap(p, LEN);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 }
 
 static void test_uring_stale_memfd_hole_punched_lands_in_new_pages(
 	void **state)
 {
 	(void)state;
-	memfd_loses_pages(1);
+	shared_loses_pages(1, LOSS_PUNCH);
 }
 
 static void test_uring_stale_memfd_truncated_lands_in_new_pages(
 	void **state)
 {
 	(void)state;
-	memfd_loses_pages(0);
+	shared_loses_pages(1, LOSS_TRUNCATE);
+}
+
+static void test_uring_stale_memfd_child_removes_lands_in_new_pages(
+	void **state)
+{
+	(void)state;
+	shared_loses_pages(1, LOSS_CHILD_REMOVE);
+}
+
+static void test_uring_stale_memfd_child_punches_lands_in_new_pages(
+	void **state)
+{
+	(void)state;
+	shared_loses_pages(1, LOSS_CHILD_PUNCH);
+}
+
+static void test_uring_stale_shared_anon_child_removes_lands_in_new_pages(
+	void **state)
+{
+	(void)state;
+	shared_loses_pages(0, LOSS_CHILD_REMOVE);
+}
+
+static void test_uring_stale_memfd_remap_file_pages_lands_in_new_pages(
+	void **state)
+{
+	(void)state;
+	shared_loses_pages(1, LOSS_REMAP_PAGES);
+}
+
+/* SysV shared memory: shared like a memfd, and detached and replaced by
+ * another segment at the same address (shmdt is not a call the hooks
+ * see): never cached but under gdrcache.ko, and the read after the
+ * replacement lands in the new segment. */
+static void test_uring_stale_sysv_shm_replaced_lands_in_new_segment(
+	void **state)
+{
+	int a = shmget(IPC_PRIVATE, LEN, IPC_CREAT | 0600);
+	int b = shmget(IPC_PRIVATE, LEN, IPC_CREAT | 0600);
+	struct gdrc_mr_info old, now;
+	struct snap s;
+	char *p, *q;
+
+	(void)state;
+	assert_true(a >= 0 && b >= 0);
+	p = shmat(a, NULL, 0);
+	assert_true(p != (void *)-1);
+	s = snap_take();
+	old = get_read_put(p, LEN, 0);
+	expect_shared_get(&s);
+	assert_int_equal(shmdt(p), 0);
+	q = shmat(b, p, 0);
+	assert_ptr_equal(q, p);
+	s = snap_take();
+	now = get_read_put(q, LEN, LEN);
+	assert_int_not_equal(now.id, old.id);
+	if (host_src != GDRC_SOURCE_KMOD)
+		expect_shared_get(&s);
+	assert_int_equal(shmdt(q), 0);
+	shmctl(a, IPC_RMID, NULL);
+	shmctl(b, IPC_RMID, NULL);
 }
 
 /* ====================================================================
@@ -878,6 +1022,12 @@ int main(void)
 		T(test_uring_stale_mremap_moved_old_address_mapped_anew, 2),
 		T(test_uring_stale_memfd_hole_punched_lands_in_new_pages, 2),
 		T(test_uring_stale_memfd_truncated_lands_in_new_pages, 2),
+		T(test_uring_stale_memfd_child_removes_lands_in_new_pages, 2),
+		T(test_uring_stale_memfd_child_punches_lands_in_new_pages, 2),
+		T(test_uring_stale_shared_anon_child_removes_lands_in_new_pages,
+		  2),
+		T(test_uring_stale_memfd_remap_file_pages_lands_in_new_pages, 2),
+		T(test_uring_stale_sysv_shm_replaced_lands_in_new_segment, 2),
 #undef T
 	};
 	int ret = check_machine();
