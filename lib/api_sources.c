@@ -150,7 +150,7 @@ static void ctx_stop_host_one(struct gdrc_cache *c, void *arg)
  */
 void gdrc_api_hooks_check(void)
 {
-	/* The probe is one load; the full check reads five functions. */
+	/* The probe is one load; the full check reads every patched function. */
 	if (gdrc_likely(gdrc_hooks_probe_ok()))
 		return;
 	if (gdrc_cuhooks_active() && !gdrc_cuhooks_intact())

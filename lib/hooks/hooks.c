@@ -495,7 +495,7 @@ static int hooks_try_patch(void **munmap_p, char *why, size_t why_len)
 		hooks_warn_ucm_lost(libc.chained_to);
 	} else {
 		hooks_name_set("glibc patched (%s)", libc.path);
-		gdrc_debug("memory hooks installed in %s: munmap mremap madvise brk mmap",
+		gdrc_debug("memory hooks installed in %s: munmap mremap madvise brk mmap shmat",
 			   libc.path);
 	}
 	*munmap_p = (void *)libc.munmap;

@@ -16,7 +16,7 @@
  * call anything that may be patched; touch errno except to report a
  * failure the way glibc does.
  *
- * Invariants: all five functions are patched or none.  A function is
+ * Invariants: all six functions are patched or none.  A function is
  * patched only if its symbol is at least PATCH_LEN bytes long and it does
  * not already start with a jump (another copy of this library, or UCX,
  * libfabric or Open MPI got there first: patch_redirected).  The
@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -149,7 +150,7 @@ static inline int patch_may_have_lost(long ret, const void *addr)
 
 enum {
 	PATCH_MUNMAP, PATCH_MREMAP, PATCH_MADVISE, PATCH_BRK, PATCH_MMAP,
-	PATCH_COUNT
+	PATCH_SHMAT, PATCH_COUNT
 };
 
 static struct patch_site patch_sites[PATCH_COUNT];
@@ -361,12 +362,60 @@ static void *patch_mmap(void *addr, size_t len, int prot, int flags, int fd,
 	return (void *)ret;
 }
 
+/*
+ * Hook context.  With SHM_REMAP the segment replaces what was mapped at
+ * addr (without it, shmat over a mapping fails and loses nothing).  The
+ * segment's size comes from IPC_STAT before the call; a segment of huge
+ * pages is mapped in whole huge pages, so the size reported is rounded
+ * up to 1 GiB, the largest of them: only precision, on a rare call.
+ */
+#define PATCH_SHM_ROUND (1ul << 30)
+
+GDRC_HOOK_CONTEXT
+static void *patch_shmat(int shmid, const void *addr, int flags)
+{
+	void *(*chain)(int, const void *, int) = patch_chain(PATCH_SHMAT);
+	int remap = (flags & SHM_REMAP) && addr;
+	struct shmid_ds ds;
+	unsigned busy = 0;
+	uintptr_t at;
+	size_t len = 0;
+	long ret;
+
+	if (remap) {
+		if (!patch_syscall6(SYS_shmctl, shmid, IPC_STAT, (long)&ds, 0,
+				    0, 0))
+			len = (ds.shm_segsz + PATCH_SHM_ROUND - 1) &
+			      ~(PATCH_SHM_ROUND - 1);
+		busy = gdrc_hooks_enter();
+	}
+	ret = chain ? patch_kret((long)chain(shmid, addr, flags)) :
+		      patch_syscall6(SYS_shmat, shmid, (long)addr, flags, 0,
+				     0, 0);
+	if (remap) {
+		/* The address the kernel used: SHM_RND rounds down to
+		 * SHMLBA, the page size here.  A failure may come after the
+		 * old mapping went (as with MAP_FIXED). */
+		at = patch_failed(ret) ? (uintptr_t)addr & ~4095ul :
+					 (uintptr_t)ret;
+		if (len)
+			gdrc_hooks_report(at, len);
+		gdrc_hooks_leave(busy);
+	}
+	if (patch_failed(ret)) {
+		errno = (int)-ret;
+		return (void *)-1;
+	}
+	return (void *)ret;
+}
+
 static struct patch_site patch_sites[PATCH_COUNT] = {
 	[PATCH_MUNMAP] = { .name = "munmap", .repl = (void *)patch_munmap },
 	[PATCH_MREMAP] = { .name = "mremap", .repl = (void *)patch_mremap },
 	[PATCH_MADVISE] = { .name = "madvise", .repl = (void *)patch_madvise },
 	[PATCH_BRK] = { .name = "brk", .repl = (void *)patch_brk },
 	[PATCH_MMAP] = { .name = "mmap", .repl = (void *)patch_mmap },
+	[PATCH_SHMAT] = { .name = "shmat", .repl = (void *)patch_shmat },
 };
 
 /* ------------------------------------------------------------------

@@ -295,3 +295,8 @@ const char *gdrc_vma_method(void)
 	}
 	return vma_why;
 }
+
+void gdrc_vma_force_text(int on)
+{
+	atomic_store(&vma_method, on ? VMA_MAPS_TEXT : VMA_TRY_QUERY);
+}

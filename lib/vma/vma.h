@@ -45,4 +45,9 @@ enum gdrc_vma_kind gdrc_vma_kind(uintptr_t start, uintptr_t end,
  * "unavailable: <why>" once a call found neither. */
 const char *gdrc_vma_method(void);
 
+/* Read the text of /proc/self/maps even where PROCMAP_QUERY works (on:
+ * 1), or go back to trying the ioctl (0): what a kernel before 6.11
+ * gets, for the tests of the text parser. */
+void gdrc_vma_force_text(int on);
+
 #endif /* GDRC_VMA_H */

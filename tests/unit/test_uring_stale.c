@@ -939,6 +939,47 @@ static void test_uring_stale_sysv_shm_replaced_lands_in_new_segment(
 	shmctl(b, IPC_RMID, NULL);
 }
 
+/*
+ * shmat(SHM_REMAP) over cached private memory: the segment replaces the
+ * pages at the same address.  glibc's hooks see it (shmat is patched),
+ * and so does UCX's UCM; the kernel sends userfaultfd no event for it
+ * (do_shmat maps with no unmap notice), a known gap of that source, run
+ * there only with GDRC_TEST_KNOWN_GAPS=1.  The get after it is of the
+ * segment: shared memory, cached only under gdrcache.ko.
+ */
+static void test_uring_stale_shmat_remap_over_cached_lands_in_segment(
+	void **state)
+{
+	int id = shmget(IPC_PRIVATE, LEN, IPC_CREAT | 0600);
+	char *p = map_at(NULL, LEN), *q;
+	struct gdrc_mr_info old, now;
+	struct snap s;
+
+	(void)state;
+	if (host_src == GDRC_SOURCE_UFFD && !getenv("GDRC_TEST_KNOWN_GAPS")) {
+		print_message("    skip: a known gap, userfaultfd reports no "
+			      "shmat(SHM_REMAP) (GDRC_TEST_KNOWN_GAPS=1 runs "
+			      "it)\n");
+		munmap(p, LEN);
+		shmctl(id, IPC_RMID, NULL);
+		skip();
+	}
+	assert_true(id >= 0);
+	old = get_read_put(p, LEN, 0);
+	s = snap_take();
+	q = shmat(id, p, SHM_REMAP);
+	assert_ptr_equal(q, p);
+	assert_true(went(&old)); /* the segment, not yet touched */
+	now = get_read_put(q, LEN, LEN);
+	assert_int_not_equal(now.id, old.id);
+	if (host_src != GDRC_SOURCE_KMOD) {
+		assert_true(ctx_stat(ctx, GDRC_STAT_INVALIDATIONS) > s.inval);
+		expect_shared_get(&s);
+	}
+	assert_int_equal(shmdt(q), 0);
+	shmctl(id, IPC_RMID, NULL);
+}
+
 /* ====================================================================
  * Main
  * ==================================================================== */
@@ -1028,6 +1069,7 @@ int main(void)
 		  2),
 		T(test_uring_stale_memfd_remap_file_pages_lands_in_new_pages, 2),
 		T(test_uring_stale_sysv_shm_replaced_lands_in_new_segment, 2),
+		T(test_uring_stale_shmat_remap_over_cached_lands_in_segment, 2),
 #undef T
 	};
 	int ret = check_machine();
