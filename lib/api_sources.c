@@ -449,11 +449,15 @@ gdrc_status_t gdrc_api_sources_open(struct gdrc_ctx *ctx,
 	uffd_setup(ctx, p);
 	/* gdrcache.ko's notifier sees every way pages go; the other
 	 * sources only calls on the mapping itself, which is all that
-	 * takes private anonymous pages.  Userfaultfd reports only what it
-	 * watches, so a run found private is not remembered under it. */
+	 * takes private anonymous pages (enum gdrc_vmemo_mode says what
+	 * ends a run found private). */
 	if (!ctx->kchan) {
 		p->host_private = host_private;
-		p->host_private_memo = p->watch != &uffd_watch_ops;
+		p->host_private_memo =
+			p->watch == &uffd_watch_ops ? GDRC_VMEMO_OFF :
+			ctx->knobs.mem_hooks == GDRC_KNOB_HOOKS_NONE ?
+						      GDRC_VMEMO_EXPLICIT :
+						      GDRC_VMEMO_EVENTS;
 	}
 	return gpu_setup(ctx);
 }

@@ -199,12 +199,24 @@ struct gdrc_cache_params {
 	 * allocates. */
 	int (*host_private)(uintptr_t start, uintptr_t end, uintptr_t *lo_p,
 			    uintptr_t *hi_p);
-	/* The sources see every change to the address space (glibc's
-	 * hooks, UCM, the caller's gdrc_invalidate): a run found private
-	 * stays private until an event overlaps it, and is remembered
-	 * (c->vmemo).  0: asked at every miss (userfaultfd reports only
-	 * the ranges it watches). */
+	/* enum gdrc_vmemo_mode: whether a run found private is remembered
+	 * (c->vmemo) until what overlaps it. */
 	int host_private_memo;
+};
+
+/*
+ * A run of private mappings stays private until something changes the
+ * mappings there, and every such change is an event where the sources
+ * see the whole address space: glibc's hooks and UCM post one (a
+ * gdrc_invalidate from the caller changes no mapping and leaves the
+ * run alone), and with GDRC_MEM_HOOKS=none the caller's gdrc_invalidate
+ * is the event.  Userfaultfd reports only the ranges it watches: there
+ * nothing is remembered, and every miss asks.
+ */
+enum gdrc_vmemo_mode {
+	GDRC_VMEMO_OFF = 0,    /* asked at every miss */
+	GDRC_VMEMO_EVENTS,     /* remembered until a queued event */
+	GDRC_VMEMO_EXPLICIT,   /* ... or an explicit invalidation */
 };
 
 /*

@@ -78,16 +78,29 @@ static void inflight_mark_stale(struct gdrc_cache *c, uintptr_t start,
 			f->stale = 1;
 }
 
-/* The private runs remembered for misses (miss.c) that [start, end)
- * touches are no longer known to be private. */
+/* [start, end) of the private runs remembered for misses (miss.c) is
+ * no longer known to be private; the rest of each run still is.  A run
+ * cut in two keeps its lower part in place and its upper part in the
+ * entry replaced next. */
 static void vmemo_forget(struct gdrc_cache *c, uintptr_t start,
 			 uintptr_t end)
 {
 	for (unsigned i = 0; i < GDRC_VMEMO; i++) {
 		struct gdrc_vmemo *m = &c->vmemo[i];
+		uintptr_t top = m->end;
 
-		if (m->start < end && start < m->end)
-			m->start = m->end = 0;
+		if (!(m->start < end && start < top))
+			continue;
+		if (start <= m->start) {
+			/* Nothing below the cut: the entry keeps what is
+			 * above it, if anything. */
+			m->start = end < top ? end : top;
+			continue;
+		}
+		m->end = start;
+		if (end < top)
+			c->vmemo[c->vmemo_next++ % GDRC_VMEMO] =
+				(struct gdrc_vmemo){ .start = end, .end = top };
 	}
 }
 
@@ -98,7 +111,9 @@ void gdrc_invalidate_locked(struct gdrc_cache *c, uintptr_t start,
 	unsigned n;
 
 	gdrc_assert_wrlocked(c);
-	vmemo_forget(c, start, end);
+	if (source != GDRC_STAT_INV_EXPLICIT ||
+	    c->p.host_private_memo == GDRC_VMEMO_EXPLICIT)
+		vmemo_forget(c, start, end);
 	gdrc_index_overlap(c, start, end, gdrc_collect_fn, &col);
 	n = gdrc_remove_collected(c, &col, GDRC_STAT_MISS_INVALIDATED, d);
 	inflight_mark_stale(c, start, end);
