@@ -980,6 +980,50 @@ static void test_uring_stale_shmat_remap_over_cached_lands_in_segment(
 	shmctl(id, IPC_RMID, NULL);
 }
 
+/*
+ * madvise(MADV_DONTNEED) submitted through io_uring: the kernel drops
+ * the pages with no libc function called.  Userfaultfd reports it (the
+ * kernel's madvise path sends the event, whoever submits it), and
+ * gdrcache.ko sees it; glibc's patch and UCM do not, a known gap of
+ * theirs, run under them only with GDRC_TEST_KNOWN_GAPS=1.
+ */
+static void test_uring_stale_ring_madvise_lands_in_new_pages(void **state)
+{
+	char *p = map_at(NULL, LEN);
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct gdrc_mr_info old, now;
+	struct snap s;
+
+	(void)state;
+	if ((host_src == GDRC_SOURCE_GLIBC || host_src == GDRC_SOURCE_UCM) &&
+	    !getenv("GDRC_TEST_KNOWN_GAPS")) {
+		print_message("    skip: a known gap, no libc function runs "
+			      "for IORING_OP_MADVISE (GDRC_TEST_KNOWN_GAPS=1 "
+			      "runs it)\n");
+		munmap(p, LEN);
+		skip();
+	}
+	old = get_read_put(p, LEN, 0);
+	s = snap_take();
+	sqe = io_uring_get_sqe(&ring);
+	assert_non_null(sqe);
+	io_uring_prep_madvise(sqe, p, LEN, MADV_DONTNEED);
+	assert_int_equal(io_uring_submit_and_wait(&ring, 1), 1);
+	assert_int_equal(io_uring_wait_cqe(&ring, &cqe), 0);
+	if (cqe->res == -EINVAL || cqe->res == -EOPNOTSUPP) {
+		io_uring_cqe_seen(&ring, cqe);
+		munmap(p, LEN);
+		skip(); /* a kernel without IORING_OP_MADVISE */
+	}
+	assert_int_equal(cqe->res, 0);
+	io_uring_cqe_seen(&ring, cqe);
+	assert_true(went(&old));
+	now = get_read_put(p, LEN, LEN);
+	expect_removed(&s, &old, &now);
+	munmap(p, LEN);
+}
+
 /* ====================================================================
  * Main
  * ==================================================================== */
@@ -1070,6 +1114,7 @@ int main(void)
 		T(test_uring_stale_memfd_remap_file_pages_lands_in_new_pages, 2),
 		T(test_uring_stale_sysv_shm_replaced_lands_in_new_segment, 2),
 		T(test_uring_stale_shmat_remap_over_cached_lands_in_segment, 2),
+		T(test_uring_stale_ring_madvise_lands_in_new_pages, 2),
 #undef T
 	};
 	int ret = check_machine();
