@@ -15,12 +15,11 @@
  * private runs it was told of until an event touches them (cache/miss.c),
  * so the cost lands on the first miss in a mapping.
  *
- * A mapping counts as private anonymous when it is not shared and has no
- * inode, or is an anonymous huge page mapping (hugetlb gives those an
- * inode of its own internal file, named "/anon_hugepage").  Anything else
- * is shared or file-backed: a file's pages can be truncated or punched
- * through the file, and a private mapping of a file loses the pages it
- * copied on write when the file is truncated.
+ * A mapping counts as private when it is not shared: anonymous memory,
+ * anonymous huge pages, and private mappings of files (a program's .data
+ * and .bss), whose pages copied on write only a truncation of the file
+ * takes (a gap docs/hooks.md lists).  Shared mappings' pages can be
+ * punched or truncated through the file, or taken by another process.
  *
  * Locks: none.  vma_fd is opened once (a compare-and-swap settles two
  * threads opening it at once) and closed in a fork child, whose
@@ -65,9 +64,6 @@ struct vma_procmap_query {
 
 #define VMA_PROCMAP_QUERY _IOWR('f', 17, struct vma_procmap_query)
 #define VMA_PROCMAP_SHARED 0x08
-
-/* The name hugetlb gives its anonymous mappings' internal file. */
-#define VMA_ANON_HUGE "/anon_hugepage"
 
 enum { VMA_TRY_QUERY, VMA_MAPS_TEXT, VMA_NONE };
 
@@ -115,12 +111,14 @@ static void vma_give_up(const char *what, int err)
 	atomic_store(&vma_method, VMA_NONE);
 }
 
-/* Is a mapping of these properties private anonymous memory? */
+/* Is a mapping of these properties private memory?  A private mapping
+ * of a file counts: a program's .data and .bss are one, and only a
+ * truncation of the file takes its pages (docs/hooks.md lists it). */
 static int vma_is_private(int shared, uint64_t inode, const char *name)
 {
-	if (shared)
-		return 0;
-	return !inode || !strncmp(name, VMA_ANON_HUGE, strlen(VMA_ANON_HUGE));
+	(void)inode;
+	(void)name;
+	return !shared;
 }
 
 /* Fold one mapping [vs, ve) into the walk over [start, end).

@@ -269,9 +269,9 @@ static void test_sources_private_run_forgotten_after_unmap(void **state)
 	close(fd);
 }
 
-/* gdrc_vma_kind, both ways of asking: private, shared (memfd, shared
- * anonymous, a private mapping of a file), a range across a private and
- * a shared mapping, a hole. */
+/* gdrc_vma_kind, both ways of asking: private (anonymous, a private
+ * mapping of a file), shared (memfd, shared anonymous), a range across
+ * a private and a shared mapping, a hole. */
 static void vma_kinds(int text)
 {
 	int fd = memfd_create("gdrc-vma", 0);
@@ -321,7 +321,7 @@ static void vma_kinds(int text)
 			 GDRC_VMA_SHARED);
 	assert_int_equal(gdrc_vma_kind((uintptr_t)f, (uintptr_t)f + PAGE,
 				       &lo, &hi),
-			 GDRC_VMA_SHARED);
+			 GDRC_VMA_PRIVATE);
 	gdrc_vma_force_text(0);
 	munmap(p, 8 * PAGE);
 	munmap(a, PAGE);
