@@ -9,10 +9,14 @@
  * range widens its nearest neighbour (of the same class when there is
  * one: a widened CUDA range still only matches allocations, a widened
  * host range still only pages), so any number of events costs a
- * fixed amount of memory and never loses one (only precision).  If the
- * queue's small spinlock cannot be had (a signal handler interrupted its
- * holder on the same thread), the post marks "everything", which the
- * drain turns into invalidating every registration.
+ * fixed amount of memory and never loses one (only precision).  A post
+ * that must not wait for the queue's small spinlock marks "everything"
+ * instead, which the drain turns into invalidating every registration:
+ * at once when its own thread is inside a post or take of this queue
+ * (a signal handler that interrupted the lock's holder, which cannot
+ * go on before the handler returns), after a few tries on a thread
+ * marked by gdrc_invq_nowait_thread, and after a bounded spin anywhere
+ * else.
  *
  * "pending" is bumped by every post and cleared only by the drain that
  * applied every post it counted (a compare-and-swap from the value take
@@ -55,7 +59,8 @@ struct gdrc_invq {
 
 void gdrc_invq_init(struct gdrc_invq *q);
 
-/* Hook-safe: queue [start, end), start < end, of class cls. */
+/* Hook-safe: queue [start, end), start < end, of class cls.  Never
+ * waits for a lock that its own thread holds. */
 void gdrc_invq_post(struct gdrc_invq *q, uintptr_t start, uintptr_t end,
 		    int cls);
 
@@ -72,6 +77,15 @@ unsigned gdrc_invq_take(struct gdrc_invq *q, struct gdrc_invq_range *out,
  * as a pair, one pair at a time (the cache's write lock): between them
  * pending only grows. */
 void gdrc_invq_done(struct gdrc_invq *q, uint64_t seen);
+
+/*
+ * The calling thread never waits for a queue's lock, from now until it
+ * ends: its posts try the lock a few times, then mark "everything".  For
+ * a thread that a lock holder may be waiting for: the userfaultfd
+ * reader, which an unmapping thread waits for in the kernel, perhaps
+ * from a signal handler that interrupted it inside a post or take.
+ */
+void gdrc_invq_nowait_thread(void);
 
 /* Not hook context: mark the queue pending with nothing in it (a fork
  * child: every call goes to the slow path). */

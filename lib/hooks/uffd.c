@@ -32,11 +32,16 @@
  * (gdrc_uffd_watch): the cache serves those uncached.
  *
  * Threads: one reader, made at start, all signals blocked; it never
- * allocates, logs or takes a lock while an event is in hand.  A fork
- * child has no reader, and its mappings no registration (no
+ * allocates, logs or takes a lock while an event is in hand, and never
+ * waits for a cache queue's lock (gdrc_invq_nowait_thread: its posts try
+ * it a few times, then mark "everything"), whose holder may be an
+ * unmapping thread that waits in the kernel for this reader, perhaps
+ * from a signal handler that interrupted it inside a post or a drain.
+ * A fork child has no reader, and its mappings no registration (no
  * UFFD_FEATURE_EVENT_FORK: the kernel drops them from the child).
  *
- * Depends on hooks.c (dispatch, busy window) and log/.
+ * Depends on hooks.c (dispatch, busy window), log/, and cache/invq.h
+ * for gdrc_invq_nowait_thread alone.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -55,6 +60,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cache/invq.h"
 #include "gdrc_int.h"
 #include "hooks_int.h"
 #include "log/log.h"
@@ -79,6 +85,7 @@ static void *uffd_reader(void *arg)
 	struct uffd_msg msg[16];
 
 	(void)arg;
+	gdrc_invq_nowait_thread();
 	for (;;) {
 		struct pollfd p = { .fd = uffd_fd, .events = POLLIN };
 		unsigned s;
