@@ -68,10 +68,10 @@ echo "== TSan: the cache, thread and hook tests"
 tsan_tests="test_threads test_parked test_cache test_lru test_index test_cell test_alloc_stress test_stress_remap test_uring_stale
 	test_stress_remap_wide
 	test_hooks test_hooks_lost test_cuda_hooks test_detour test_fork test_misuse
-	test_exit test_uffd test_cufile"
+	test_exit test_signal_remap test_uffd test_cufile"
 # The remap stress again on userfaultfd's events: patching nothing, it
 # runs under TSan where the glibc hooks cannot.
-tsan_more="test_stress_remap_uffd test_uring_stale_uffd test_stress_remap_uring test_stress_remap_uring_uffd"
+tsan_more="test_stress_remap_uffd test_uring_stale_uffd test_stress_remap_uring test_stress_remap_uring_uffd test_signal_remap_uffd"
 cmake -S "$top" -B "$prefix-tsan" -DGDRC_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
 	-DGDRC_SANITIZE=thread -DGDRC_BUILD_KMOD=OFF >/dev/null
 # shellcheck disable=SC2086 # a list of targets
