@@ -354,14 +354,16 @@ GDRC_API gdrc_status_t gdrc_source_status(struct gdrc_ctx *ctx,
  * "What takes the pages").  Fixed numbers.
  */
 enum gdrc_host_mem {
-	GDRC_HOST_MEM_PRIVATE = 0, /* private anonymous: the heap, stacks,
+	GDRC_HOST_MEM_PRIVATE = 0, /* private: the heap, stacks,
 				    * mmap(MAP_PRIVATE | MAP_ANONYMOUS),
-				    * anonymous huge pages; only calls on
-				    * the mapping itself take its pages */
-	GDRC_HOST_MEM_SHARED = 1,  /* shared or file-backed: memfd,
-				    * shm_open, tmpfs and hugetlbfs files,
-				    * SysV shm, MAP_SHARED | MAP_ANONYMOUS,
-				    * private mappings of files; a file's
+				    * anonymous huge pages, private mappings
+				    * of files (a program's .data); calls on
+				    * the mapping itself take its pages (and,
+				    * of a file mapping, a truncation of the
+				    * file: docs/hooks.md) */
+	GDRC_HOST_MEM_SHARED = 1,  /* shared: memfd, shm_open, tmpfs and
+				    * hugetlbfs files, SysV shm,
+				    * MAP_SHARED | MAP_ANONYMOUS; a file's
 				    * hole punch or truncation, or another
 				    * process, can take its pages too */
 };

@@ -415,7 +415,7 @@ static gdrc_status_t gpu_setup(struct gdrc_ctx *ctx)
 
 /*
  * The cache's question for a host miss (gdrc_cache_params.host_private):
- * is [start, end) private anonymous memory?  Unmapped pages count as
+ * is [start, end) privately mapped?  Unmapped pages count as
  * private: no backend but none registers them, and none pins nothing.
  * Under the cache's write lock: gdrc_vma_kind allocates nothing.
  */
@@ -449,7 +449,7 @@ gdrc_status_t gdrc_api_sources_open(struct gdrc_ctx *ctx,
 	uffd_setup(ctx, p);
 	/* gdrcache.ko's notifier sees every way pages go; the other
 	 * sources only calls on the mapping itself, which is all that
-	 * takes private anonymous pages (enum gdrc_vmemo_mode says what
+	 * takes private pages (enum gdrc_vmemo_mode says what
 	 * ends a run found private). */
 	if (!ctx->kchan) {
 		p->host_private = host_private;

@@ -188,10 +188,10 @@ struct gdrc_cache_params {
 	 * registration must be gone when the free that invalidated it
 	 * returns (the cufile backend). */
 	int direct_refs;
-	/* Is host memory [start, end) private anonymous, the one kind
-	 * whose pages only calls on its own mapping take?  1, with the run
+	/* Is host memory [start, end) privately mapped, the kind whose
+	 * pages only calls on its own mapping take?  1, with the run
 	 * of private mappings around it in [*lo_p, *hi_p); 0 not (shared,
-	 * file-backed, unmapped or not known).  Set where the sources in
+	 * or not known).  Set where the sources in
 	 * force see no more than such calls (all but gdrcache.ko): a miss
 	 * caches plain host memory only where it says 1, and registers the
 	 * rest for that get alone (docs/design.md, "What takes the pages").
@@ -291,7 +291,7 @@ struct gdrc_cache {
 	uint64_t ghost_next; /* ghosts ever added */
 	uintptr_t ghost_lo; /* every ghost ever added lies in [lo, hi) */
 	uintptr_t ghost_hi;
-	/* Runs of private anonymous mappings host_private reported, each
+	/* Runs of private mappings host_private reported, each
 	 * dropped when an event overlaps it (gdrc_invalidate_locked). */
 	struct gdrc_vmemo {
 		uintptr_t start, end; /* empty: start == end */

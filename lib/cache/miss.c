@@ -459,8 +459,8 @@ static int vmemo_covers(const struct gdrc_cache *c, uintptr_t start,
 
 /*
  * Plain host memory is cached only where the sources in force see every
- * way its pages can go (c->p.host_private: private anonymous memory,
- * unless gdrcache.ko watches); other memory is registered for this get
+ * way its pages can go (c->p.host_private: private memory, unless
+ * gdrcache.ko watches); other memory is registered for this get
  * alone, as GDRC_GET_UNCACHED asks, and counted as unseen.  Memory CUDA
  * allocated (alloc_end set: cuMemHostAlloc) goes with its CUDA free,
  * which the CUDA hooks see.  Before plan_miss, so that an uncached plan

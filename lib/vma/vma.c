@@ -4,8 +4,8 @@
  *
  * Two ways to ask the kernel, tried in this order:
  *   - PROCMAP_QUERY (Linux 6.11): an ioctl on an open /proc/self/maps
- *     returns the mapping that covers an address, its flags, inode and
- *     name, without producing the text of the list (about 0.6 us a
+ *     returns the mapping that covers an address and its flags, without
+ *     producing the text of the list (about 0.6 us a
  *     call on a 2-core x86-64 VM, one call per mapping the range
  *     spans);
  *   - the text of /proc/self/maps, read from its start until the range
@@ -111,22 +111,14 @@ static void vma_give_up(const char *what, int err)
 	atomic_store(&vma_method, VMA_NONE);
 }
 
-/* Is a mapping of these properties private memory?  A private mapping
- * of a file counts: a program's .data and .bss are one, and only a
- * truncation of the file takes its pages (docs/hooks.md lists it). */
-static int vma_is_private(int shared, uint64_t inode, const char *name)
-{
-	(void)inode;
-	(void)name;
-	return !shared;
-}
-
-/* Fold one mapping [vs, ve) into the walk over [start, end).
- * @return 1 to go on at ve, 0 done (*kind set). */
+/* A walk over the mappings of [start, end), at cur. */
 struct vma_walk {
 	uintptr_t start, end, cur, lo, hi;
 	enum gdrc_vma_kind kind;
 };
+
+/* Fold one mapping [vs, ve), shared or not, into the walk.
+ * @return 1 to go on at ve, 0 done (w->kind set). */
 
 static int vma_step(struct vma_walk *w, uintptr_t vs, uintptr_t ve,
 		    int private)
@@ -155,15 +147,11 @@ static int vma_step(struct vma_walk *w, uintptr_t vs, uintptr_t ve,
 static int vma_query(int fd, struct vma_walk *w)
 {
 	for (;;) {
-		char name[256];
 		struct vma_procmap_query q = {
 			.size = sizeof(q),
 			.query_addr = w->cur,
-			.vma_name_size = sizeof(name),
-			.vma_name_addr = (uintptr_t)name,
 		};
 
-		name[0] = '\0';
 		if (ioctl(fd, VMA_PROCMAP_QUERY, &q)) {
 			if (errno == ENOENT) {
 				w->kind = GDRC_VMA_UNMAPPED;
@@ -172,38 +160,33 @@ static int vma_query(int fd, struct vma_walk *w)
 			if (errno == ENOTTY || errno == EINVAL ||
 			    errno == EOPNOTSUPP)
 				return -1;
-			/* A name too long for the buffer (ENAMETOOLONG), or
-			 * anything else: not known to be private. */
+			/* Anything else: not known to be private. */
 			w->kind = GDRC_VMA_SHARED;
 			return 0;
 		}
-		if (!q.vma_name_size)
-			name[0] = '\0';
 		if (!vma_step(w, (uintptr_t)q.vma_start, (uintptr_t)q.vma_end,
-			      vma_is_private(!!(q.vma_flags & VMA_PROCMAP_SHARED),
-					     q.inode, name)))
+			      !(q.vma_flags & VMA_PROCMAP_SHARED)))
 			return 0;
 	}
 }
 
 /*
  * One line of /proc/self/maps: "start-end perms offset major:minor inode
- * name".  @return 1 parsed, 0 not a mapping line.
+ * name", of which the range and the shared bit of perms are read.
+ * @return 1 parsed, 0 not a mapping line.
  */
 static int vma_parse_line(const char *line, uintptr_t *vs, uintptr_t *ve,
 			  int *private)
 {
-	unsigned long s, e, inode;
+	unsigned long s, e;
 	char perms[8];
-	int name_at = 0;
 
-	if (sscanf(line, "%lx-%lx %7s %*x %*x:%*x %lu %n", &s, &e, perms,
-		   &inode, &name_at) < 4)
+	if (sscanf(line, "%lx-%lx %7s", &s, &e, perms) < 3 ||
+	    strlen(perms) < 4)
 		return 0;
 	*vs = s;
 	*ve = e;
-	*private = vma_is_private(perms[3] == 's', inode,
-				  name_at ? line + name_at : "");
+	*private = perms[3] != 's';
 	return 1;
 }
 
@@ -244,8 +227,8 @@ static int vma_maps_text(struct vma_walk *w)
 		have -= (size_t)(line - buf);
 		memmove(buf, line, have);
 		if (have == sizeof(buf) - 1) {
-			/* A line longer than the buffer: its name is what
-			 * is cut, and the mapping is taken as shared. */
+			/* A line longer than the buffer (a path never is):
+			 * not known to be private. */
 			w->kind = GDRC_VMA_SHARED;
 			break;
 		}

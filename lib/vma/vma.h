@@ -3,13 +3,14 @@
  * vma.h - what kind of mapping holds a range of host memory.
  *
  * The cache needs one fact per host miss: can anything but a call on
- * this mapping take its pages?  Private anonymous memory (the heap, the
- * stack, mmap(MAP_PRIVATE | MAP_ANONYMOUS), anonymous huge pages) loses
- * pages only through calls on the mapping itself (munmap, mremap,
- * madvise, brk, a mapping placed over it), which the event sources see.
- * Shared and file-backed memory (memfd, shm_open, tmpfs, hugetlbfs
- * files, SysV shm, MAP_SHARED | MAP_ANONYMOUS, private mappings of a
- * file, device mappings) also loses pages through the file (a hole
+ * this mapping take its pages?  Private memory (the heap, the stack,
+ * mmap(MAP_PRIVATE | MAP_ANONYMOUS), anonymous huge pages, a private
+ * mapping of a file such as a program's .data) loses pages through calls
+ * on the mapping itself (munmap, mremap, madvise, brk, a mapping placed
+ * over it), which the event sources see, and a private file mapping
+ * through a truncation of its file too (docs/hooks.md lists that gap).
+ * Shared memory (memfd, shm_open, tmpfs, hugetlbfs files, SysV shm,
+ * MAP_SHARED | MAP_ANONYMOUS) also loses pages through the file (a hole
  * punched, a truncation) and through another process that maps it,
  * which only a kernel notifier sees (docs/design.md, "What takes the
  * pages").
@@ -26,15 +27,15 @@
 #include <stdint.h>
 
 enum gdrc_vma_kind {
-	GDRC_VMA_PRIVATE = 0, /* private anonymous, every page of the range */
-	GDRC_VMA_SHARED,      /* some page shared or file-backed */
+	GDRC_VMA_PRIVATE = 0, /* every page of the range privately mapped */
+	GDRC_VMA_SHARED,      /* some page in a shared mapping */
 	GDRC_VMA_UNMAPPED,    /* some page of the range is not mapped */
 	GDRC_VMA_UNKNOWN,     /* the kernel's list could not be read */
 };
 
 /*
  * The kind of [start, end) (start < end).  For GDRC_VMA_PRIVATE,
- * [*lo_p, *hi_p) is the run of private anonymous mappings around it
+ * [*lo_p, *hi_p) is the run of private mappings around it
  * as the kernel listed them (it contains [start, end)); otherwise both
  * are set to start and end.  Thread safe.
  */
