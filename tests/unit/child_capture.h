@@ -14,32 +14,42 @@
 #include <time.h>
 #include <unistd.h>
 
-/*
- * fn(arg) in a child whose stderr goes into out (len bytes, NUL ended);
- * fn should end the process itself (its return exits with 99).  At most
- * deadline_s seconds: then the child is killed and the test fails.
- * @return the child's wait status.
- */
-static inline void child_deadline(pid_t pid, time_t t0, int deadline_s,
-				  const char *out)
+static inline double child_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Past the deadline: the child killed and reaped.  @return 1 if so. */
+static inline int child_missed(pid_t pid, double t0, double deadline_s)
 {
 	int status;
 
-	if (time(NULL) - t0 <= deadline_s)
-		return;
+	if (child_now_s() - t0 <= deadline_s)
+		return 0;
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
-	fail_msg("child still running after %d s: %s", deadline_s, out);
+	return 1;
 }
 
-static inline int child_run(void (*fn)(int), int arg, char *out, size_t len,
-			    int deadline_s)
+/*
+ * fn(arg) in a child whose stderr goes into out (len bytes, NUL ended);
+ * fn should end the process itself (its return exits with 99).  At most
+ * deadline_s seconds: then the child is killed.  *took_s (may be NULL):
+ * how long it ran.
+ * @return the child's wait status, or -1 when it missed the deadline.
+ */
+static inline int child_run_timed(void (*fn)(int), int arg, char *out,
+				  size_t len, double deadline_s,
+				  double *took_s)
 {
-	time_t t0 = time(NULL);
-	int fd[2], status = 0;
+	double t0 = child_now_s();
+	int fd[2], status = -1;
 	size_t got = 0;
 	ssize_t n = 1;
-	pid_t pid, w;
+	pid_t pid, w = 0;
 
 	assert_int_equal(pipe(fd), 0);
 	pid = fork();
@@ -57,7 +67,8 @@ static inline int child_run(void (*fn)(int), int arg, char *out, size_t len,
 		struct pollfd p = { .fd = fd[0], .events = POLLIN };
 		char drop[256];
 
-		child_deadline(pid, t0, deadline_s, out);
+		if (child_missed(pid, t0, deadline_s))
+			goto out;
 		if (poll(&p, 1, 100) <= 0)
 			continue;
 		if (got < len - 1) {
@@ -68,12 +79,29 @@ static inline int child_run(void (*fn)(int), int arg, char *out, size_t len,
 			n = read(fd[0], drop, sizeof(drop));
 		}
 	}
-	close(fd[0]);
 	while ((w = waitpid(pid, &status, WNOHANG)) == 0) {
-		child_deadline(pid, t0, deadline_s, out);
+		if (child_missed(pid, t0, deadline_s))
+			goto out;
 		usleep(10000);
 	}
 	assert_int_equal(w, pid);
+out:
+	close(fd[0]);
+	if (took_s)
+		*took_s = child_now_s() - t0;
+	return w == pid ? status : -1;
+}
+
+/* The same, and a child still running at the deadline fails the test.
+ * @return the child's wait status. */
+static inline int child_run(void (*fn)(int), int arg, char *out, size_t len,
+			    int deadline_s)
+{
+	int status = child_run_timed(fn, arg, out, len, deadline_s, NULL);
+
+	if (status == -1)
+		fail_msg("child still running after %d s: %s", deadline_s,
+			 out);
 	return status;
 }
 

@@ -53,6 +53,8 @@
 
 #include <gdrcache.h>
 
+#include "child_capture.h"
+
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
 #endif
@@ -333,69 +335,24 @@ static void child(void)
 	_exit(0);
 }
 
-static double now_s(void)
+/* child() as child_run_timed runs it. */
+static void child_fn(int unused)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* One child under the deadline; its stderr in out.  @return its wait
- * status, or -1 when it missed the deadline (killed). */
-static int run_one(char *out, size_t len, double *took)
-{
-	double t0 = now_s();
-	int fd[2], status = 0, hung = 0;
-	size_t got = 0;
-	ssize_t n = 1;
-	pid_t pid;
-
-	assert_int_equal(pipe(fd), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(fd[0]);
-		dup2(fd[1], 2);
-		child();
-	}
-	close(fd[1]);
-	out[0] = 0;
-	while (n > 0) {
-		struct pollfd p = { .fd = fd[0], .events = POLLIN };
-		char drop[256];
-
-		if (now_s() - t0 > deadline_s) {
-			kill(pid, SIGKILL);
-			hung = 1;
-			break;
-		}
-		if (poll(&p, 1, 100) <= 0)
-			continue;
-		if (got < len - 1) {
-			n = read(fd[0], out + got, len - 1 - got);
-			got += n > 0 ? (size_t)n : 0;
-			out[got] = 0;
-		} else {
-			n = read(fd[0], drop, sizeof(drop));
-		}
-	}
-	close(fd[0]);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	*took = now_s() - t0;
-	return hung ? -1 : status;
+	(void)unused;
+	child();
 }
 
 static void test_signal_remap_handler_on_own_thread_never_hangs(void **state)
 {
 	char out[4096], first_fail[4096 + 128] = "";
 	int hangs = 0, fails = 0, done = 0;
-	double t0 = now_s(), slowest = 0, took;
+	double t0 = child_now_s(), slowest = 0, took;
 	long slow = 0, max_us = 0;
 
 	(void)state;
 	for (int i = 0; i < runs; i++) {
-		int st = run_one(out, sizeof(out), &took);
+		int st = child_run_timed(child_fn, 0, out, sizeof(out),
+					 deadline_s, &took);
 
 		if (i == 0 && st >= 0 && WIFEXITED(st) &&
 		    WEXITSTATUS(st) == 77) {
@@ -434,7 +391,7 @@ static void test_signal_remap_handler_on_own_thread_never_hangs(void **state)
 		      "that ended, %ld handlers over 1 ms, the longest %ld "
 		      "us\n",
 		      want, done, hangs, deadline_s, fails, slowest,
-		      now_s() - t0, slow, max_us);
+		      child_now_s() - t0, slow, max_us);
 	if (hangs || fails)
 		fail_msg("%s", first_fail);
 }

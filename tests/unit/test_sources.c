@@ -152,6 +152,16 @@ static void test_sources_events_counted(void **state)
 
 #define PAGE 4096ul
 
+/* A memfd of len bytes. */
+static int memfd_sized(const char *name, size_t len)
+{
+	int fd = memfd_create(name, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)len), 0);
+	return fd;
+}
+
 /* [p, p + len) got, put and got again: was the second get a hit? */
 static int second_get_hits(void *p, size_t len)
 {
@@ -213,13 +223,11 @@ static void test_sources_host_mem_status(void **state)
  * private mapping beside it is cached. */
 static void test_sources_shared_memory_uncached(void **state)
 {
-	int fd = memfd_create("gdrc-sources", 0);
+	int fd = memfd_sized("gdrc-sources", 4 * PAGE);
 	char *s, *p;
 	uint64_t u0;
 
 	(void)state;
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, 4 * PAGE), 0);
 	s = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	p = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -244,13 +252,11 @@ static void test_sources_shared_memory_uncached(void **state)
  */
 static void test_sources_private_run_forgotten_after_unmap(void **state)
 {
-	int fd = memfd_create("gdrc-sources-hole", 0);
+	int fd = memfd_sized("gdrc-sources-hole", 2 * PAGE);
 	char *p, *s;
 	uint64_t u0;
 
 	(void)state;
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, 2 * PAGE), 0);
 	p = mmap(NULL, 8 * PAGE, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	assert_true(p != MAP_FAILED);
@@ -274,13 +280,11 @@ static void test_sources_private_run_forgotten_after_unmap(void **state)
  * a private and a shared mapping, a hole. */
 static void vma_kinds(int text)
 {
-	int fd = memfd_create("gdrc-vma", 0);
+	int fd = memfd_sized("gdrc-vma", 4 * PAGE);
 	char *p, *s, *a, *f;
 	uintptr_t lo, hi;
 
 	gdrc_vma_force_text(text);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, 4 * PAGE), 0);
 	/* p: four private pages, then s: a shared memfd mapping right
 	 * after them, then a hole of two pages. */
 	p = mmap(NULL, 10 * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
