@@ -415,9 +415,10 @@ static gdrc_status_t gpu_setup(struct gdrc_ctx *ctx)
 
 /*
  * The cache's question for a host miss (gdrc_cache_params.host_private):
- * is [start, end) privately mapped?  Unmapped pages count as
- * private: no backend but none registers them, and none pins nothing.
- * Under the cache's write lock: gdrc_vma_kind allocates nothing.
+ * is [start, end) privately mapped?  Unmapped pages count as private (no
+ * backend but none registers them, and none pins nothing), with nothing
+ * to remember.  Under the cache's write lock: gdrc_vma_kind allocates
+ * nothing.
  */
 static int host_private(uintptr_t start, uintptr_t end, uintptr_t *lo_p,
 			uintptr_t *hi_p)
@@ -428,7 +429,7 @@ static int host_private(uintptr_t start, uintptr_t end, uintptr_t *lo_p,
 	case GDRC_VMA_PRIVATE:
 		return 1;
 	case GDRC_VMA_UNMAPPED:
-		*lo_p = *hi_p = start; /* nothing to remember */
+		*lo_p = *hi_p = start;
 		return 1;
 	case GDRC_VMA_SHARED:
 		return 0;

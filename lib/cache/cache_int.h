@@ -406,6 +406,17 @@ int gdrc_collect_fn(struct gdrc_region *r, void *arg);
 void gdrc_collect_push(struct gdrc_collect *col, struct gdrc_region *r);
 unsigned gdrc_remove_collected(struct gdrc_cache *c, struct gdrc_collect *col,
 			       int ghost, struct gdrc_defer *d);
+/* Remember [start, end) as a run of private mappings (c->vmemo, under
+ * the write lock), in place of the entry replaced next; an empty one is
+ * nothing to remember. */
+static inline void gdrc_vmemo_add(struct gdrc_cache *c, uintptr_t start,
+				  uintptr_t end)
+{
+	if (start < end)
+		c->vmemo[c->vmemo_next++ % GDRC_VMEMO] =
+			(struct gdrc_vmemo){ .start = start, .end = end };
+}
+
 void gdrc_invalidate_locked(struct gdrc_cache *c, uintptr_t start,
 			    uintptr_t end, int source, struct gdrc_defer *d);
 void gdrc_drain(struct gdrc_cache *c, struct gdrc_defer *d);

@@ -98,9 +98,7 @@ static void vmemo_forget(struct gdrc_cache *c, uintptr_t start,
 			continue;
 		}
 		m->end = start;
-		if (end < top)
-			c->vmemo[c->vmemo_next++ % GDRC_VMEMO] =
-				(struct gdrc_vmemo){ .start = end, .end = top };
+		gdrc_vmemo_add(c, end, top);
 	}
 }
 

@@ -477,10 +477,8 @@ static void plan_private(struct gdrc_cache *c, struct miss_plan *plan)
 	    vmemo_covers(c, plan->start, plan->end))
 		return;
 	if (c->p.host_private(plan->start, plan->end, &lo, &hi)) {
-		if (c->p.host_private_memo) {
-			c->vmemo[c->vmemo_next++ % GDRC_VMEMO] =
-				(struct gdrc_vmemo){ .start = lo, .end = hi };
-		}
+		if (c->p.host_private_memo)
+			gdrc_vmemo_add(c, lo, hi);
 		return;
 	}
 	plan_uncache(plan);
