@@ -92,6 +92,11 @@ static void show_ctx(struct gdrc_ctx *ctx)
 		st = gdrc_source_status(ctx, (enum gdrc_source)s, &why, NULL);
 		line(what, st, why);
 	}
+	/* Which kinds of host memory are cached under those sources. */
+	st = gdrc_host_mem_status(ctx, GDRC_HOST_MEM_PRIVATE, &why);
+	line("caches private host memory", st, why);
+	st = gdrc_host_mem_status(ctx, GDRC_HOST_MEM_SHARED, &why);
+	line("caches shared host memory", st, why);
 	for (int b = GDRC_BACKEND_NONE; b <= GDRC_BACKEND_CUFILE; b++) {
 		char what[40];
 

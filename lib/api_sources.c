@@ -733,7 +733,7 @@ GDRC_API gdrc_status_t gdrc_host_mem_status(struct gdrc_ctx *pub,
 		why = "gdrcache.ko's notifier sees every way its pages go";
 	} else if (mem == GDRC_HOST_MEM_PRIVATE) {
 		on = 1;
-		why = "only calls on its own mapping take its pages, and the host source sees them";
+		why = "only calls on its own mapping take its pages, which the host source watches (docs/hooks.md lists those it misses)";
 	} else {
 		on = 0;
 		why = "a hole punched or a truncation of its file, or another process, can take its pages, which only gdrcache.ko sees: registered per get";
