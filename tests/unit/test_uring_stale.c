@@ -784,7 +784,7 @@ enum shared_loss {
 static void take_pages(int fd, char *p, size_t len, enum shared_loss how)
 {
 	pid_t child;
-	int st;
+	int st, r;
 
 	switch (how) {
 	case LOSS_PUNCH:
@@ -798,10 +798,17 @@ static void take_pages(int fd, char *p, size_t len, enum shared_loss how)
 		assert_int_equal(ftruncate(fd, (off_t)len), 0);
 		return;
 	case LOSS_REMAP_PAGES:
-		/* The first half now shows the file's second half. */
-		assert_int_equal(remap_file_pages(p, len / 2, 0,
-						  len / 2 / PAGE, 0),
-				 0);
+		/* The first half now shows the file's second half.  valgrind
+		 * implements no remap_file_pages (ENOSYS). */
+		r = remap_file_pages(p, len / 2, 0, len / 2 / PAGE, 0);
+		if (r && errno == ENOSYS) {
+			print_message("    skip: remap_file_pages: %s\n",
+				      strerror(errno));
+			munmap(p, len);
+			close(fd);
+			skip();
+		}
+		assert_int_equal(r, 0);
 		return;
 	case LOSS_CHILD_REMOVE:
 	case LOSS_CHILD_PUNCH:
@@ -810,11 +817,11 @@ static void take_pages(int fd, char *p, size_t len, enum shared_loss how)
 	child = fork();
 	assert_true(child >= 0);
 	if (!child) {
-		int r = how == LOSS_CHILD_REMOVE ?
-				madvise(p, len, MADV_REMOVE) :
-				fallocate(fd, FALLOC_FL_PUNCH_HOLE |
-						      FALLOC_FL_KEEP_SIZE,
-					  0, (off_t)len);
+		r = how == LOSS_CHILD_REMOVE ?
+			    madvise(p, len, MADV_REMOVE) :
+			    fallocate(fd, FALLOC_FL_PUNCH_HOLE |
+						  FALLOC_FL_KEEP_SIZE,
+				      0, (off_t)len);
 		_exit(r ? 1 : 0);
 	}
 	assert_int_equal(waitpid(child, &st, 0), child);
